@@ -1,0 +1,269 @@
+"""The build pipeline: ingest -> dedup -> encode (through the cache) -> write and publish a new version."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .cache import EmbeddingCache, embedding_key
+from .dedup import deduplicate
+from .embed import DEFAULT_MODEL, Embedder
+from .encoders import EncoderChoice, check_embedder, open_build_encoder
+from .errors import IndexNotFoundError, ModelMismatchError, SemsearchError
+from .ingest import read_sources
+from .records import Document
+from .store import (
+    CACHE_DIR,
+    DOCS,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    VECTORS,
+    DocumentStore,
+    VersionWriter,
+    current_version,
+    doc_num,
+    read_manifest,
+    utc_now,
+    write_documents,
+    write_vectors,
+    writer_lock,
+)
+
+# Texts handed to the encoder per progress step; each chunk is cached at once, so an
+# interrupted build resumes from the last finished chunk.
+ENCODE_CHUNK = 256
+
+
+@dataclass
+class BuildSummary:
+    """What a build did; ``semsearch index --json`` prints it."""
+
+    read: int
+    documents: int
+    duplicates: int
+    near_duplicates: int
+    encoded: int
+    cached: int
+    added: int
+    removed: int
+    seconds: float
+    index: str
+    version: str
+    model: str
+    backend: str
+    files: int
+    skipped: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class BuildOptions:
+    """Knobs of a build; the defaults suit a laptop."""
+
+    model: str | None = None  # None: the existing index's model, else DEFAULT_MODEL
+    backend: str = "onnx"
+    precision: str = "int8"
+    full: bool = False
+    skip_bad: bool = False
+    near: bool = True
+    batch_size: int = 32
+    progress: bool = True
+    wait: bool = False
+
+
+def _previous(index_dir: Path) -> tuple[Path | None, dict[str, Any] | None]:
+    try:
+        version = current_version(index_dir)
+    except IndexNotFoundError:
+        return None, None
+    return version, read_manifest(version)
+
+
+def _check_model(requested: str | None, manifest: dict[str, Any] | None, full: bool) -> str:
+    """The model to build with; refuses to mix models in one index unless --full."""
+    if manifest is None:
+        return requested or DEFAULT_MODEL
+    existing = str(manifest["model"]["name"])
+    if requested is None or requested == existing:
+        return existing
+    if full:
+        return requested
+    raise ModelMismatchError(
+        f"the index was built with model {existing!r} ({manifest['model']['dimension']}-d), not {requested!r}; "
+        "rebuild it with --full to switch models"
+    )
+
+
+def encode_with_cache(
+    embedder: Embedder,
+    documents: Sequence[Document],
+    cache: EmbeddingCache,
+    *,
+    batch_size: int,
+    progress: bool,
+) -> tuple[np.ndarray, int]:
+    """Vectors for the documents in order, encoding only texts the cache lacks; returns (vectors, encoded)."""
+    texts = [d.embedding_text() for d in documents]
+    keys = [embedding_key(t) for t in texts]
+    known = cache.get_many(keys)
+    missing = sorted({k: i for i, k in enumerate(keys) if k not in known}.values())
+    if missing:
+        bar = _progress_bar(len(missing), progress)
+        for start in range(0, len(missing), ENCODE_CHUNK):
+            chunk = missing[start : start + ENCODE_CHUNK]
+            vectors = embedder.encode([texts[i] for i in chunk], batch_size=batch_size)
+            if vectors.shape != (len(chunk), embedder.dimension):
+                raise SemsearchError(
+                    f"encoder returned shape {vectors.shape}, expected ({len(chunk)}, {embedder.dimension})"
+                )
+            pairs = [(keys[i], vectors[j]) for j, i in enumerate(chunk)]
+            cache.put_many(pairs)
+            known.update(pairs)
+            bar(len(chunk))
+        bar(0, close=True)
+    out = np.zeros((len(documents), embedder.dimension), dtype=np.float32)
+    for row, key in enumerate(keys):
+        out[row] = known[key]
+    return out, len(missing)
+
+
+def _progress_bar(total: int, enabled: bool) -> Callable[..., None]:
+    """A tqdm bar on stderr that knows its total, or a no-op when disabled or stderr is not a terminal."""
+    if not enabled or total < 64 or not sys.stderr.isatty():
+        return lambda n, close=False: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, unit="doc", desc="encoding", file=sys.stderr, dynamic_ncols=True)
+
+    def update(n: int, close: bool = False) -> None:
+        bar.update(n)
+        if close:
+            bar.close()
+
+    return update
+
+
+def build_index(
+    sources: Sequence[str],
+    index_dir: str | Path,
+    options: BuildOptions | None = None,
+    *,
+    embedder: Embedder | None = None,
+) -> BuildSummary:
+    """Build (or rebuild) an index from sources and publish it atomically.
+
+    Args:
+        sources: files, directories or globs of abstracts.
+        index_dir: the index directory; created when missing.
+        options: build knobs (model, backend, precision, ...).
+        embedder: an encoder to use instead of loading ``options.model`` (tests, custom models).
+    """
+    opts = options or BuildOptions()
+    started = time.perf_counter()
+    index_path = Path(index_dir)
+    # Everything that can fail on bad input happens before the index directory is touched.
+    ingested = read_sources(sources, skip_bad=opts.skip_bad)
+    dedup = deduplicate(ingested.records, near=opts.near)
+
+    with writer_lock(index_path, wait=opts.wait):
+        prev_version, prev_manifest = _previous(index_path)
+        if embedder is not None:
+            model_name = embedder.name
+            if prev_manifest is not None and not opts.full:
+                check_embedder(prev_manifest, embedder)
+        else:
+            model_name = _check_model(opts.model, prev_manifest, opts.full)
+
+        writer = VersionWriter.create(index_path)
+        try:
+            choice: EncoderChoice = open_build_encoder(
+                model_name,
+                backend=opts.backend,
+                precision=opts.precision,
+                out_dir=writer.path,
+                previous_version=prev_version,
+                embedder=embedder,
+            )
+            enc = choice.embedder
+            cache = EmbeddingCache(
+                index_path / CACHE_DIR, enc.fingerprint, f"{choice.backend}-{choice.precision}", enc.dimension
+            )
+            try:
+                vectors, encoded = encode_with_cache(
+                    enc, dedup.documents, cache, batch_size=opts.batch_size, progress=opts.progress
+                )
+            finally:
+                cache.close()
+
+            ids = np.array([doc_num(d.id) for d in dedup.documents], dtype=np.int64)
+            faiss_type = write_vectors(writer.path / VECTORS, ids, vectors)
+            write_documents(writer.path / DOCS, dedup.documents)
+
+            previous_ids = _previous_ids(prev_version)
+            new_ids = {d.id for d in dedup.documents}
+            manifest = {
+                "format": FORMAT_NAME,
+                "format_version": FORMAT_VERSION,
+                "semsearch_version": __version__,
+                "built_at": utc_now(),
+                "build_seconds": 0.0,
+                "model": {
+                    "name": enc.name,
+                    "fingerprint": enc.fingerprint,
+                    "dimension": enc.dimension,
+                    "backend": choice.backend,
+                    "precision": choice.precision,
+                },
+                "faiss": {"type": faiss_type, "metric": "inner_product", "normalized": True},
+                "counts": {
+                    "read": dedup.read,
+                    "documents": len(dedup.documents),
+                    "exact_duplicates": dedup.exact_duplicates,
+                    "near_duplicates": dedup.near_duplicates,
+                    "vectors": len(dedup.documents),
+                },
+                "sources": [f.to_dict() for f in ingested.files],
+                "files": {},
+            }
+            manifest["build_seconds"] = round(time.perf_counter() - started, 3)
+            final = writer.publish(manifest)
+        except BaseException:
+            writer.abandon()
+            raise
+
+    return BuildSummary(
+        read=dedup.read,
+        documents=len(dedup.documents),
+        duplicates=dedup.exact_duplicates,
+        near_duplicates=dedup.near_duplicates,
+        encoded=encoded,
+        cached=len(dedup.documents) - encoded,
+        added=len(new_ids - previous_ids),
+        removed=len(previous_ids - new_ids),
+        seconds=round(time.perf_counter() - started, 3),
+        index=str(index_path),
+        version=final.name,
+        model=enc.name,
+        backend=choice.backend,
+        files=len(ingested.files),
+        skipped=ingested.skipped,
+    )
+
+
+def _previous_ids(version: Path | None) -> set[str]:
+    if version is None:
+        return set()
+    store = DocumentStore(version / DOCS)
+    try:
+        return {r[0] for r in store.conn.execute("SELECT id FROM documents")}
+    finally:
+        store.close()

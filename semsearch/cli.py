@@ -1,0 +1,279 @@
+"""The ``semsearch`` command: a thin click layer over the library (resolve inputs, call, format)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import SemsearchError
+
+HELP_SCORES = (
+    "Scores are cosine similarities between unit-length embeddings (higher is closer; "
+    "about 0.5+ is usually on topic for all-MiniLM-L6-v2)."
+)
+
+
+class SemsearchCliError(click.ClickException):
+    """A one-line error with exit status 2."""
+
+    exit_code = 2
+
+
+class Group(click.Group):
+    """Turns library errors into one-line messages instead of tracebacks."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SemsearchError as exc:
+            raise SemsearchCliError(str(exc)) from exc
+        except KeyboardInterrupt:
+            click.echo("semsearch: interrupted", err=True)
+            sys.exit(130)
+
+
+def index_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--index",
+        "index_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="SEMSEARCH_INDEX",
+        default="indexes/default",
+        show_default=True,
+        help="Index directory (or set SEMSEARCH_INDEX).",
+    )(fn)
+
+
+def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--json / --jsonl on every command that prints hits."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of hits.")
+    @click.option("--jsonl", "as_jsonl", is_flag=True, help="Print one JSON object per hit per line.")
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if kwargs["as_json"] and kwargs["as_jsonl"]:
+            raise SemsearchCliError("choose one of --json and --jsonl")
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def k_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    # A plain int (not IntRange) so that a bad k gets the library's one-line error.
+    return click.option("-k", "k", type=int, default=10, show_default=True, help="How many hits to return.")(fn)
+
+
+def _embedder(ctx: click.Context) -> Any:
+    """An encoder injected by the caller of the CLI (tests), else None to load the index's own."""
+    return (ctx.obj or {}).get("embedder")
+
+
+def _print_hits(hits: list[Any], as_json: bool, as_jsonl: bool) -> None:
+    from .render import hits_table, to_json, to_jsonl
+
+    rows = [h.to_dict() for h in hits]
+    if as_json:
+        click.echo(to_json(rows))
+    elif as_jsonl:
+        if rows:
+            click.echo(to_jsonl(rows))
+    else:
+        click.echo(hits_table(hits, color=sys.stdout.isatty()))
+
+
+def _read_text_arg(text: str) -> str:
+    """``-`` reads the text from standard input."""
+    return sys.stdin.read() if text == "-" else text
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="semsearch")
+def cli() -> None:
+    """Semantic search over research-paper abstracts.
+
+    \b
+    Build an index from abstract files, then ask it questions in plain words:
+      semsearch index seeds/
+      semsearch query "federated learning with differential privacy"
+      semsearch related 3f2a9c01d4e5b6a7
+      semsearch info
+    """
+
+
+@cli.command()
+@click.argument("sources", nargs=-1)
+@index_option
+@click.option("--model", help="sentence-transformers model name or path [default: the index's, else all-MiniLM-L6-v2].")
+@click.option(
+    "--backend",
+    type=click.Choice(["onnx", "torch"]),
+    default="onnx",
+    show_default=True,
+    help="Encoder runtime. onnx exports the model into the index so queries never load torch.",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["int8", "fp32"]),
+    default="int8",
+    show_default=True,
+    help="ONNX weights: int8 is smaller and faster to start; fp32 matches torch to 1e-6.",
+)
+@click.option("--full", is_flag=True, help="Rebuild from scratch (and allow switching models).")
+@click.option("--skip-bad", is_flag=True, help="Skip malformed records (reported) instead of stopping.")
+@click.option("--no-near", is_flag=True, help="Merge only exact duplicates, not near-duplicates.")
+@click.option("--batch-size", type=int, default=32, show_default=True, help="Texts per encoder batch.")
+@click.option("--wait", is_flag=True, help="Wait for another writer of this index instead of failing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the build summary as one JSON line.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@click.pass_context
+def index(
+    ctx: click.Context,
+    sources: tuple[str, ...],
+    index_dir: Path,
+    model: str | None,
+    backend: str,
+    precision: str,
+    full: bool,
+    skip_bad: bool,
+    no_near: bool,
+    batch_size: int,
+    wait: bool,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Build or update an index from SOURCES (files, directories, globs; default: ./seeds).
+
+    \b
+    Formats are detected from content and extension:
+      seed text  first line a collection header, then one abstract per blank-line-separated paragraph
+      JSONL, JSON array, CSV, TSV  fields title, abstract|text|summary, _id|id|paper_id; others kept
+      any of them gzipped (.gz); UTF-8 (BOM or not), UTF-16 with BOM, GB18030/GBK; CRLF line ends
+    Identical abstracts become one document that remembers every source; near-duplicates
+    (re-wrapped, markup, a few words changed) are merged too unless --no-near.
+    The new index is written beside the old one and swapped in atomically.
+    """
+    from .build import BuildOptions, build_index
+
+    if batch_size < 1:
+        raise SemsearchCliError(f"--batch-size must be a positive integer, got {batch_size}")
+    summary = build_index(
+        list(sources) or ["seeds"],
+        index_dir,
+        BuildOptions(
+            model=model,
+            backend=backend,
+            precision=precision,
+            full=full,
+            skip_bad=skip_bad,
+            near=not no_near,
+            batch_size=batch_size,
+            progress=not quiet and not as_json,
+            wait=wait,
+        ),
+        embedder=_embedder(ctx),
+    )
+    for line in summary.skipped:
+        click.echo(f"semsearch: skipped {line}", err=True)
+    if as_json:
+        click.echo(json.dumps(summary.to_dict(), ensure_ascii=False))
+        return
+    click.echo(
+        f"read {summary.read} abstracts from {summary.files} files: {summary.documents} documents "
+        f"({summary.duplicates} duplicates, {summary.near_duplicates} near-duplicates merged)"
+    )
+    click.echo(
+        f"encoded: {summary.encoded}, from cache: {summary.cached}, added: {summary.added}, removed: {summary.removed}"
+    )
+    click.echo(f"index: {summary.index} ({summary.version}, {summary.backend}) in {summary.seconds:.1f} s")
+
+
+@cli.command()
+@click.argument("text")
+@k_option
+@index_option
+@click.option("--model", help="Refuse to answer unless the index was built with this model.")
+@output_options
+@click.pass_context
+def query(
+    ctx: click.Context, text: str, k: int, index_dir: Path, model: str | None, as_json: bool, as_jsonl: bool
+) -> None:
+    """Find the abstracts nearest in meaning to TEXT ('-' reads it from stdin).
+
+    \b
+    Each hit shows rank, score, title (or the abstract's opening words), id, sources and a snippet.
+    """
+    from .search import Index
+
+    with Index.open(index_dir, embedder=_embedder(ctx), model=model) as idx:
+        hits = idx.search(_read_text_arg(text), k)
+    _print_hits(hits, as_json, as_jsonl)
+
+
+query.help = f"{query.help}\n\n{HELP_SCORES}"
+
+
+@cli.command()
+@click.argument("doc_id", required=False)
+@click.option("--text", help="Find papers related to this abstract text instead of an indexed paper.")
+@click.option(
+    "--file",
+    "file_",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Find papers related to the abstract in this text file.",
+)
+@k_option
+@index_option
+@output_options
+@click.pass_context
+def related(
+    ctx: click.Context,
+    doc_id: str | None,
+    text: str | None,
+    file_: Path | None,
+    k: int,
+    index_dir: Path,
+    as_json: bool,
+    as_jsonl: bool,
+) -> None:
+    """Papers nearest to one you know: by DOC_ID (or an external id such as a BEIR _id), --text or --file.
+
+    The paper itself and its duplicates are never returned.
+    """
+    from .search import Index
+
+    given = [x for x in (doc_id, text, file_) if x is not None]
+    if len(given) != 1:
+        raise SemsearchCliError("give exactly one of DOC_ID, --text or --file")
+    if file_ is not None:
+        try:
+            text = file_.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SemsearchCliError(f"cannot read {file_}: {getattr(exc, 'strerror', None) or exc}") from exc
+    with Index.open(index_dir, embedder=_embedder(ctx)) as idx:
+        hits = idx.related(doc_id, k) if doc_id is not None else idx.related_to_text(text or "", k)
+    _print_hits(hits, as_json, as_jsonl)
+
+
+@cli.command()
+@index_option
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest facts as JSON.")
+def info(index_dir: Path, as_json: bool) -> None:
+    """Show what an index holds: model, dimension, documents, sources, size on disk, build time."""
+    from .render import info_text, to_json
+    from .search import Index
+
+    with Index.open(index_dir) as idx:
+        facts = idx.info()
+    click.echo(to_json(facts.to_dict()) if as_json else info_text(facts))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="semsearch")

@@ -1,0 +1,162 @@
+"""Choosing the encoder: at build time (export to ONNX or use torch) and at query time (from the manifest).
+
+The query path must stay torch-free: it loads the ONNX export kept in the index version, and only
+falls back to sentence-transformers when that export is missing or broken and the model is at hand.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .embed import Embedder
+from .errors import IndexCorruptError, ModelLoadError, ModelMismatchError, SemsearchError
+from .store import ENCODER_DIR
+
+BACKENDS = ("onnx", "torch")
+PRECISIONS = ("fp32", "int8")
+Notify = Callable[[str], None]
+
+
+def stderr_notice(message: str) -> None:
+    """Print a one-line notice on stderr."""
+    print(f"semsearch: {message}", file=sys.stderr)
+
+
+@dataclass
+class EncoderChoice:
+    """The encoder a build uses and how the manifest should describe it."""
+
+    embedder: Embedder
+    backend: str
+    precision: str
+
+
+def _copy_encoder(src: Path, dst: Path) -> None:
+    """Copy a previous version's ONNX export, hard-linking where the filesystem allows (versions are immutable)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for path in src.iterdir():
+        if path.is_file():
+            try:
+                os.link(path, dst / path.name)
+            except OSError:
+                shutil.copy2(path, dst / path.name)
+
+
+def _reusable_export(previous_version: Path | None, model_name: str) -> Path | None:
+    """The previous version's ONNX export when it was made from the same model files."""
+    if previous_version is None:
+        return None
+    from .onnx_backend import read_spec, source_fingerprint
+
+    folder = previous_version / ENCODER_DIR
+    try:
+        spec = read_spec(folder)
+    except (IndexCorruptError, OSError):
+        return None
+    if spec.get("source_model") != model_name:
+        return None
+    current = source_fingerprint(model_name)
+    # A hub name cannot be fingerprinted without loading it; trust the name in that case.
+    if current is not None and current != spec.get("source_fingerprint"):
+        return None
+    return folder
+
+
+def open_build_encoder(
+    model_name: str,
+    *,
+    backend: str,
+    precision: str,
+    out_dir: Path,
+    previous_version: Path | None = None,
+    embedder: Embedder | None = None,
+    notify: Notify = stderr_notice,
+) -> EncoderChoice:
+    """The encoder for a build; with the ONNX backend the export is written to ``out_dir/encoder``."""
+    if embedder is not None:
+        return EncoderChoice(embedder, getattr(embedder, "backend", "custom"), getattr(embedder, "precision", "fp32"))
+    if backend not in BACKENDS:
+        raise SemsearchError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
+    if precision not in PRECISIONS:
+        raise SemsearchError(f"unknown precision {precision!r} (choose from {', '.join(PRECISIONS)})")
+    if backend == "onnx":
+        from .onnx_backend import OnnxEmbedder, export_onnx
+
+        target = out_dir / ENCODER_DIR
+        reusable = _reusable_export(previous_version, model_name)
+        try:
+            if reusable is not None:
+                _copy_encoder(reusable, target)
+            else:
+                export_onnx(model_name, target)
+            return EncoderChoice(OnnxEmbedder.load(target, precision), "onnx", precision)
+        except ModelLoadError as exc:
+            shutil.rmtree(target, ignore_errors=True)
+            notify(f"{exc}; encoding with sentence-transformers (torch) instead")
+    from .embed import SentenceTransformerEmbedder
+
+    return EncoderChoice(SentenceTransformerEmbedder(model_name), "torch", "fp32")
+
+
+def check_requested_model(manifest: dict[str, Any], model: str) -> None:
+    """Raise ModelMismatchError when a caller asks for another model than the index's."""
+    info = manifest["model"]
+    if model != info["name"]:
+        raise ModelMismatchError(
+            f"the index was built with model {info['name']!r} ({info['dimension']}-d), not {model!r}; "
+            f"query without --model, or rebuild with: semsearch index --full --model {model}"
+        )
+
+
+def check_embedder(manifest: dict[str, Any], embedder: Embedder) -> None:
+    """Raise ModelMismatchError when an encoder would not reproduce the index's vectors."""
+    info = manifest["model"]
+    if embedder.fingerprint != info["fingerprint"] or embedder.dimension != info["dimension"]:
+        raise ModelMismatchError(
+            f"the index was built with model {info['name']!r} ({info['dimension']}-d), "
+            f"not {embedder.name!r} ({embedder.dimension}-d); rebuild it with --full to switch models"
+        )
+
+
+def open_query_encoder(manifest: dict[str, Any], version: Path, *, notify: Notify = stderr_notice) -> Embedder:
+    """The encoder that reproduces the index's vectors for queries (ONNX export first, torch as fallback)."""
+    info = manifest["model"]
+    if info.get("backend") == "onnx":
+        from .onnx_backend import OnnxEmbedder
+
+        try:
+            return OnnxEmbedder.load(version / ENCODER_DIR, str(info.get("precision", "int8")))
+        except IndexCorruptError as exc:
+            fallback = _torch_fallback(info)
+            if fallback is None:
+                raise IndexCorruptError(f"{exc}; rebuild with: semsearch index --full") from exc
+            notify(f"{exc}; using sentence-transformers instead (rebuild with: semsearch index --full)")
+            return fallback
+    from .embed import SentenceTransformerEmbedder
+
+    loaded = SentenceTransformerEmbedder(str(info["name"]))
+    if loaded.fingerprint != info["fingerprint"] or loaded.dimension != info["dimension"]:
+        raise ModelMismatchError(
+            f"model {info['name']!r} on this machine differs from the one that built the index; "
+            "rebuild with: semsearch index --full"
+        )
+    return loaded
+
+
+def _torch_fallback(info: dict[str, Any]) -> Embedder | None:
+    """sentence-transformers with the index's model, when it loads here and matches the index."""
+    from .embed import SentenceTransformerEmbedder
+
+    try:
+        loaded = SentenceTransformerEmbedder(str(info["name"]))
+    except ModelLoadError:
+        return None
+    if loaded.fingerprint != info["fingerprint"] or loaded.dimension != info["dimension"]:
+        return None
+    return loaded

@@ -1,0 +1,146 @@
+"""Records that flow between the stages: ingest -> dedup -> embed -> store -> search."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where one abstract was read: a file and its position in it (1-based)."""
+
+    file: str
+    kind: str  # "paragraph" (seed text), "line" (JSONL), "record" (JSON array), "row" (CSV/TSV)
+    number: int
+
+    def label(self) -> str:
+        """Short human form, e.g. ``seeds/a.txt:paragraph 3``."""
+        return f"{self.file}:{self.kind} {self.number}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "kind": self.kind, "number": self.number}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Provenance:
+        return cls(file=str(data["file"]), kind=str(data["kind"]), number=int(data["number"]))
+
+
+@dataclass
+class Record:
+    """One abstract as read from a source, before deduplication."""
+
+    text: str
+    provenance: Provenance
+    title: str | None = None
+    external_id: str | None = None
+    collection: str | None = None  # the seed file's header line, e.g. "NeurIPS 2025 Papers"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file that ingest read, with what is needed to notice later that it changed."""
+
+    path: str  # as resolved from the user's argument (absolute)
+    sha256: str
+    size: int
+    format: str  # "seed", "jsonl", "json", "csv", "tsv"
+    encoding: str
+    records: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "sha256": self.sha256,
+            "size": self.size,
+            "format": self.format,
+            "encoding": self.encoding,
+            "records": self.records,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SourceFile:
+        return cls(
+            path=str(data["path"]),
+            sha256=str(data["sha256"]),
+            size=int(data["size"]),
+            format=str(data["format"]),
+            encoding=str(data["encoding"]),
+            records=int(data["records"]),
+        )
+
+
+@dataclass
+class IngestResult:
+    """Everything read from a set of sources."""
+
+    records: list[Record]
+    files: list[SourceFile]
+    skipped: list[str] = field(default_factory=list)  # "file:line N: reason" for --skip-bad
+
+
+@dataclass
+class Document:
+    """One unique abstract after deduplication; remembers every place it came from."""
+
+    id: str  # 16 hex digits, derived from the content hash of the canonical text
+    text: str
+    title: str | None
+    sources: list[Provenance]
+    external_ids: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    text_hash: str = ""  # sha256 of the normalized text; the embedding-cache key
+
+    def embedding_text(self) -> str:
+        """The text given to the encoder: title and abstract, as BEIR/MTEB join them."""
+        return f"{self.title} {self.text}" if self.title else self.text
+
+    def label(self, width: int = 80) -> str:
+        """The title, or the abstract's opening words when there is no title."""
+        if self.title:
+            return self.title
+        words = self.text.split()
+        out = ""
+        for w in words:
+            if len(out) + len(w) + 1 > width - 1:
+                return out + "…"
+            out = f"{out} {w}" if out else w
+        return out
+
+
+@dataclass
+class DedupResult:
+    """The unique documents and the counts of what was merged."""
+
+    documents: list[Document]
+    read: int
+    exact_duplicates: int  # records merged because their normalized text was identical
+    near_duplicates: int  # records merged because they were near-identical
+    near_pairs: list[tuple[str, str, float]] = field(default_factory=list)  # (kept id, merged label, similarity)
+
+
+@dataclass
+class Hit:
+    """One search result."""
+
+    rank: int
+    score: float
+    id: str
+    title: str | None
+    label: str
+    text: str
+    sources: list[Provenance]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "score": round(float(self.score), 6),
+            "id": self.id,
+            "title": self.title,
+            "label": self.label,
+            "text": self.text,
+            "sources": [s.to_dict() for s in self.sources],
+            "metadata": self.metadata,
+        }

@@ -1,0 +1,97 @@
+"""Turning results into text for people (tables) and for pipes (JSON, JSON lines)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from .records import Hit
+from .search import IndexInfo
+
+SNIPPET_CHARS = 240
+MAX_SOURCES_SHOWN = 2
+
+
+def to_json(data: Any) -> str:
+    """Pretty JSON, UTF-8 kept readable."""
+    return json.dumps(data, ensure_ascii=False, indent=2)
+
+
+def to_jsonl(rows: Sequence[dict[str, Any]]) -> str:
+    """One JSON object per line."""
+    return "\n".join(json.dumps(r, ensure_ascii=False) for r in rows)
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """The opening of a text, cut at a word boundary."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return cut.rstrip(",;:.") + " …"
+
+
+def sources_line(hit: Hit) -> str:
+    """Where a hit came from, shortened when it came from many places."""
+    labels = [s.label() for s in hit.sources[:MAX_SOURCES_SHOWN]]
+    extra = len(hit.sources) - MAX_SOURCES_SHOWN
+    return ", ".join(labels) + (f" (+{extra} more)" if extra > 0 else "")
+
+
+def hits_table(hits: Sequence[Hit], *, color: bool = False) -> str:
+    """Ranked hits as an indented block per hit: rank, score, label; id and sources; a snippet."""
+    if not hits:
+        return "no results"
+    import click
+
+    width = min(shutil.get_terminal_size((100, 24)).columns, 120)
+    blocks = []
+    for hit in hits:
+        head = f"{hit.rank:>2}. {hit.score:.4f}  {hit.label}"
+        if color:
+            head = (
+                f"{hit.rank:>2}. "
+                + click.style(f"{hit.score:.4f}", fg="green")
+                + "  "
+                + click.style(hit.label, bold=True)
+            )
+        ids = f"    id {hit.id}  ·  {sources_line(hit)}"
+        body = textwrap.fill(snippet(hit.text), width=width, initial_indent="    ", subsequent_indent="    ")
+        blocks.append("\n".join([head, click.style(ids, dim=True) if color else ids, body]))
+    return "\n\n".join(blocks)
+
+
+def info_text(info: IndexInfo) -> str:
+    """The manifest as aligned ``key: value`` lines."""
+    rows = [
+        ("index", f"{info.path} ({info.version})"),
+        ("model", f"{info.model} ({info.dimension}-d, fingerprint {info.fingerprint})"),
+        ("encoder", f"{info.backend} {info.precision}".strip()),
+        ("documents", str(info.documents)),
+        (
+            "read",
+            f"{info.read} abstracts ({info.exact_duplicates} duplicates, {info.near_duplicates} near-duplicates)",
+        ),
+        ("vectors", f"{info.faiss}, inner product on unit vectors (score = cosine)"),
+        ("size on disk", human_bytes(info.size_bytes)),
+        ("built at", f"{info.built_at} in {info.build_seconds:.1f} s"),
+        ("format", str(info.format_version)),
+        ("sources", f"{len(info.sources)} files"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k + ':':<{width + 1}} {v}" for k, v in rows]
+    lines += [f"  {s.path}  ({s.format}, {s.records} abstracts, {s.encoding})" for s in info.sources]
+    return "\n".join(lines)
+
+
+def human_bytes(size: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"

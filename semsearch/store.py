@@ -1,0 +1,397 @@
+"""The index directory on disk: versions published atomically, a FAISS index, a SQLite document store.
+
+Layout of an index directory (``indexes/default``)::
+
+    CURRENT              name of the live version folder (swapped atomically by rename)
+    v-<time>-<rand>/     one complete, immutable index version
+        manifest.json    format version, model, counts, sources, file sizes and checksums
+        vectors.faiss    FAISS IndexIDMap2 over inner product; ids are the documents' int ids
+        docs.sqlite      documents, provenance and external ids
+        encoder/         the ONNX export of the model (when the ONNX backend built it)
+    cache/               embedding caches, one SQLite file per model fingerprint and precision
+    .lock                held by the one writer (flock)
+    .build-*             a half-written version; removed by the next writer
+
+Readers resolve CURRENT once and read only that folder, so they always see a complete version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
+from .records import Document, Provenance
+
+FORMAT_NAME = "semsearch-index"
+FORMAT_VERSION = 1
+CURRENT = "CURRENT"
+MANIFEST = "manifest.json"
+VECTORS = "vectors.faiss"
+DOCS = "docs.sqlite"
+ENCODER_DIR = "encoder"
+CACHE_DIR = "cache"
+LOCK = ".lock"
+BUILD_PREFIX = ".build-"
+# Versions kept besides the live one, so a reader that resolved CURRENT just before a swap can finish.
+KEEP_OLD_VERSIONS = 1
+
+_SCHEMA = """
+CREATE TABLE documents (
+    num INTEGER PRIMARY KEY,      -- the FAISS id: int(id, 16)
+    id TEXT NOT NULL UNIQUE,
+    text_hash TEXT NOT NULL,
+    title TEXT,
+    text TEXT NOT NULL,
+    metadata TEXT NOT NULL,       -- JSON object
+    external_ids TEXT NOT NULL    -- JSON array
+);
+CREATE TABLE provenance (
+    num INTEGER NOT NULL REFERENCES documents(num),
+    file TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    number INTEGER NOT NULL
+);
+CREATE INDEX provenance_num ON provenance(num);
+CREATE INDEX provenance_file ON provenance(file);
+CREATE TABLE external_ids (
+    external_id TEXT NOT NULL,
+    num INTEGER NOT NULL REFERENCES documents(num)
+);
+CREATE INDEX external_ids_id ON external_ids(external_id);
+"""
+
+
+def doc_num(doc_id: str) -> int:
+    """The int64 FAISS id of a document id (16 hex digits)."""
+    return int(doc_id, 16)
+
+
+def doc_id_from_num(num: int) -> str:
+    """The document id of an int64 FAISS id."""
+    return format(num, "016x")
+
+
+def utc_now() -> str:
+    """The current time as an ISO 8601 string in UTC, to the second."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file or directory to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers see the old or the new content, never a part."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_path(path.parent)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def current_version(index_dir: Path) -> Path:
+    """The folder of the live version of an index; raises IndexNotFoundError when there is none."""
+    pointer = index_dir / CURRENT
+    if not pointer.is_file():
+        if index_dir.is_dir() and (index_dir / MANIFEST).is_file():
+            return index_dir  # a bare version folder (e.g. copied out of an index) opens too
+        raise IndexNotFoundError(
+            f"no index at {index_dir} (build one with: semsearch index SOURCES --index {index_dir})"
+        )
+    name = pointer.read_text(encoding="utf-8").strip()
+    version = index_dir / name
+    if not name or "/" in name or not (version / MANIFEST).is_file():
+        raise IndexCorruptError(f"{pointer} points to a missing version {name!r}; rebuild with: semsearch index --full")
+    return version
+
+
+def read_manifest(version: Path) -> dict[str, Any]:
+    """Load and check a version's manifest."""
+    path = version / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise IndexCorruptError(f"{path} is missing; rebuild with: semsearch index --full") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexCorruptError(f"{path} is unreadable ({exc}); rebuild with: semsearch index --full") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise IndexCorruptError(f"{path} is not a semsearch manifest")
+    version_no = manifest.get("format_version")
+    if not isinstance(version_no, int):
+        raise IndexCorruptError(f"{path} has no format_version")
+    if version_no > FORMAT_VERSION:
+        raise IndexFormatError(
+            f"{path} is format version {version_no}, newer than this semsearch reads ({FORMAT_VERSION}); "
+            "upgrade semsearch"
+        )
+    for key in ("model", "counts", "files", "sources"):
+        if key not in manifest:
+            raise IndexCorruptError(f"{path} lacks {key!r}")
+    return manifest
+
+
+def check_file_sizes(version: Path, manifest: dict[str, Any]) -> None:
+    """Cheap load-time check: every recorded file exists with its recorded size (catches truncation)."""
+    for name, meta in manifest["files"].items():
+        path = version / name
+        if not path.is_file():
+            raise IndexCorruptError(f"{path} is missing; rebuild with: semsearch index --full")
+        if path.stat().st_size != meta["size"]:
+            raise IndexCorruptError(
+                f"{path} is {path.stat().st_size} bytes, expected {meta['size']} (truncated or changed); "
+                "rebuild with: semsearch index --full"
+            )
+
+
+def check_file_hashes(version: Path, manifest: dict[str, Any]) -> list[str]:
+    """Full check: every recorded file's sha256; returns one problem line per mismatch."""
+    problems = []
+    for name, meta in manifest["files"].items():
+        path = version / name
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+        elif file_sha256(path) != meta["sha256"]:
+            problems.append(f"{path}: checksum mismatch")
+    return problems
+
+
+def read_faiss(path: Path) -> Any:
+    """Load a FAISS index file, turning FAISS's errors into IndexCorruptError."""
+    import faiss
+
+    try:
+        return faiss.read_index(str(path))
+    except Exception as exc:  # faiss raises RuntimeError with a C++ trace
+        raise IndexCorruptError(f"{path} is not a readable FAISS index; rebuild with: semsearch index --full") from exc
+
+
+class DocumentStore:
+    """Read access to a version's documents (SQLite, opened read-only)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            self.conn.execute("SELECT count(*) FROM documents").fetchone()
+        except sqlite3.Error as exc:
+            raise IndexCorruptError(
+                f"{path} is not a readable document store ({exc}); rebuild with: semsearch index --full"
+            ) from exc
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def count(self) -> int:
+        return int(self._query("SELECT count(*) FROM documents")[0][0])
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise IndexCorruptError(f"{self.path}: {exc}; rebuild with: semsearch index --full") from exc
+
+    def get_many(self, nums: Sequence[int]) -> dict[int, Document]:
+        """Documents by FAISS id, with their provenance."""
+        if not nums:
+            return {}
+        marks = ",".join("?" * len(nums))
+        rows = self._query(
+            f"SELECT num, id, text_hash, title, text, metadata, external_ids FROM documents WHERE num IN ({marks})",
+            list(nums),
+        )
+        sources: dict[int, list[Provenance]] = {}
+        for num, file, kind, number in self._query(
+            f"SELECT num, file, kind, number FROM provenance WHERE num IN ({marks}) ORDER BY rowid",
+            list(nums),
+        ):
+            sources.setdefault(num, []).append(Provenance(file, kind, number))
+        out = {}
+        for num, doc_id, text_hash, title, text, metadata, external_ids in rows:
+            out[num] = Document(
+                id=doc_id,
+                text=text,
+                title=title,
+                sources=sources.get(num, []),
+                external_ids=json.loads(external_ids),
+                metadata=json.loads(metadata),
+                text_hash=text_hash,
+            )
+        return out
+
+    def find(self, key: str) -> Document | None:
+        """A document by its id, an unambiguous id prefix (≥ 6 digits), or an external id."""
+        key = key.strip()
+        rows = self._query("SELECT num FROM documents WHERE id = ?", (key.lower(),))
+        if not rows:
+            rows = self._query("SELECT num FROM external_ids WHERE external_id = ?", (key,))
+        if not rows and len(key) >= 6 and all(c in "0123456789abcdef" for c in key.lower()):
+            rows = self._query("SELECT num FROM documents WHERE id LIKE ? LIMIT 2", (key.lower() + "%",))
+            if len(rows) > 1:
+                return None
+        if not rows:
+            return None
+        return self.get_many([rows[0][0]]).get(rows[0][0])
+
+    def iter_documents(self, batch: int = 1000) -> Iterator[Document]:
+        """Every document, in id order."""
+        nums = [r[0] for r in self._query("SELECT num FROM documents ORDER BY num")]
+        for start in range(0, len(nums), batch):
+            chunk = self.get_many(nums[start : start + batch])
+            for num in nums[start : start + batch]:
+                yield chunk[num]
+
+
+# ---------------------------------------------------------------- writing
+
+
+def write_documents(path: Path, documents: Sequence[Document]) -> None:
+    """Write a new document store."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript(_SCHEMA)
+        conn.executemany(
+            "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                (
+                    doc_num(d.id),
+                    d.id,
+                    d.text_hash,
+                    d.title,
+                    d.text,
+                    json.dumps(d.metadata, ensure_ascii=False, sort_keys=True),
+                    json.dumps(d.external_ids, ensure_ascii=False),
+                )
+                for d in documents
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO provenance VALUES (?, ?, ?, ?)",
+            ((doc_num(d.id), p.file, p.kind, p.number) for d in documents for p in d.sources),
+        )
+        conn.executemany(
+            "INSERT INTO external_ids VALUES (?, ?)",
+            ((e, doc_num(d.id)) for d in documents for e in d.external_ids),
+        )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def write_vectors(path: Path, ids: np.ndarray, vectors: np.ndarray) -> str:
+    """Write an exact inner-product FAISS index keyed by document ids; returns its description."""
+    import faiss
+
+    index = faiss.IndexIDMap2(faiss.IndexFlatIP(vectors.shape[1]))
+    if len(ids):
+        index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids.astype(np.int64))
+    faiss.write_index(index, str(path))
+    return "IDMap2,Flat"
+
+
+@dataclass
+class VersionWriter:
+    """A new version being written beside the live one; ``publish`` makes it live atomically."""
+
+    index_dir: Path
+    path: Path
+
+    @classmethod
+    def create(cls, index_dir: Path) -> VersionWriter:
+        index_dir.mkdir(parents=True, exist_ok=True)
+        path = index_dir / f"{BUILD_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        path.mkdir()
+        return cls(index_dir, path)
+
+    def record_files(self, manifest: dict[str, Any]) -> None:
+        """Add size and sha256 of every file in the version to the manifest."""
+        files = {}
+        for path in sorted(self.path.rglob("*")):
+            if path.is_file() and path.name != MANIFEST:
+                files[path.relative_to(self.path).as_posix()] = {
+                    "size": path.stat().st_size,
+                    "sha256": file_sha256(path),
+                }
+        manifest["files"] = files
+
+    def publish(self, manifest: dict[str, Any]) -> Path:
+        """Write the manifest, flush everything, move the version into place and point CURRENT at it."""
+        self.record_files(manifest)
+        (self.path / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        for path in self.path.rglob("*"):
+            if path.is_file():
+                fsync_path(path)
+        fsync_path(self.path)
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        final = self.index_dir / f"v-{stamp}-{secrets.token_hex(3)}"
+        os.rename(self.path, final)
+        fsync_path(self.index_dir)
+        write_text_atomic(self.index_dir / CURRENT, final.name + "\n")
+        self.path = final
+        prune_versions(self.index_dir)
+        return final
+
+    def abandon(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def prune_versions(index_dir: Path) -> None:
+    """Remove old versions beyond KEEP_OLD_VERSIONS, and half-written builds of dead writers."""
+    live = (index_dir / CURRENT).read_text(encoding="utf-8").strip() if (index_dir / CURRENT).is_file() else ""
+    versions = sorted(p for p in index_dir.glob("v-*") if p.is_dir() and p.name != live)
+    for old in versions[: max(0, len(versions) - KEEP_OLD_VERSIONS)]:
+        shutil.rmtree(old, ignore_errors=True)
+    for stale in index_dir.glob(f"{BUILD_PREFIX}*"):
+        pid = stale.name[len(BUILD_PREFIX) :].split("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid():
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def writer_lock(index_dir: Path, *, wait: bool = False) -> Iterator[None]:
+    """Hold the index's single-writer lock; fail fast (or wait) when another process has it."""
+    index_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(index_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError as exc:
+            raise IndexLockedError(
+                f"another semsearch process is writing {index_dir}; try again when it finishes (or pass --wait)"
+            ) from exc
+        yield
+    finally:
+        os.close(fd)

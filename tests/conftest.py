@@ -1,0 +1,91 @@
+"""Shared fixtures: a deterministic fake encoder, small corpora, paths to shared data."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SEEDS = REPO / "seeds"
+SHARED = REPO.parent / "shared"
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+class FakeEmbedder:
+    """Hashed bag of words: texts sharing words get close vectors. Records every call."""
+
+    backend = "fake"
+    precision = "fp32"
+
+    def __init__(self, dimension: int = 64, name: str = "fake-bow", fingerprint: str = "fake0001") -> None:
+        self.name = name
+        self.dimension = dimension
+        self.fingerprint = fingerprint
+        self.calls: list[list[str]] = []
+
+    @property
+    def encoded_texts(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        self.calls.append(list(texts))
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                h = hashlib.md5(word.encode()).digest()
+                out[row, h[0] % self.dimension] += 1.0 if h[1] % 2 else -1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return out / norms
+
+
+@pytest.fixture
+def fake() -> FakeEmbedder:
+    return FakeEmbedder()
+
+
+@pytest.fixture
+def seeds_copy(tmp_path: Path) -> Path:
+    """A private copy of the five seed files."""
+    dst = tmp_path / "seeds"
+    shutil.copytree(SEEDS, dst)
+    return dst
+
+
+PAPERS = {
+    "fed": "Federated learning lets clients train a shared model while differential privacy protects each "
+    "client's data from leakage through gradient updates.",
+    "vision": "We present a convolutional network for image segmentation of medical scans that improves "
+    "boundary accuracy on tumour datasets.",
+    "rl": "A reinforcement learning agent learns a policy for robot navigation with sparse rewards using "
+    "curiosity-driven exploration.",
+    "graph": "Graph neural networks pass messages between nodes; we study oversmoothing in deep graph "
+    "networks and propose a residual fix.",
+    "llm": "Large language models are compressed by post-training quantization with calibration data that "
+    "sets activation ranges.",
+}
+
+
+@pytest.fixture
+def small_corpus(tmp_path: Path) -> Path:
+    """A seed-format file with five distinct abstracts plus one exact duplicate (6 read, 5 documents)."""
+    path = tmp_path / "corpus" / "papers.txt"
+    path.parent.mkdir()
+    paragraphs = list(PAPERS.values()) + [PAPERS["fed"]]
+    path.write_text("Test Papers\n\n" + "\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    return path
+
+
+def requires_shared(*parts: str) -> Path:
+    """The path of a file in ../shared, or skip the test when it is absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    return path

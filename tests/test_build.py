@@ -1,0 +1,161 @@
+"""The build pipeline and the on-disk store, with the fake encoder."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import PAPERS, FakeEmbedder
+
+from semsearch import BuildOptions, Index, IndexLockedError, build_index
+from semsearch.errors import InputError
+from semsearch.store import CURRENT, writer_lock
+
+
+def opts(**kw: object) -> BuildOptions:
+    return BuildOptions(progress=False, **kw)  # type: ignore[arg-type]
+
+
+def live(index: Path) -> Path:
+    return index / (index / CURRENT).read_text().strip()
+
+
+def test_build_writes_a_complete_version(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+    summary = build_index([str(small_corpus)], tmp_path / "idx", opts(), embedder=fake)
+    version = live(tmp_path / "idx")
+    assert version.name == summary.version
+    assert sorted(p.name for p in version.iterdir()) == ["docs.sqlite", "manifest.json", "vectors.faiss"]
+    manifest = json.loads((version / "manifest.json").read_text())
+    assert manifest["format_version"] == 1
+    assert manifest["model"] == {
+        "name": "fake-bow",
+        "fingerprint": "fake0001",
+        "dimension": 64,
+        "backend": "fake",
+        "precision": "fp32",
+    }
+    assert manifest["counts"] == {
+        "read": 6,
+        "documents": 5,
+        "exact_duplicates": 1,
+        "near_duplicates": 0,
+        "vectors": 5,
+    }
+    source = manifest["sources"][0]
+    assert source["path"] == str(small_corpus.resolve()) and source["records"] == 6 and len(source["sha256"]) == 64
+    assert set(manifest["files"]) == {"docs.sqlite", "vectors.faiss"}
+    assert not list(version.rglob("*.pkl")) and not list(version.rglob("*.pickle"))
+
+
+def test_ids_are_stable_across_rebuilds_and_order(tmp_path: Path, fake: FakeEmbedder) -> None:
+    a = tmp_path / "a.txt"
+    b = tmp_path / "b.txt"
+    texts = list(PAPERS.values())
+    a.write_text("H\n\n" + "\n\n".join(texts))
+    b.write_text("H\n\n" + "\n\n".join(reversed(texts)))
+    build_index([str(a)], tmp_path / "i1", opts(), embedder=fake)
+    build_index([str(b)], tmp_path / "i2", opts(), embedder=fake)
+    with Index.open(tmp_path / "i1") as i1, Index.open(tmp_path / "i2") as i2:
+        ids1 = {d.text: d.id for d in i1.store.iter_documents()}
+        ids2 = {d.text: d.id for d in i2.store.iter_documents()}
+    assert ids1 == ids2 and len(ids1) == 5
+    assert all(len(i) == 16 and int(i, 16) < 2**63 for i in ids1.values())
+
+
+def test_rebuild_encodes_only_new_text(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    first = build_index([str(small_corpus)], index, opts(), embedder=fake)
+    assert first.encoded == 5
+    again = build_index([str(small_corpus)], index, opts(), embedder=fake)
+    assert (again.encoded, again.cached, again.added, again.removed) == (0, 5, 0, 0)
+    extra = small_corpus.parent / "more.txt"
+    extra.write_text("More\n\nA brand new abstract about protein folding with diffusion models.\n")
+    grown = build_index([str(small_corpus.parent)], index, opts(), embedder=fake)
+    assert (grown.encoded, grown.added, grown.documents) == (1, 1, 6)
+    assert fake.calls[-1] == ["A brand new abstract about protein folding with diffusion models."]
+    extra.unlink()
+    shrunk = build_index([str(small_corpus.parent)], index, opts(), embedder=fake)
+    assert (shrunk.encoded, shrunk.removed, shrunk.documents) == (0, 1, 5)
+    # --full still reuses the embedding cache.
+    full = build_index([str(small_corpus)], index, opts(full=True), embedder=fake)
+    assert full.encoded == 0
+
+
+def test_old_versions_are_pruned(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    for _ in range(4):
+        build_index([str(small_corpus)], index, opts(), embedder=fake)
+    versions = sorted(p.name for p in index.glob("v-*"))
+    assert len(versions) == 2  # the live one and one previous for readers mid-swap
+    assert live(index).name in versions
+
+
+class ExplodingEmbedder(FakeEmbedder):
+    """Fails after encoding some texts, like a crash in the middle of a build."""
+
+    def __init__(self, fail_after: int) -> None:
+        super().__init__()
+        self.fail_after = fail_after
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        if len(self.encoded_texts) + len(texts) > self.fail_after:
+            raise RuntimeError("boom")
+        return super().encode(texts, batch_size=batch_size)
+
+
+def test_failed_build_keeps_the_old_index(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    build_index([str(small_corpus)], index, opts(), embedder=fake)
+    before = live(index)
+    extra = small_corpus.parent / "more.txt"
+    extra.write_text("More\n\nSomething new about climate models and weather forecasting with transformers.\n")
+    with pytest.raises(RuntimeError):
+        build_index([str(small_corpus.parent)], index, opts(), embedder=ExplodingEmbedder(0))
+    assert live(index) == before
+    assert not list(index.glob(".build-*")), "the half-written version must be removed"
+    with Index.open(index, embedder=fake) as idx:
+        assert len(idx) == 5
+
+
+def test_bad_input_fails_before_touching_the_index(tmp_path: Path, fake: FakeEmbedder) -> None:
+    with pytest.raises(InputError):
+        build_index([str(tmp_path / "missing")], tmp_path / "idx", opts(), embedder=fake)
+    assert not (tmp_path / "idx").exists()
+
+
+def test_second_writer_fails_fast(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    with writer_lock(index), pytest.raises(IndexLockedError, match="another semsearch process"):
+        build_index([str(small_corpus)], index, opts(), embedder=fake)
+
+
+def test_stale_build_folders_are_cleaned(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    build_index([str(small_corpus)], index, opts(), embedder=fake)
+    stale = index / ".build-999999-abcd"
+    stale.mkdir()
+    (stale / "vectors.faiss").write_bytes(b"half")
+    build_index([str(small_corpus)], index, opts(), embedder=fake)
+    assert not stale.exists()
+
+
+def test_cache_is_per_model(tmp_path: Path, small_corpus: Path) -> None:
+    index = tmp_path / "idx"
+    build_index([str(small_corpus)], index, opts(), embedder=FakeEmbedder())
+    other = FakeEmbedder(dimension=32, name="other", fingerprint="other001")
+    summary = build_index([str(small_corpus)], index, opts(full=True), embedder=other)
+    assert summary.encoded == 5
+
+
+def test_reader_keeps_working_across_a_swap(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    build_index([str(small_corpus)], index, opts(), embedder=fake)
+    reader = Index.open(index, embedder=fake)
+    build_index([str(small_corpus)], index, opts(), embedder=fake)
+    assert reader.search("graph networks", 1)[0].text == PAPERS["graph"]
+    reader.close()
+    assert os.path.exists(reader.version)
