@@ -115,7 +115,8 @@ def closest_distinct(texts: list[str], top: int = 3) -> list[tuple[float, int, i
     """The most similar pairs by true Jaccard among texts, searched exhaustively via MinHash estimates."""
     shingles = shingle_texts(texts)
     sig = minhash_signatures(shingles)
-    n, found = len(texts), []
+    n = len(texts)
+    found: list[tuple[float, int, int]] = []
     for s in range(0, n, 64):
         est = (sig[s : s + 64, None, :] == sig[None, :, :]).mean(axis=2)
         for k in range(est.shape[0]):
@@ -197,9 +198,7 @@ def bench_catalogue(cat: list[Record], seeds: list[Record]) -> tuple[dict[str, A
             unmatched.append(
                 {"seed": r.provenance.label(), "best_jaccard": round(sims[k], 3), "best": cat[k].external_id}
             )
-            log(
-                f"    unmatched seed {r.provenance.label()}: best catalogue match {cat[k].external_id} J={sims[k]:.3f}"
-            )
+            log(f"    unmatched seed {r.provenance.label()}: best match {cat[k].external_id} J={sims[k]:.3f}")
     label_to_record = {r.provenance.label(): r for r in cat + seeds}
     id_to_doc = {d.id: d for d in combined.documents}
     low = []
@@ -436,7 +435,7 @@ def bench_corpus(path: Path, compare_datasketch: bool) -> dict[str, Any]:
     # The near merges, by similarity band, with a rough truth label: same title or not, boilerplate or not.
     by_label = {r.provenance.label(): r for r in records}
     by_id = {d.id: d for d in result.documents}
-    bands = Counter()
+    bands: Counter[str] = Counter()
     for kept, label, sim in result.near_pairs:
         other = by_label[label]
         doc = by_id[kept]
@@ -501,7 +500,7 @@ def datasketch_comparison(
     MinHash.bulk(shingles, num_perm=NUM_PERM)
     per_doc = (time.perf_counter() - t0) / len(shingles)
     log(
-        f"    datasketch MinHash.bulk: {per_doc * 1e3:.2f} ms/text -> {per_doc * len(canon):.0f}s for the corpus"
+        f"    datasketch MinHash.bulk: {per_doc * 1e3:.2f} ms/text, {per_doc * len(canon):.0f}s for all texts"
     )
     rows = NUM_PERM // bands
     idx = np.flatnonzero(active)

@@ -17,6 +17,7 @@ from .dedup import deduplicate
 from .embed import DEFAULT_MODEL, Embedder
 from .encoders import EncoderChoice, check_embedder, open_build_encoder
 from .errors import IndexNotFoundError, ModelMismatchError, SemsearchError
+from .freshness import absolute_source_args
 from .ingest import read_sources
 from .records import Document
 from .store import (
@@ -39,6 +40,7 @@ from .store import (
 # Texts handed to the encoder per progress step; each chunk is cached at once, so an
 # interrupted build resumes from the last finished chunk.
 ENCODE_CHUNK = 256
+DEFAULT_SOURCE = "seeds"
 
 
 @dataclass
@@ -153,7 +155,7 @@ def _progress_bar(total: int, enabled: bool) -> Callable[..., None]:
 
 
 def build_index(
-    sources: Sequence[str],
+    sources: Sequence[str] | None,
     index_dir: str | Path,
     options: BuildOptions | None = None,
     *,
@@ -162,7 +164,8 @@ def build_index(
     """Build (or rebuild) an index from sources and publish it atomically.
 
     Args:
-        sources: files, directories or globs of abstracts.
+        sources: files, directories or globs of abstracts; None re-reads the sources the index was built
+            from (``./seeds`` for a new index). The index holds exactly what the sources provide.
         index_dir: the index directory; created when missing.
         options: build knobs (model, backend, precision, ...).
         embedder: an encoder to use instead of loading ``options.model`` (tests, custom models).
@@ -170,6 +173,8 @@ def build_index(
     opts = options or BuildOptions()
     started = time.perf_counter()
     index_path = Path(index_dir)
+    if sources is None:
+        sources = _recorded_sources(index_path) or [DEFAULT_SOURCE]
     # Everything that can fail on bad input happens before the index directory is touched.
     ingested = read_sources(sources, skip_bad=opts.skip_bad)
     dedup = deduplicate(ingested.records, near=opts.near)
@@ -231,6 +236,7 @@ def build_index(
                     "near_duplicates": dedup.near_duplicates,
                     "vectors": len(dedup.documents),
                 },
+                "source_args": absolute_source_args(sources),
                 "sources": [f.to_dict() for f in ingested.files],
                 "files": {},
             }
@@ -257,6 +263,12 @@ def build_index(
         files=len(ingested.files),
         skipped=ingested.skipped,
     )
+
+
+def _recorded_sources(index_dir: Path) -> list[str]:
+    """The source arguments the live version was built from (empty when there is no index)."""
+    _, manifest = _previous(index_dir)
+    return list(manifest.get("source_args", [])) if manifest else []
 
 
 def _previous_ids(version: Path | None) -> set[str]:

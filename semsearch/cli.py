@@ -88,6 +88,15 @@ def _print_hits(hits: list[Any], as_json: bool, as_jsonl: bool) -> None:
         click.echo(hits_table(hits, color=sys.stdout.isatty()))
 
 
+def _warn_if_stale(idx: Any) -> None:
+    """One line on stderr when the index's sources changed since it was built."""
+    from .freshness import stale_notice
+
+    notice = stale_notice(idx.stale_sources(), str(idx.path))
+    if notice:
+        click.echo(f"semsearch: {notice}", err=True)
+
+
 def _read_text_arg(text: str) -> str:
     """``-`` reads the text from standard input."""
     return sys.stdin.read() if text == "-" else text
@@ -148,7 +157,11 @@ def index(
     as_json: bool,
     quiet: bool,
 ) -> None:
-    """Build or update an index from SOURCES (files, directories, globs; default: ./seeds).
+    """Build or update an index from SOURCES (files, directories, globs).
+
+    The index then holds exactly what SOURCES provide: abstracts of files no longer given are
+    removed. Without SOURCES, the sources of the last build are read again (./seeds for a new
+    index). Only new or changed abstracts are encoded; the rest come from the embedding cache.
 
     \b
     Formats are detected from content and extension:
@@ -164,7 +177,7 @@ def index(
     if batch_size < 1:
         raise SemsearchCliError(f"--batch-size must be a positive integer, got {batch_size}")
     summary = build_index(
-        list(sources) or ["seeds"],
+        list(sources) or None,
         index_dir,
         BuildOptions(
             model=model,
@@ -213,6 +226,7 @@ def query(
 
     with Index.open(index_dir, embedder=_embedder(ctx), model=model) as idx:
         hits = idx.search(_read_text_arg(text), k)
+        _warn_if_stale(idx)
     _print_hits(hits, as_json, as_jsonl)
 
 
@@ -258,6 +272,7 @@ def related(
             raise SemsearchCliError(f"cannot read {file_}: {getattr(exc, 'strerror', None) or exc}") from exc
     with Index.open(index_dir, embedder=_embedder(ctx)) as idx:
         hits = idx.related(doc_id, k) if doc_id is not None else idx.related_to_text(text or "", k)
+        _warn_if_stale(idx)
     _print_hits(hits, as_json, as_jsonl)
 
 
@@ -272,6 +287,48 @@ def info(index_dir: Path, as_json: bool) -> None:
     with Index.open(index_dir) as idx:
         facts = idx.info()
     click.echo(to_json(facts.to_dict()) if as_json else info_text(facts))
+
+
+@cli.command()
+@index_option
+@click.option("--json", "as_json", is_flag=True, help="Print {ok, problems} as JSON.")
+def verify(index_dir: Path, as_json: bool) -> None:
+    """Check an index end to end: manifest, checksums, vector and document counts, ids, model.
+
+    Exits 1 when anything is wrong, naming each problem.
+    """
+    from .verify import verify_index
+
+    problems = verify_index(index_dir)
+    if as_json:
+        click.echo(json.dumps({"ok": not problems, "problems": problems}))
+    elif not problems:
+        click.echo(f"ok: {index_dir} is sound")
+    for line in problems if not as_json else []:
+        click.echo(f"semsearch: {line}", err=True)
+    if problems:
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("ids", nargs=-1)
+@click.option("--source", "sources", multiple=True, help="Remove what this source file provided (repeatable).")
+@index_option
+@click.option("--wait", is_flag=True, help="Wait for another writer of this index instead of failing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON line.")
+def remove(ids: tuple[str, ...], sources: tuple[str, ...], index_dir: Path, wait: bool, as_json: bool) -> None:
+    """Remove documents by id, or everything a --source file provided.
+
+    A document that other sources also provide keeps those. Indexing a source that still
+    provides a removed document brings it back.
+    """
+    from .remove import remove_documents
+
+    summary = remove_documents(index_dir, ids=ids, sources=sources, wait=wait)
+    if as_json:
+        click.echo(json.dumps(summary.to_dict()))
+    else:
+        click.echo(f"removed: {summary.removed}, documents: {summary.documents} ({summary.version})")
 
 
 def main() -> None:

@@ -59,8 +59,8 @@ _LATEX_ESCAPE = re.compile(r"\\([%&#$_{}])")
 _LATEX_ACCENT = re.compile(r"\\(?:['\"^`~=.]|[cvuHkrdbt](?=\s*\{))\s*\{?\s*([A-Za-z])\s*\}?")
 # Any other command name; its braced argument survives as plain words once braces become spaces.
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+\*?")
-# Everything that is not a letter or digit: markup (* _ ` $ { }), quotes and punctuation.
 _COMBINING = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+# Everything that is not a letter or digit: markup (* _ ` $ { }), quotes and punctuation.
 _NON_WORD = re.compile(r"[\W_]+")
 _ASCII_NON_WORD = str.maketrans({chr(c): " " for c in range(128) if not chr(c).isalnum()})
 
@@ -96,12 +96,11 @@ def _canonical(normalized: str) -> str:
         s = _LATEX_ACCENT.sub(r"\1", s)
         s = _LATEX_COMMAND.sub(" ", s)
     s = s.lower()
-    if not s.isascii():
-        # Decompose and drop combining marks so "Rényi" and R\'{e}nyi meet at "renyi".
-        s = _COMBINING.sub("", unicodedata.normalize("NFKD", s))
     # *x*, **x**, _x_, `x`, $x$, {x}, ``x'' and all other punctuation become word breaks.
     if s.isascii():
-        return " ".join(s.translate(_ASCII_NON_WORD).split())  # same result, twice as fast as the regex
+        return " ".join(s.translate(_ASCII_NON_WORD).split())  # same result as the regex, twice as fast
+    # Decompose and drop combining marks so "Rényi" and R\'{e}nyi meet at "renyi".
+    s = _COMBINING.sub("", unicodedata.normalize("NFKD", s))
     return " ".join(_NON_WORD.sub(" ", s).split())
 
 
@@ -158,7 +157,8 @@ def _shingle_canonical(canon: Sequence[str], *, min_words: int = MIN_NEAR_WORDS)
             j += 1
         data = np.frombuffer((" ".join([canon[k] for k in used[i:j]]) + " ").encode("utf-8"), dtype=np.uint8)
         if len(data) > len(powers):
-            powers, inverse = _powers(max(len(data), _CHUNK_CHARS + _CHUNK_CHARS // 4))
+            # Sized to fit a single small input exactly; with headroom when more chunks will follow.
+            powers, inverse = _powers(len(data) if j == len(used) else len(data) + len(data) // 4)
         parts.append(_span_hashes(data, n_words[used[i:j]], powers, inverse))
         i = j
     hashes = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)

@@ -37,7 +37,7 @@ class EncoderChoice:
     precision: str
 
 
-def _copy_encoder(src: Path, dst: Path) -> None:
+def copy_encoder(src: Path, dst: Path) -> None:
     """Copy a previous version's ONNX export, hard-linking where the filesystem allows (versions are immutable)."""
     dst.mkdir(parents=True, exist_ok=True)
     for path in src.iterdir():
@@ -92,7 +92,7 @@ def open_build_encoder(
         reusable = _reusable_export(previous_version, model_name)
         try:
             if reusable is not None:
-                _copy_encoder(reusable, target)
+                copy_encoder(reusable, target)
             else:
                 export_onnx(model_name, target)
             return EncoderChoice(OnnxEmbedder.load(target, precision), "onnx", precision)

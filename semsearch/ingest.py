@@ -157,6 +157,11 @@ def read_file(path: Path, *, skip_bad: bool = False) -> tuple[list[Record], Sour
     """Read one file's abstracts, with a description of the file and the bad records skipped."""
     path = Path(path)
     display = _display_name(path)
+    try:
+        # Taken before the read: a file changed while being read then looks stale, never fresh.
+        mtime_ns = path.stat().st_mtime_ns
+    except OSError:
+        mtime_ns = 0  # _read_bytes reports the error
     raw = _read_bytes(path, display)
     if not raw:
         raise InputError(f"{display}: empty file")
@@ -176,6 +181,7 @@ def read_file(path: Path, *, skip_bad: bool = False) -> tuple[list[Record], Sour
         format=fmt,
         encoding=encoding,
         records=len(records),
+        mtime_ns=mtime_ns,
     )
     return records, source_file, skipped
 

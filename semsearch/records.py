@@ -48,6 +48,7 @@ class SourceFile:
     format: str  # "seed", "jsonl", "json", "csv", "tsv"
     encoding: str
     records: int
+    mtime_ns: int = 0  # lets a stale check skip hashing files whose size and mtime are unchanged
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +58,7 @@ class SourceFile:
             "format": self.format,
             "encoding": self.encoding,
             "records": self.records,
+            "mtime_ns": self.mtime_ns,
         }
 
     @classmethod
@@ -68,6 +70,7 @@ class SourceFile:
             format=str(data["format"]),
             encoding=str(data["encoding"]),
             records=int(data["records"]),
+            mtime_ns=int(data.get("mtime_ns", 0)),
         )
 
 

@@ -169,6 +169,12 @@ class Index:
             sources=[SourceFile.from_dict(s) for s in m["sources"]],
         )
 
+    def stale_sources(self) -> dict[str, list[str]]:
+        """Source files that are new, changed or missing since the build (empty lists when fresh)."""
+        from .freshness import stale_sources
+
+        return stale_sources(self.manifest)
+
     def get(self, doc_id: str) -> Document:
         """A document by id, unambiguous id prefix, or external id (e.g. a BEIR ``_id``)."""
         doc = self.store.find(doc_id)

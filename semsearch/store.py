@@ -374,6 +374,8 @@ def prune_versions(index_dir: Path) -> None:
     versions = sorted(p for p in index_dir.glob("v-*") if p.is_dir() and p.name != live)
     for old in versions[: max(0, len(versions) - KEEP_OLD_VERSIONS)]:
         shutil.rmtree(old, ignore_errors=True)
+    for tmp in index_dir.glob(f".{CURRENT}.*.tmp"):
+        tmp.unlink(missing_ok=True)
     for stale in index_dir.glob(f"{BUILD_PREFIX}*"):
         pid = stale.name[len(BUILD_PREFIX) :].split("-")[0]
         if pid.isdigit() and int(pid) != os.getpid():

@@ -1,0 +1,73 @@
+"""Has an index gone stale? Compare the sources recorded at build time with the files on disk now."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .ingest import expand_sources
+from .records import SourceFile
+
+
+def absolute_source_args(sources: Sequence[str]) -> list[str]:
+    """Source arguments made absolute, so a later refresh from another directory finds them."""
+    out = []
+    for source in sources:
+        path = Path(source).expanduser()
+        out.append(str(path if path.is_absolute() else Path.cwd() / path))
+    return out
+
+
+def _file_changed(path: Path, recorded: SourceFile) -> bool:
+    try:
+        stat = path.stat()
+    except OSError:
+        return True
+    if stat.st_size != recorded.size:
+        return True
+    if stat.st_mtime_ns == recorded.mtime_ns:
+        return False
+    # Touched but maybe not edited: only the content decides.
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest() != recorded.sha256
+
+
+def stale_sources(manifest: dict[str, Any]) -> dict[str, list[str]]:
+    """Source files that are new, changed or missing since the build (empty lists when fresh)."""
+    recorded = {s["path"]: SourceFile.from_dict(s) for s in manifest.get("sources", [])}
+    current: set[str] = set()
+    for arg in manifest.get("source_args", []):
+        if not os.path.exists(arg) and not glob.has_magic(arg):
+            continue  # the files it named show up as missing below
+        try:
+            current.update(str(p) for p in expand_sources([arg]))
+        except InputError:
+            continue
+    report: dict[str, list[str]] = {"new": [], "changed": [], "missing": []}
+    for path in sorted(current - recorded.keys()):
+        report["new"].append(path)
+    for path, source in sorted(recorded.items()):
+        if not os.path.exists(path):
+            report["missing"].append(path)
+        elif _file_changed(Path(path), source):
+            report["changed"].append(path)
+    return report
+
+
+def stale_notice(report: dict[str, list[str]], index_dir: str) -> str | None:
+    """One line that says what changed and the command that refreshes the index, or None when fresh."""
+    parts = [f"{len(v)} {k}" for k, v in report.items() if v]
+    if not parts:
+        return None
+    return (
+        f"the index is stale: {', '.join(parts)} source files since it was built; "
+        f"refresh with: semsearch index --index {index_dir}"
+    )

@@ -1,0 +1,120 @@
+"""Remove documents from an index, by id or by source file, as a new atomically published version."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .encoders import copy_encoder
+from .errors import InputError, UnknownDocumentError
+from .records import Document
+from .store import (
+    DOCS,
+    ENCODER_DIR,
+    VECTORS,
+    DocumentStore,
+    VersionWriter,
+    current_version,
+    doc_num,
+    read_faiss,
+    read_manifest,
+    utc_now,
+    write_documents,
+    write_vectors,
+    writer_lock,
+)
+
+
+@dataclass
+class RemoveSummary:
+    """What ``semsearch remove`` did."""
+
+    removed: int
+    documents: int
+    version: str
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _resolve_source(given: str, known: set[str]) -> str:
+    """The provenance file name that a user's path refers to."""
+    if given in known:
+        return given
+    resolved = str(Path(given).resolve())
+    for name in known:
+        if str(Path(name).resolve()) == resolved:
+            return name
+    raise InputError(f"no document in the index comes from {given}")
+
+
+def remove_documents(
+    index_dir: str | Path, *, ids: Sequence[str] = (), sources: Sequence[str] = (), wait: bool = False
+) -> RemoveSummary:
+    """Drop documents by id, and provenance by source file (documents left with none are dropped).
+
+    A later ``semsearch index`` over sources that still provide them brings them back.
+    """
+    started = time.perf_counter()
+    index_path = Path(index_dir)
+    if not ids and not sources:
+        raise InputError("name documents (ids) or --source files to remove")
+    with writer_lock(index_path, wait=wait):
+        version = current_version(index_path)
+        manifest = read_manifest(version)
+        store = DocumentStore(version / DOCS)
+        try:
+            drop: set[str] = set()
+            for key in ids:
+                doc = store.find(key)
+                if doc is None:
+                    raise UnknownDocumentError(f"no document {key!r} in {index_path}")
+                drop.add(doc.id)
+            documents = list(store.iter_documents())
+        finally:
+            store.close()
+        files = {p.file for d in documents for p in d.sources}
+        gone_files = {_resolve_source(s, files) for s in sources}
+        kept: list[Document] = []
+        for doc in documents:
+            doc.sources = [p for p in doc.sources if p.file not in gone_files]
+            if doc.id not in drop and doc.sources:
+                kept.append(doc)
+
+        vectors = read_faiss(version / VECTORS)
+        import faiss
+
+        all_ids = faiss.vector_to_array(vectors.id_map)
+        all_vecs = vectors.index.reconstruct_n(0, vectors.ntotal)
+        row_of = {int(n): i for i, n in enumerate(all_ids)}
+        nums = np.array([doc_num(d.id) for d in kept], dtype=np.int64)
+        kept_vecs = all_vecs[[row_of[int(n)] for n in nums]] if len(nums) else all_vecs[:0]
+
+        writer = VersionWriter.create(index_path)
+        try:
+            if (version / ENCODER_DIR).is_dir():
+                copy_encoder(version / ENCODER_DIR, writer.path / ENCODER_DIR)
+            write_vectors(writer.path / VECTORS, nums, kept_vecs)
+            write_documents(writer.path / DOCS, kept)
+            removed = len(documents) - len(kept)
+            counts = dict(manifest["counts"])
+            counts.update(documents=len(kept), vectors=len(kept))
+            resolved_gone = {str(Path(f).resolve()) for f in gone_files}
+            new_manifest = {
+                **manifest,
+                "built_at": utc_now(),
+                "counts": counts,
+                "sources": [s for s in manifest["sources"] if s["path"] not in resolved_gone],
+                "files": {},
+            }
+            final = writer.publish(new_manifest)
+        except BaseException:
+            writer.abandon()
+            raise
+    return RemoveSummary(removed, len(kept), final.name, round(time.perf_counter() - started, 3))

@@ -1,0 +1,86 @@
+"""End-to-end checks of an index version: manifest, checksums, counts, ids, model fingerprint."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from .errors import SemsearchError
+from .store import (
+    DOCS,
+    ENCODER_DIR,
+    VECTORS,
+    check_file_hashes,
+    current_version,
+    read_faiss,
+    read_manifest,
+)
+
+
+def verify_index(index_dir: str | Path) -> list[str]:
+    """Every problem found in the live version of an index, one line each; an empty list means sound."""
+    try:
+        version = current_version(Path(index_dir))
+        manifest = read_manifest(version)
+    except SemsearchError as exc:
+        return [str(exc)]
+    problems = check_file_hashes(version, manifest)
+    if problems:
+        return problems  # the rest would only repeat what a damaged file breaks
+    expected = int(manifest["counts"]["vectors"])
+    model = manifest["model"]
+    try:
+        vectors = read_faiss(version / VECTORS)
+    except SemsearchError as exc:
+        return [str(exc)]
+    if vectors.d != int(model["dimension"]):
+        problems.append(f"{version / VECTORS}: {vectors.d}-d vectors, manifest says {model['dimension']}")
+    if vectors.ntotal != expected:
+        problems.append(f"{version / VECTORS}: {vectors.ntotal} vectors, manifest says {expected}")
+    problems += _check_store(version / DOCS, expected, _faiss_ids(vectors))
+    if model.get("backend") == "onnx":
+        problems += _check_encoder(version / ENCODER_DIR, str(model["fingerprint"]))
+    return problems
+
+
+def _faiss_ids(vectors: object) -> set[int]:
+    import faiss
+
+    return {int(i) for i in faiss.vector_to_array(vectors.id_map)}  # type: ignore[attr-defined]
+
+
+def _check_store(path: Path, expected: int, faiss_ids: set[int]) -> list[str]:
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+            nums = {int(r[0]) for r in conn.execute("SELECT num FROM documents")}
+            orphans = conn.execute(
+                "SELECT count(*) FROM provenance WHERE num NOT IN (SELECT num FROM documents)"
+            ).fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return [f"{path}: {exc}"]
+    problems = []
+    if integrity != "ok":
+        problems.append(f"{path}: integrity check says {integrity}")
+    if len(nums) != expected:
+        problems.append(f"{path}: {len(nums)} documents, manifest says {expected}")
+    if nums != faiss_ids:
+        problems.append(f"{path}: {len(nums ^ faiss_ids)} document ids differ from the vector ids")
+    if orphans:
+        problems.append(f"{path}: {orphans} provenance rows point to no document")
+    return problems
+
+
+def _check_encoder(folder: Path, fingerprint: str) -> list[str]:
+    from .onnx_backend import read_spec
+
+    try:
+        spec = read_spec(folder)
+    except SemsearchError as exc:
+        return [str(exc)]
+    if spec.get("source_fingerprint") != fingerprint:
+        return [f"{folder}: exported from model {spec.get('source_fingerprint')}, the index says {fingerprint}"]
+    return []

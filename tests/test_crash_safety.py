@@ -1,0 +1,157 @@
+"""Real processes: SIGKILL at random points of a build, concurrent writers, readers during builds, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import PAPERS, FakeEmbedder
+
+from semsearch import BuildOptions, Index, build_index
+from semsearch.verify import verify_index
+
+WORKER = Path(__file__).resolve().parent / "build_worker.py"
+KILL_TRIALS = 20
+
+
+def synthetic_abstracts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    vocab = [f"{a}{b}" for a in ("neu", "gra", "opt", "vis", "lan", "rob", "pri", "cau") for b in "aeiouxyz"]
+    return [" ".join(rng.choice(vocab) for _ in range(40)) + f" study {seed}-{i}." for i in range(n)]
+
+
+def write_seed(path: Path, texts: list[str]) -> Path:
+    path.write_text("Synthetic\n\n" + "\n\n".join(texts) + "\n", encoding="utf-8")
+    return path
+
+
+def worker(index: Path, *sources: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), str(index), *map(str, sources), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def doc_texts(index: Path) -> frozenset[str]:
+    with Index.open(index) as idx:
+        return frozenset(d.text for d in idx.store.iter_documents())
+
+
+def wait_for(predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def two_corpora(tmp_path: Path) -> tuple[Path, Path]:
+    """Two source sets whose indexes differ: A (5 papers) and B (A plus 60 more in a second file)."""
+    a = tmp_path / "a"
+    a.mkdir()
+    write_seed(a / "papers.txt", list(PAPERS.values()))
+    b = tmp_path / "b"
+    b.mkdir()
+    write_seed(b / "papers.txt", list(PAPERS.values()))
+    write_seed(b / "more.txt", synthetic_abstracts(60, seed=1))
+    return a, b
+
+
+def test_sigkill_at_random_points_never_breaks_the_index(tmp_path: Path, two_corpora: tuple[Path, Path]) -> None:
+    a, b = two_corpora
+    index = tmp_path / "idx"
+    build_index([str(a)], index, BuildOptions(progress=False), embedder=FakeEmbedder())
+    states = {"A": doc_texts(index)}
+    # One uninterrupted build of B measures how long a build takes and what B looks like.
+    started = time.monotonic()
+    proc = worker(index, b, extra=("--delay", "0.01", "--chunk", "8"))
+    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+    full = time.monotonic() - started
+    states["B"] = doc_texts(index)
+    assert len(states["B"]) == 65 and states["A"] < states["B"]
+
+    rng = random.Random(20261130)
+    for trial in range(KILL_TRIALS):
+        # Build towards the other state, from scratch for the cache half the time, so kills land in
+        # start-up, ingest, encoding, writing and publishing alike.
+        current = "A" if doc_texts(index) == states["A"] else "B"
+        target = b if current == "A" else a
+        if trial % 2:
+            for cache in (index / "cache").glob("*"):
+                cache.unlink()
+        proc = worker(index, target, extra=("--delay", "0.01", "--chunk", "8"))
+        time.sleep(rng.uniform(0.0, full * 1.1))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert verify_index(index) == [], f"trial {trial}: verify failed"
+        with Index.open(index, embedder=FakeEmbedder()) as idx:
+            assert idx.search("neural networks", 3), f"trial {trial}: index does not answer"
+        now = doc_texts(index)
+        assert now in (states["A"], states["B"]), f"trial {trial}: index is neither the old nor the new one"
+    # Leftovers of killed builds are cleaned by the next successful one.
+    proc = worker(index, a)
+    assert proc.wait(timeout=60) == 0
+    assert not list(index.glob(".build-*")) and not list(index.glob(".CURRENT.*"))
+    assert len(list(index.glob("v-*"))) <= 2
+
+
+def test_second_writer_fails_fast_then_waits(tmp_path: Path, two_corpora: tuple[Path, Path]) -> None:
+    a, b = two_corpora
+    index = tmp_path / "idx"
+    build_index([str(a)], index, BuildOptions(progress=False), embedder=FakeEmbedder())
+    slow = worker(index, b, extra=("--delay", "0.03"))
+    wait_for(lambda: any(index.glob(".build-*")))
+    second = worker(index, a)
+    assert second.wait(timeout=30) == 2
+    assert "another semsearch process is writing" in (second.stderr.read() if second.stderr else "")
+    # A reader is never blocked by the build and sees the old version.
+    with Index.open(index, embedder=FakeEmbedder()) as idx:
+        assert len(idx) == 5
+        assert idx.search("graph networks", 1)[0].text == PAPERS["graph"]
+    waiting = worker(index, a, extra=("--wait",))
+    assert slow.wait(timeout=60) == 0
+    assert waiting.wait(timeout=60) == 0
+    summary = json.loads(waiting.stdout.read() if waiting.stdout else "{}")
+    assert summary["documents"] == 5 and summary["removed"] == 60
+
+
+def test_interrupted_build_resumes_from_the_cache(tmp_path: Path, two_corpora: tuple[Path, Path]) -> None:
+    _, b = two_corpora
+    index = tmp_path / "idx"
+    proc = worker(index, b, extra=("--delay", "0.02", "--chunk", "8"))
+    cache_dir = index / "cache"
+
+    def cached_rows() -> int:
+        files = list(cache_dir.glob("*.sqlite"))
+        if not files:
+            return 0
+        try:
+            conn = sqlite3.connect(files[0], timeout=0.1)
+            try:
+                return int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            return 0
+
+    wait_for(lambda: cached_rows() >= 24)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    done = cached_rows()
+    assert 24 <= done < 65
+    resumed = worker(index, b)
+    assert resumed.wait(timeout=60) == 0
+    summary = json.loads(resumed.stdout.read() if resumed.stdout else "{}")
+    assert summary["encoded"] == 65 - done
+    assert summary["documents"] == 65

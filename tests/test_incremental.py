@@ -1,0 +1,178 @@
+"""Incremental rebuilds, stale warnings, verify and remove, through the CLI with the fake encoder."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from conftest import PAPERS, FakeEmbedder
+from test_cli import assert_one_line_error, run, snapshot
+
+EXTRA = [
+    "Protein structure prediction with diffusion models generates plausible backbones for enzymes.",
+    "Sparse mixture of experts routes tokens to few experts and cuts the cost of language model training.",
+]
+
+
+def index_json(fake: FakeEmbedder, index: Path, *args: str) -> dict:
+    result = run(["index", *args, "--index", str(index), "--json"], fake)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def seed(path: Path, texts: list[str]) -> Path:
+    path.write_text("Papers\n\n" + "\n\n".join(texts) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    folder = tmp_path / "src"
+    folder.mkdir()
+    seed(folder / "a.txt", list(PAPERS.values()))
+    return folder
+
+
+def test_incremental_counts(tmp_path: Path, corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    assert index_json(fake, index, str(corpus))["encoded"] == 5
+    # Same sources: nothing encoded.
+    again = index_json(fake, index, str(corpus))
+    assert (again["encoded"], again["added"], again["removed"]) == (0, 0, 0)
+    # A new file: only its new unique abstracts (one of its three is already indexed, re-wrapped).
+    seed(corpus / "b.txt", [*EXTRA, PAPERS["rl"].replace(" for ", "\nfor ")])
+    grown = index_json(fake, index, str(corpus))
+    assert (grown["encoded"], grown["added"], grown["documents"]) == (2, 2, 7)
+    assert sorted(fake.calls[-1]) == sorted(EXTRA)
+    # An edited file: only the changed paragraph.
+    edited = [*PAPERS.values()][:4] + ["Quantum error correction codes protect logical qubits from noise."]
+    seed(corpus / "a.txt", edited)
+    changed = index_json(fake, index, str(corpus))
+    assert (changed["encoded"], changed["added"], changed["removed"]) == (1, 1, 1)
+    # A removed file: what no remaining source provides goes; the rl paper stays, from a.txt only.
+    (corpus / "b.txt").unlink()
+    shrunk = index_json(fake, index, str(corpus))
+    assert (shrunk["encoded"], shrunk["removed"], shrunk["documents"]) == (0, 2, 5)
+    hits = json.loads(run(["query", "robot navigation", "--index", str(index), "--json", "-k", "1"], fake).stdout)
+    assert [s["file"].endswith("a.txt") for s in hits[0]["sources"]] == [True]
+    # --full rebuilds from scratch but still never re-encodes known text.
+    assert index_json(fake, index, str(corpus), "--full")["encoded"] == 0
+
+
+def test_no_sources_means_the_last_build_sources(tmp_path: Path, corpus: Path, fake: FakeEmbedder, monkeypatch) -> None:
+    index = tmp_path / "idx"
+    index_json(fake, index, str(corpus))
+    seed(corpus / "b.txt", EXTRA)
+    monkeypatch.chdir(tmp_path)  # no ./seeds here: the recorded sources are used
+    refreshed = index_json(fake, index)
+    assert (refreshed["encoded"], refreshed["documents"]) == (2, 7)
+
+
+def stderr_of(result: Result) -> str:
+    return result.stderr if hasattr(result, "stderr") else result.output
+
+
+@pytest.mark.parametrize("change", ["new", "changed", "missing"])
+def test_stale_warning(tmp_path: Path, corpus: Path, fake: FakeEmbedder, change: str) -> None:
+    index = tmp_path / "idx"
+    index_json(fake, index, str(corpus))
+    fresh = run(["query", "graph", "--index", str(index), "--json"], fake)
+    assert fresh.exit_code == 0 and "stale" not in fresh.stderr
+    if change == "new":
+        seed(corpus / "b.txt", EXTRA)
+    elif change == "changed":
+        seed(corpus / "a.txt", [*PAPERS.values(), EXTRA[0]])
+    else:
+        (corpus / "a.txt").rename(tmp_path / "elsewhere.txt")
+    result = run(["query", "graph", "--index", str(index), "--json"], fake)
+    assert result.exit_code == 0
+    lines = [line for line in result.stderr.splitlines() if "stale" in line]
+    assert len(lines) == 1 and f"1 {change}" in lines[0] and "semsearch index --index" in lines[0]
+    json.loads(result.stdout)  # stdout stays clean JSON for pipes
+
+
+def test_touched_but_unchanged_file_is_not_stale(tmp_path: Path, corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    index_json(fake, index, str(corpus))
+    os.utime(corpus / "a.txt", (1, 1))
+    assert "stale" not in run(["query", "graph", "--index", str(index)], fake).stderr
+
+
+def live(index: Path) -> Path:
+    return index / (index / "CURRENT").read_text().strip()
+
+
+def test_verify_sound_index(tmp_path: Path, corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    index_json(fake, index, str(corpus))
+    result = run(["verify", "--index", str(index)])
+    assert result.exit_code == 0 and result.output.startswith("ok:")
+    assert json.loads(run(["verify", "--index", str(index), "--json"]).output) == {"ok": True, "problems": []}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["flip-byte-vectors", "flip-byte-docs", "truncate-docs", "delete-vectors", "manifest-count", "bad-current"],
+)
+def test_verify_names_what_is_wrong(tmp_path: Path, corpus: Path, fake: FakeEmbedder, damage: str) -> None:
+    index = tmp_path / "idx"
+    index_json(fake, index, str(corpus))
+    version = live(index)
+    if damage.startswith("flip-byte"):
+        path = version / ("vectors.faiss" if damage.endswith("vectors") else "docs.sqlite")
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+        expected = path.name
+    elif damage == "truncate-docs":
+        path = version / "docs.sqlite"
+        path.write_bytes(path.read_bytes()[:100])
+        expected = "docs.sqlite"
+    elif damage == "delete-vectors":
+        (version / "vectors.faiss").unlink()
+        expected = "vectors.faiss"
+    elif damage == "manifest-count":
+        manifest = json.loads((version / "manifest.json").read_text())
+        manifest["counts"]["vectors"] = 99
+        (version / "manifest.json").write_text(json.dumps(manifest))
+        expected = "99"
+    else:
+        (index / "CURRENT").write_text("v-nonexistent\n")
+        expected = "v-nonexistent"
+    result = run(["verify", "--index", str(index)])
+    assert result.exit_code == 1
+    assert expected in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_remove_by_id_and_by_source(tmp_path: Path, corpus: Path, fake: FakeEmbedder) -> None:
+    seed(corpus / "b.txt", [*EXTRA, PAPERS["fed"]])
+    index = tmp_path / "idx"
+    index_json(fake, index, str(corpus))
+    hits = json.loads(run(["query", "graph networks", "--index", str(index), "--json", "-k", "1"], fake).stdout)
+    result = run(["remove", hits[0]["id"], "--index", str(index), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["removed"] == 1 and json.loads(result.stdout)["documents"] == 6
+    result = run(["remove", "--source", str(corpus / "b.txt"), "--index", str(index), "--json"])
+    assert result.exit_code == 0, result.output
+    # The two papers only b.txt provided go; the federated paper stays, now from a.txt alone.
+    assert json.loads(result.stdout)["removed"] == 2
+    assert run(["verify", "--index", str(index)]).exit_code == 0
+    top = json.loads(run(["query", "federated privacy", "--index", str(index), "--json", "-k", "1"], fake).stdout)[0]
+    assert top["text"] == PAPERS["fed"] and [s["file"].endswith("a.txt") for s in top["sources"]] == [True]
+    # Re-indexing the sources brings them back.
+    assert index_json(fake, index, str(corpus))["added"] == 3
+
+
+def test_remove_bad_input_changes_nothing(tmp_path: Path, corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    index_json(fake, index, str(corpus))
+    before = snapshot(index)
+    assert_one_line_error(run(["remove", "feedfacefeedface", "--index", str(index)]), "feedfacefeedface")
+    assert_one_line_error(run(["remove", "--source", "nowhere.txt", "--index", str(index)]), "nowhere.txt")
+    assert_one_line_error(run(["remove", "--index", str(index)]), "--source")
+    assert_one_line_error(run(["remove", "abc", "--index", str(tmp_path / "none")]), "no index")
+    assert snapshot(index) == before
