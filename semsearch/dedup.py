@@ -17,15 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from datasketch import MinHash
 
 from .records import DedupResult, Document, Provenance, Record
 
 # Verified Jaccard (word 3-shingles of canonical_for_near) at or above which two abstracts are merged.
-# Measured by scripts/bench_dedup.py: the seed copies that differ from the catalogue score 0.88-0.97,
-# 99.9% of synthetic variants with 5 changed words score >= 0.70 (median 0.87), and the most similar
-# distinct NeurIPS 2025 abstracts score 0.05. Below ~0.7 the merges found in the full corpus are mostly
-# a conference paper and its later journal version, which are distinct publications.
+# Measured by scripts/bench_dedup.py: seed copies that differ from their catalogue record score 0.88-0.97;
+# 99.8% of synthetic variants with 5 changed words score >= 0.7 (median 0.87); the most similar distinct
+# NeurIPS 2025 abstracts score 0.05. Going down to 0.6 gains 0.2% on those variants but merges ~260 more
+# corpus pairs, mostly a paper and its rewritten workshop/journal version.
 DEFAULT_THRESHOLD = 0.7
 NUM_PERM = 128
 # Banding is derived from the threshold: the fewest bands (each of as many rows as possible, so fewest
@@ -177,7 +176,10 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _span_hashes(
-    data: np.ndarray, n_words: np.ndarray, powers: np.ndarray, inverse: np.ndarray
+    data: np.ndarray,
+    n_words: np.ndarray,
+    powers: np.ndarray,
+    inverse: np.ndarray,
 ) -> np.ndarray:
     """64-bit hashes of every SHINGLE-word run of the texts in data (UTF-8, each text followed by a space)."""
     # A polynomial hash over all texts at once: with prefix sums H and inverse powers, the hash of any byte
@@ -199,11 +201,16 @@ def _span_hashes(
 
 
 def minhash_signatures(
-    shingles: ShingleSets, *, num_perm: int = NUM_PERM, seed: int = MINHASH_SEED
+    shingles: ShingleSets,
+    *,
+    num_perm: int = NUM_PERM,
+    seed: int = MINHASH_SEED,
 ) -> np.ndarray:
     """(texts, num_perm) uint32 MinHash signatures of the shingle sets; all-0xFFFFFFFF for empty ones."""
     # Bit-identical to datasketch MinHash(num_perm, seed) (scheme "affine32") updated with the top 32 bits
     # of each shingle hash, but vectorised over all texts at once instead of a Python call per shingle.
+    from datasketch import MinHash  # imported here: it pulls in scipy, which the query path must not pay for
+
     perm_a, perm_b = MinHash(num_perm=num_perm, seed=seed).permutations  # datasketch's affine32 parameters
     a = perm_a.astype(np.uint32)[:, None]
     b = perm_b.astype(np.uint32)[:, None]
@@ -213,10 +220,11 @@ def minhash_signatures(
     hv = _fmix32((shingles.hashes >> _U64(32)).astype(np.uint32))
     # Whole texts in blocks of about _BLOCK shingles; (num_perm, block) layout so that reduceat runs
     # along contiguous rows, which is several times faster than reducing down columns.
+    ends = shingles.offsets[nonempty + 1]
     start = 0
     while start < len(nonempty):
         lo = int(shingles.offsets[nonempty[start]])
-        stop = int(np.searchsorted(shingles.offsets[nonempty + 1], lo + _BLOCK, side="right"))
+        stop = int(np.searchsorted(ends, lo + _BLOCK, side="right"))
         stop = max(stop, start + 1)
         rows = nonempty[start:stop]
         hi = int(shingles.offsets[rows[-1] + 1])
@@ -274,7 +282,9 @@ def jaccard(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def near_duplicate_pairs(
-    texts: Sequence[str], *, threshold: float = DEFAULT_THRESHOLD
+    texts: Sequence[str],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
 ) -> list[tuple[int, int, float]]:
     """(i, j, jaccard) for each LSH-proposed pair of texts, i < j, whose shingle Jaccard >= threshold."""
     return _verified_pairs(shingle_texts(texts), threshold)
@@ -334,7 +344,10 @@ def _rep_key(rec: Record, norm_len: int, thash: str) -> tuple[Any, ...]:
 
 
 def deduplicate(
-    records: Sequence[Record], *, near: bool = True, threshold: float = DEFAULT_THRESHOLD
+    records: Sequence[Record],
+    *,
+    near: bool = True,
+    threshold: float = DEFAULT_THRESHOLD,
 ) -> DedupResult:
     """Merge exact and (if near) near-duplicate records into one Document per group."""
     if not 0.0 < threshold <= 1.0:

@@ -82,6 +82,16 @@ def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(vectors / norms, dtype=np.float32)
 
 
+def _quiet_transformers() -> None:
+    """Keep transformers' weight-loading bars and notices off the user's terminal."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
+        return
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 class SentenceTransformerEmbedder:
     """An encoder backed by sentence-transformers (torch)."""
 
@@ -94,12 +104,14 @@ class SentenceTransformerEmbedder:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ModelLoadError(f"sentence-transformers is not installed: {exc}") from exc
+        _quiet_transformers()
         try:
             self.model: SentenceTransformer = SentenceTransformer(self.location, device=device)
         except Exception as exc:  # many failure types: hub errors, bad folders, OS errors
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ModelLoadError(f"cannot load model {name!r}: {first}") from exc
-        dim = self.model.get_sentence_embedding_dimension()
+        getter = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        dim = getter()
         if dim is None:
             raise ModelLoadError(f"model {name!r} does not report an embedding dimension")
         self.dimension = int(dim)

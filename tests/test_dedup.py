@@ -157,9 +157,7 @@ def test_doc_id_is_stable_and_fits_int64() -> None:
 
 
 def test_canonical_for_near_strips_markup() -> None:
-    plain = canonical_for_near(
-        "We use FooBar and bold words x y z code, here: Renyi naive quoted tag & fine."
-    )
+    plain = canonical_for_near("We use FooBar and bold words x y z code, here: Renyi naive quoted tag & fine")
     marked = canonical_for_near(
         r"We use $\texttt{FooBar}$ and \textbf{bold} \emph{words} *x* **y** _z_ `code`, here: "
         r"R\'{e}nyi na\"ive ``quoted'' <b>tag</b> &amp; ﬁne."
@@ -439,9 +437,8 @@ def read_seed_dir(folder: Path) -> list[Record]:
         header, _, body = path.read_text(encoding="utf-8").partition("\n")
         paragraphs = [p.strip() for p in re.split(r"\n\s*\n", body) if p.strip()]
         for number, text in enumerate(paragraphs, 1):
-            out.append(
-                Record(text, Provenance(f"seeds/{path.name}", "paragraph", number), collection=header.strip())
-            )
+            where = Provenance(f"seeds/{path.name}", "paragraph", number)
+            out.append(Record(text, where, collection=header.strip()))
     return out
 
 
@@ -468,7 +465,6 @@ def test_seeds_merge_into_neurips_catalogue() -> None:
     # One seed is an earlier, rewritten version of its catalogue abstract (Jaccard 0.29), not a near-copy.
     leftovers = [d for d in combined.documents if d.title is None]
     assert len(combined.documents) == len(alone.documents) + 1
-    assert len(leftovers) == 1 and leftovers[0].text.startswith(
-        "Large language models (LLMs) have demonstrated"
-    )
+    assert len(leftovers) == 1
+    assert leftovers[0].text.startswith("Large language models (LLMs) have demonstrated")
     assert combined.near_duplicates == 4

@@ -1,0 +1,113 @@
+"""Combining rankings: reciprocal rank fusion, score fusion by convex combination, and MMR diversification."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+NORMS = ("minmax", "zscore", "none")
+
+
+def rrf(
+    rankings: Sequence[Sequence[int]], k: int = 60, weights: Sequence[float] | None = None
+) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion: score(d) = sum_i w_i / (k + rank_i(d)), ranks 1-based; best first.
+
+    A document absent from a ranking gets nothing from it. Ties go to the document with the better best rank,
+    then to the smaller id, so the result does not depend on dict order.
+    """
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if weights is None:
+        weights = [1.0] * len(rankings)
+    if len(weights) != len(rankings):
+        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
+    scores: dict[int, float] = {}
+    best: dict[int, int] = {}
+    for ranking, w in zip(rankings, weights, strict=True):
+        for rank, doc in enumerate(dict.fromkeys(ranking), start=1):  # a repeated id counts at its first rank
+            scores[doc] = scores.get(doc, 0.0) + w / (k + rank)
+            best[doc] = min(best.get(doc, rank), rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], best[item[0]], item[0]))
+
+
+def normalize(scores: Mapping[int, float], norm: str = "minmax") -> dict[int, float]:
+    """Per-query normalization of one list's scores.
+
+    minmax: (s - min) / (max - min), so the list spans [0, 1] (all 1.0 when every score is equal);
+    zscore: (s - mean) / std (population std; all 0.0 when every score is equal); none: unchanged.
+    """
+    if norm not in NORMS:
+        raise ValueError(f"unknown normalization {norm!r}; choose from {', '.join(NORMS)}")
+    if not scores or norm == "none":
+        return dict(scores)
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+    if norm == "minmax":
+        lo, span = float(values.min()), float(values.max() - values.min())
+        return {d: ((s - lo) / span if span > 0 else 1.0) for d, s in scores.items()}
+    mean, std = float(values.mean()), float(values.std())
+    return {d: ((s - mean) / std if std > 0 else 0.0) for d, s in scores.items()}
+
+
+def convex(
+    dense: Mapping[int, float], lexical: Mapping[int, float], alpha: float, norm: str = "minmax"
+) -> list[tuple[int, float]]:
+    """alpha * norm(dense) + (1 - alpha) * norm(lexical) over the union of both candidate lists; best first.
+
+    Each list is normalized on its own (see ``normalize``). A document missing from one list gets that list's
+    minimum normalized score: it ranked below everything the list returned, and its true score is unknown.
+    Ties go to the smaller id.
+    """
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    nd, nl = normalize(dense, norm), normalize(lexical, norm)
+    floor_d = min(nd.values(), default=0.0)
+    floor_l = min(nl.values(), default=0.0)
+    fused = {
+        doc: alpha * nd.get(doc, floor_d) + (1.0 - alpha) * nl.get(doc, floor_l) for doc in dict.fromkeys([*nd, *nl])
+    }
+    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+
+def mmr(
+    query_vec: np.ndarray,
+    doc_vecs: np.ndarray,
+    candidates: Sequence[int],
+    k: int,
+    lambda_: float = 0.7,
+    *,
+    relevance: Sequence[float] | None = None,
+) -> list[int]:
+    """Maximal marginal relevance: pick k candidates, each maximizing λ·rel(d) − (1 − λ)·max_{s picked} cos(d, s).
+
+    ``doc_vecs`` are the candidates' unit vectors, row i for ``candidates[i]``; rel(d) is cos(query, d) unless
+    ``relevance`` gives other scores (e.g. fused ones). λ = 1 is plain relevance order; λ = 0.7 (the default)
+    still favours relevance but demotes near-copies of what is already picked. Ties go to the earlier candidate.
+    """
+    if not 0.0 <= lambda_ <= 1.0:
+        raise ValueError(f"lambda_ must be in [0, 1], got {lambda_}")
+    n = len(candidates)
+    if n == 0 or k < 1:
+        return []
+    vecs = np.asarray(doc_vecs, dtype=np.float32)
+    if vecs.ndim != 2 or vecs.shape[0] != n:
+        raise ValueError(f"doc_vecs has shape {vecs.shape}, expected one row per candidate ({n})")
+    if relevance is None:
+        rel = vecs @ np.asarray(query_vec, dtype=np.float32).reshape(-1)
+    else:
+        rel = np.asarray(relevance, dtype=np.float32).reshape(-1)
+        if rel.shape[0] != n:
+            raise ValueError(f"{rel.shape[0]} relevance scores for {n} candidates")
+    picked: list[int] = []
+    redundancy = np.zeros(n, dtype=np.float32)  # max cosine to anything picked so far (none yet: no penalty)
+    available = np.ones(n, dtype=bool)
+    for _ in range(min(k, n)):
+        gain = lambda_ * rel - (1.0 - lambda_) * redundancy
+        gain[~available] = -np.inf
+        best = int(np.argmax(gain))  # argmax returns the first maximum: ties go to the earlier candidate
+        sims = vecs @ vecs[best]
+        redundancy = sims if not picked else np.maximum(redundancy, sims)
+        picked.append(best)
+        available[best] = False
+    return [int(candidates[i]) for i in picked]

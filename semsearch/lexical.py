@@ -1,0 +1,362 @@
+"""Lexical (BM25) index over the documents' title and abstract, stored as plain numpy arrays and JSON.
+
+Layout of the ``lexical/`` folder inside an index version::
+
+    params.json     format, BM25 variant and parameters, analyzer, counts (checked on load)
+    vocab.json      the stemmed terms, in term-id order
+    ids.npy         int64 document ids, in row order
+    data.npy        float32 precomputed BM25 weight of each (term, document) posting
+    indices.npy     int32 row of each posting (CSC layout: postings grouped by term)
+    indptr.npy      int64 start of each term's postings in data/indices (length vocab + 1)
+
+bm25s computes the weights at build time (its "eager" scoring); a query then only sums the postings of its
+terms, which needs numpy alone, so searching never imports bm25s. Nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import IndexCorruptError
+
+LEXICAL_DIR = "lexical"
+FORMAT_NAME = "semsearch-lexical"
+FORMAT_VERSION = 1
+PARAMS_FILE = "params.json"
+VOCAB_FILE = "vocab.json"
+ARRAY_FILES = ("ids.npy", "data.npy", "indices.npy", "indptr.npy")
+
+# Lucene's English stop set (the one bm25s and Anserini use): short on purpose, so that queries such as
+# "not associated with" keep their content words and BM25's idf handles the rest.
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
+)
+# bm25s' default splitter is \b\w\w+\b; maximal runs of 2+ word characters make the \b redundant, and slower.
+TOKEN_PATTERN = re.compile(r"\w\w+")
+ANALYZER_NAME = "lower+word2+lucene-en-stop+snowball-en"
+
+
+class Analyzer:
+    """Lowercases, splits into words, drops English stop words and stems with Snowball English."""
+
+    def __init__(self) -> None:
+        import Stemmer
+
+        self._stemmer = Stemmer.Stemmer("english")
+
+    def __call__(self, text: str) -> list[str]:
+        """The stemmed, stop-word-filtered tokens of a text, in order."""
+        words = [w for w in TOKEN_PATTERN.findall(text.lower()) if w not in STOPWORDS]
+        return list(self._stemmer.stemWords(words))
+
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """(start, end, stem) of each non-stop-word token of a text, in order."""
+        found = [(m.start(), m.end(), m.group().lower()) for m in TOKEN_PATTERN.finditer(text)]
+        found = [f for f in found if f[2] not in STOPWORDS]
+        stems = self._stemmer.stemWords([w for _, _, w in found])
+        return [(s, e, stem) for (s, e, _), stem in zip(found, stems, strict=True)]
+
+    def stem_words(self, words: Sequence[str]) -> list[str]:
+        """The stems of (lowercased) words."""
+        return list(self._stemmer.stemWords(words))
+
+    def stem_map(self, words: Sequence[str]) -> dict[str, str]:
+        """Each distinct (lowercased) word -> its stem; stems each distinct word once."""
+        unique = list(dict.fromkeys(words))
+        return dict(zip(unique, self._stemmer.stemWords(unique), strict=True))
+
+    def stem(self, word: str) -> str:
+        """The stem of one (lowercased) word."""
+        return str(self._stemmer.stemWord(word.lower()))
+
+
+def analyze(text: str, analyzer: Analyzer | None = None) -> list[str]:
+    """The stemmed, stop-word-filtered tokens of a text, exactly as the lexical index sees them."""
+    return (analyzer or Analyzer())(text)
+
+
+def lexical_text(title: str | None, abstract: str) -> str:
+    """The text a document is indexed under: title and abstract, as the dense side embeds them."""
+    # Repeating the title (field boosting) was measured on SciFact train and did not help; see scripts/study_fusion.py.
+    return f"{title} {abstract}" if title else abstract
+
+
+@dataclass(frozen=True)
+class BM25Params:
+    """The BM25 variant (a bm25s ``method``) and its parameters."""
+
+    method: str = "lucene"
+    k1: float = 1.5
+    b: float = 0.75
+    delta: float = 0.5  # only used by bm25l and bm25+
+
+
+DEFAULT_PARAMS = BM25Params()  # measured on SciFact train: see scripts/study_fusion.py
+_METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+
+
+class LexicalIndex:
+    """BM25 over stemmed words; documents are identified by int64 ids (the FAISS ids)."""
+
+    def __init__(
+        self,
+        ids: np.ndarray,
+        vocab: list[str],
+        data: np.ndarray,
+        indices: np.ndarray,
+        indptr: np.ndarray,
+        params: BM25Params = DEFAULT_PARAMS,
+        nonoccurrence: np.ndarray | None = None,
+    ) -> None:
+        self.ids = ids
+        self.vocab = vocab
+        self.term_ids = {t: i for i, t in enumerate(vocab)}
+        self.data = data
+        self.indices = indices
+        self.indptr = indptr
+        self.params = params
+        # BM25L/BM25+ give every document a floor for each query term it lacks; see bm25s.
+        self.nonoccurrence = nonoccurrence
+        self.analyzer = Analyzer()
+        self._rows: dict[int, int] | None = None
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    # -- building -------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def build(
+        cls,
+        ids: Sequence[int] | np.ndarray,
+        texts: Sequence[str],
+        params: BM25Params = DEFAULT_PARAMS,
+    ) -> LexicalIndex:
+        """Index texts (``title + " " + abstract``) under their int64 document ids."""
+        if len(ids) != len(texts):
+            raise ValueError(f"{len(ids)} ids but {len(texts)} texts")
+        if params.method not in _METHODS:
+            raise ValueError(f"unknown BM25 method {params.method!r}; choose from {', '.join(_METHODS)}")
+        id_array = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if len(np.unique(id_array)) != len(id_array):
+            raise ValueError("document ids must be unique")
+        vocab_ids: dict[str, int] = {}
+        corpus = _term_ids(texts, Analyzer(), vocab_ids)
+        vocab = list(vocab_ids)
+        if not vocab:
+            empty = np.zeros(0, dtype=np.float32)
+            return cls(id_array, [], empty, np.zeros(0, np.int32), np.zeros(1, np.int64), params)
+
+        import bm25s
+
+        model = bm25s.BM25(k1=params.k1, b=params.b, delta=params.delta, method=params.method)
+        # Token ids plus our own vocabulary: bm25s then skips its own (slower) string handling.
+        model.index((corpus, vocab_ids), create_empty_token=False, show_progress=False)
+        scores = model.scores
+        nonocc = getattr(model, "nonoccurrence_array", None)
+        return cls(
+            id_array,
+            vocab,
+            np.ascontiguousarray(scores["data"], dtype=np.float32),
+            np.ascontiguousarray(scores["indices"], dtype=np.int32),
+            np.ascontiguousarray(scores["indptr"], dtype=np.int64),
+            params,
+            None if nonocc is None else np.ascontiguousarray(nonocc, dtype=np.float32),
+        )
+
+    # -- persistence ----------------------------------------------------------------------------------------------
+
+    def save(self, folder: Path) -> None:
+        """Write the index into ``folder`` (created if needed) as .npy arrays and JSON; no pickle."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        arrays = {"ids.npy": self.ids, "data.npy": self.data, "indices.npy": self.indices, "indptr.npy": self.indptr}
+        if self.nonoccurrence is not None:
+            arrays["nonoccurrence.npy"] = self.nonoccurrence
+        for name, array in arrays.items():
+            np.save(folder / name, array, allow_pickle=False)
+        (folder / VOCAB_FILE).write_text(json.dumps(self.vocab, ensure_ascii=False), encoding="utf-8")
+        params: dict[str, Any] = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "bm25": asdict(self.params),
+            "analyzer": ANALYZER_NAME,
+            "documents": len(self),
+            "terms": len(self.vocab),
+            "postings": int(self.data.shape[0]),
+        }
+        (folder / PARAMS_FILE).write_text(json.dumps(params, indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, folder: Path) -> LexicalIndex:
+        """Read an index written by ``save``; raises IndexCorruptError naming the bad file."""
+        folder = Path(folder)
+        params_path = folder / PARAMS_FILE
+        meta = _read_json(params_path)
+        try:
+            if meta["format"] != FORMAT_NAME or int(meta["format_version"]) != FORMAT_VERSION:
+                raise ValueError(f"format {meta['format']!r} version {meta['format_version']!r}")
+            if meta["analyzer"] != ANALYZER_NAME:
+                raise ValueError(f"analyzer {meta['analyzer']!r}")
+            params = BM25Params(**meta["bm25"])
+            n_docs, n_terms, n_postings = int(meta["documents"]), int(meta["terms"]), int(meta["postings"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IndexCorruptError(f"{params_path} is not a valid lexical index description ({exc})") from None
+        vocab = _read_json(folder / VOCAB_FILE)
+        if not isinstance(vocab, list) or len(vocab) != n_terms or not all(isinstance(t, str) for t in vocab):
+            raise IndexCorruptError(f"{folder / VOCAB_FILE} does not hold the {n_terms} terms {PARAMS_FILE} promises")
+        ids = _read_array(folder / "ids.npy", np.int64, (n_docs,))
+        data = _read_array(folder / "data.npy", np.float32, (n_postings,))
+        indices = _read_array(folder / "indices.npy", np.int32, (n_postings,))
+        indptr = _read_array(folder / "indptr.npy", np.int64, (n_terms + 1,))
+        if indptr[0] != 0 or indptr[-1] != n_postings or np.any(np.diff(indptr) < 0):
+            raise IndexCorruptError(f"{folder / 'indptr.npy'} is not a valid posting-list offset array")
+        if n_postings and (int(indices.min()) < 0 or int(indices.max()) >= n_docs):
+            raise IndexCorruptError(f"{folder / 'indices.npy'} points past the {n_docs} documents")
+        nonocc = None
+        if params.method in ("bm25l", "bm25+"):
+            nonocc = _read_array(folder / "nonoccurrence.npy", np.float32, (n_terms,))
+        return cls(ids, vocab, data, indices, indptr, params, nonocc)
+
+    # -- querying -------------------------------------------------------------------------------------------------
+
+    def terms(self, query: str) -> list[str]:
+        """The query's stemmed, stop-word-filtered tokens (repeats kept: they weigh the term more)."""
+        return self.analyzer(query)
+
+    def query_weights(self, query: str | Mapping[str, float]) -> dict[int, float]:
+        """Term id -> weight for a query text (weight = count in the query) or an explicit term -> weight map."""
+        weights = Counter(self.terms(query)) if isinstance(query, str) else query
+        out: dict[int, float] = {}
+        for term, w in weights.items():
+            tid = self.term_ids.get(term)
+            if tid is not None and w > 0:
+                out[tid] = out.get(tid, 0.0) + float(w)
+        return out
+
+    def scores(self, query: str | Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
+        """(BM25 score of every document in row order, mask of documents that contain a query term)."""
+        n = len(self)
+        scores = np.zeros(n, dtype=np.float32)
+        matched = np.zeros(n, dtype=bool)
+        for tid, w in self.query_weights(query).items():
+            start, end = int(self.indptr[tid]), int(self.indptr[tid + 1])
+            rows = self.indices[start:end]
+            # Within one term's postings each row appears once, so fancy-index += is exact.
+            if self.nonoccurrence is not None:
+                # bm25s stores BM25L/BM25+ postings net of the floor, which every document gets.
+                scores += np.float32(w) * self.nonoccurrence[tid]
+            scores[rows] += np.float32(w) * self.data[start:end]
+            matched[rows] = True
+        return scores, matched
+
+    def search(self, query: str | Mapping[str, float], k: int) -> list[tuple[int, float]]:
+        """The k best (document id, BM25 score) pairs, best first; only documents with a positive score."""
+        if k < 1:
+            return []
+        scores, matched = self.scores(query)
+        rows = np.flatnonzero(matched & (scores > 0))
+        if rows.size > k:
+            # Keep everything tied with the k-th score, then order by (score desc, row asc) for a stable result.
+            kth = np.partition(scores[rows], rows.size - k)[rows.size - k]
+            rows = rows[scores[rows] >= kth]
+        order = np.lexsort((rows, -scores[rows]))[:k]
+        return [(int(self.ids[r]), float(scores[r])) for r in rows[order]]
+
+    def score_ids(self, query: str | Mapping[str, float], ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """BM25 scores of the given document ids (0.0 for ids that match no query term or are unknown)."""
+        scores, matched = self.scores(query)
+        rows = self.rows_of(ids)
+        out = np.zeros(len(rows), dtype=np.float32)
+        known = rows >= 0
+        out[known] = np.where(matched[rows[known]], scores[rows[known]], 0.0)
+        return out
+
+    def rows_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Row of each document id (-1 for unknown ids)."""
+        if self._rows is None:
+            self._rows = {int(d): i for i, d in enumerate(self.ids.tolist())}
+        rows = self._rows
+        return np.array([rows.get(int(d), -1) for d in ids], dtype=np.int64)
+
+
+def _term_ids(texts: Sequence[str], analyzer: Analyzer, vocab: dict[str, int]) -> list[list[int]]:
+    """Each text as term ids (the analyzer's tokens), adding new stems to ``vocab``."""
+    # Same result as analyzer(text) per text, but each distinct word is stemmed and looked up once: the
+    # corpus has ~30x fewer distinct words than tokens, and analysis dominates the build time.
+    word_term: dict[str, int] = {}  # word -> term id, -1 for stop words
+    corpus: list[list[int]] = []
+    for text in texts:
+        words = TOKEN_PATTERN.findall(text.lower())
+        new = [w for w in dict.fromkeys(words) if w not in word_term]
+        if new:
+            for word, stem in zip(new, analyzer.stem_words(new), strict=True):
+                word_term[word] = -1 if word in STOPWORDS else vocab.setdefault(stem, len(vocab))
+        corpus.append([t for t in map(word_term.__getitem__, words) if t >= 0])
+    return corpus
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise IndexCorruptError(f"{path} is missing; rebuild with: semsearch index --full") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexCorruptError(f"{path} cannot be read ({exc}); rebuild with: semsearch index --full") from None
+
+
+def _read_array(path: Path, dtype: type[np.generic], shape: tuple[int, ...]) -> np.ndarray:
+    try:
+        array = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise IndexCorruptError(f"{path} is missing; rebuild with: semsearch index --full") from None
+    except (OSError, ValueError, EOFError) as exc:
+        raise IndexCorruptError(f"{path} cannot be read ({exc}); rebuild with: semsearch index --full") from None
+    if array.dtype != np.dtype(dtype) or array.shape != shape:
+        raise IndexCorruptError(
+            f"{path} holds {array.dtype}{list(array.shape)}, expected {np.dtype(dtype)}{list(shape)}; "
+            "rebuild with: semsearch index --full"
+        )
+    return array

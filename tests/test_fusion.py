@@ -1,0 +1,111 @@
+"""Fusion: RRF, convex combination with per-query normalization, and MMR, on hand-computed cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from semsearch.fusion import convex, mmr, normalize, rrf
+
+
+def test_rrf_hand_computed() -> None:
+    # k = 60. Ranking A: 1 2 3; ranking B: 3 1.
+    # 1: 1/61 + 1/62 = 0.032522;  3: 1/63 + 1/61 = 0.032266;  2: 1/62 = 0.016129
+    fused = rrf([[1, 2, 3], [3, 1]], k=60)
+    assert [d for d, _ in fused] == [1, 3, 2]
+    scores = dict(fused)
+    assert scores[1] == pytest.approx(1 / 61 + 1 / 62)
+    assert scores[3] == pytest.approx(1 / 63 + 1 / 61)
+    assert scores[2] == pytest.approx(1 / 62)
+
+
+def test_rrf_weights() -> None:
+    # Weights 1 and 3, k = 0: a: 1/1 + 3/2 = 2.5; b: 1/2 + 3/1 = 3.5 -> b first.
+    fused = rrf([["a", "b"], ["b", "a"]], k=0, weights=[1, 3])  # type: ignore[list-item]
+    assert fused == [("b", pytest.approx(3.5)), ("a", pytest.approx(2.5))]
+    with pytest.raises(ValueError, match="weights"):
+        rrf([[1]], weights=[1, 2])
+
+
+def test_rrf_ties_go_to_the_better_best_rank_then_smaller_id() -> None:
+    # 7 and 8 both score 1/61 + 1/62 (ranks 1 and 2 each, swapped); both best rank 1 -> smaller id first.
+    assert [d for d, _ in rrf([[8, 7], [7, 8]])] == [7, 8]
+    # 5: 1/(60+2) * 2 = 0.032258 vs 9: 1/61 + 1/63 = 0.032266 -> 9 wins outright (not a tie).
+    assert [d for d, _ in rrf([[9, 5], [4, 5, 9]])][:2] == [9, 5]
+    # A repeated id counts at its first rank only.
+    assert dict(rrf([[1, 1, 2]]))[1] == pytest.approx(1 / 61)
+    assert rrf([]) == []
+
+
+def test_normalize() -> None:
+    # minmax of 2, 4, 6: (s - 2) / 4 -> 0, 0.5, 1
+    assert normalize({1: 2.0, 2: 4.0, 3: 6.0}, "minmax") == {1: 0.0, 2: 0.5, 3: 1.0}
+    # zscore of 2, 4, 6: mean 4, population std sqrt(8/3) = 1.63299 -> -1.22474, 0, 1.22474
+    z = normalize({1: 2.0, 2: 4.0, 3: 6.0}, "zscore")
+    assert z[1] == pytest.approx(-1.224745) and z[2] == pytest.approx(0.0) and z[3] == pytest.approx(1.224745)
+    assert normalize({1: 3.0, 2: 3.0}, "minmax") == {1: 1.0, 2: 1.0}
+    assert normalize({1: 3.0, 2: 3.0}, "zscore") == {1: 0.0, 2: 0.0}
+    assert normalize({}, "zscore") == {}
+    with pytest.raises(ValueError, match="unknown normalization"):
+        normalize({1: 1.0}, "softmax")
+
+
+def test_convex_minmax_hand_computed() -> None:
+    dense = {1: 0.9, 2: 0.7, 3: 0.5}  # minmax: 1, 0.5, 0
+    lexical = {3: 12.0, 4: 8.0, 1: 4.0}  # minmax: 3 -> 1, 4 -> 0.5, 1 -> 0
+    # alpha = 0.6; doc 2 is missing from lexical -> lexical minimum (0); doc 4 missing from dense -> 0.
+    # 1: 0.6*1 + 0.4*0 = 0.6;  2: 0.6*0.5 + 0.4*0 = 0.3;  3: 0.6*0 + 0.4*1 = 0.4;  4: 0 + 0.4*0.5 = 0.2
+    fused = convex(dense, lexical, alpha=0.6)
+    assert [d for d, _ in fused] == [1, 3, 2, 4]
+    assert dict(fused) == pytest.approx({1: 0.6, 2: 0.3, 3: 0.4, 4: 0.2})
+    assert [d for d, _ in convex(dense, lexical, alpha=1.0)][:3] == [1, 2, 3]  # dense order
+    assert [d for d, _ in convex(dense, lexical, alpha=0.0)][:2] == [3, 4]  # lexical order
+
+
+def test_convex_zscore_missing_gets_the_lists_minimum() -> None:
+    dense = {1: 1.0, 2: 0.0}  # zscore: mean 0.5, std 0.5 -> 1, -1
+    lexical = {1: 5.0, 3: 1.0}  # zscore: mean 3, std 2 -> 1, -1
+    # alpha 0.5: 1: 0.5*1 + 0.5*1 = 1; 2: 0.5*(-1) + 0.5*(-1, missing) = -1; 3: 0.5*(-1, missing) + 0.5*(-1) = -1
+    # 2 and 3 tie at -1 -> smaller id first.
+    fused = convex(dense, lexical, alpha=0.5, norm="zscore")
+    assert fused == [(1, pytest.approx(1.0)), (2, pytest.approx(-1.0)), (3, pytest.approx(-1.0))]
+    assert convex({}, {}, 0.5) == []
+    with pytest.raises(ValueError, match="alpha"):
+        convex(dense, lexical, alpha=1.5)
+
+
+def _unit(*v: float) -> np.ndarray:
+    a = np.array(v, dtype=np.float32)
+    return a / np.linalg.norm(a)
+
+
+def test_mmr_demotes_near_duplicates() -> None:
+    q = _unit(1, 0, 0)
+    a = _unit(1, 0.1, 0)  # cos(q, a) = 0.99504
+    a2 = _unit(1, 0.12, 0)  # cos(q, a2) = 0.99287, cos(a, a2) = 0.99980: a near copy of a
+    b = _unit(1, 0, 0.8)  # cos(q, b) = 0.78087, cos(a, b) = 0.77699
+    vecs = np.stack([a, a2, b])
+    # λ = 1: relevance order a, a2, b.
+    assert mmr(q, vecs, [10, 11, 12], k=3, lambda_=1.0) == [10, 11, 12]
+    # λ = 0.7, after picking a:
+    #   a2: 0.7*0.99287 - 0.3*0.99980 = 0.39507;  b: 0.7*0.78087 - 0.3*0.77699 = 0.31351 -> a2 still wins.
+    assert mmr(q, vecs, [10, 11, 12], k=2, lambda_=0.7) == [10, 11]
+    # λ = 0.5: a2: 0.5*0.99287 - 0.5*0.99980 = -0.00347;  b: 0.5*0.78087 - 0.5*0.77699 = 0.00194 -> b wins.
+    assert mmr(q, vecs, [10, 11, 12], k=2, lambda_=0.5) == [10, 12]
+
+
+def test_mmr_relevance_override_ties_and_bounds() -> None:
+    vecs = np.stack([_unit(1, 0), _unit(0, 1), _unit(1, 1)])
+    q = _unit(1, 0)
+    # Given scores replace the cosine: the third candidate first.
+    assert mmr(q, vecs, [1, 2, 3], k=1, relevance=[0.1, 0.2, 0.9]) == [3]
+    # Equal relevance: the earlier candidate wins.
+    assert mmr(q, vecs, [1, 2, 3], k=1, relevance=[0.5, 0.5, 0.5]) == [1]
+    # Cosines to q: 1, 0, 0.70711. Pick 1 (0.7*1). Then 2: 0.7*0 - 0.3*0 = 0; 3: 0.7*0.70711 - 0.3*0.70711 = 0.28284
+    # -> 3; then 2 is all that is left. k past the candidates returns them all.
+    assert mmr(q, vecs, [1, 2, 3], k=10) == [1, 3, 2]
+    assert mmr(q, np.zeros((0, 2)), [], k=3) == []
+    with pytest.raises(ValueError, match="relevance"):
+        mmr(q, vecs, [1, 2, 3], k=1, relevance=[1.0])
+    with pytest.raises(ValueError, match="lambda_"):
+        mmr(q, vecs, [1, 2, 3], k=1, lambda_=2.0)
