@@ -29,8 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from semsearch.fusion import convex, rrf  # noqa: E402
+from semsearch.highlight import best_sentences, highlight, matched_terms  # noqa: E402
 from semsearch.lexical import Analyzer, BM25Params, LexicalIndex  # noqa: E402
-from semsearch.metrics import evaluate, load_beir  # noqa: E402
+from semsearch.metrics import evaluate, load_beir, ndcg_at_k  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "scifact"
 CACHE_DOCS = Path("/tmp/scifact_minilm_docs.npy")
@@ -104,18 +105,41 @@ def top(scores: np.ndarray, k: int = DEPTH) -> tuple[np.ndarray, np.ndarray]:
     return np.take_along_axis(part, order, axis=1), np.take_along_axis(vals, order, axis=1)
 
 
-def score(data: Data, split: str, matrix: np.ndarray) -> dict[str, float]:
-    """Metrics of a full-query score matrix (rows = all queries) on one split."""
-    rows, qrels = data.splits[split]
+def run_of(data: Data, split: str, matrix: np.ndarray) -> dict[str, list[str]]:
+    """The top-100 run of a full-query score matrix (rows = all queries) on one split."""
+    rows, _ = data.splits[split]
     idx, vals = top(matrix[rows])
-    run = {}
-    for r, cols, vs in zip(rows, idx, vals, strict=True):
-        run[data.query_ids[r]] = [data.doc_ids[c] for c, v in zip(cols, vs, strict=True) if np.isfinite(v)]
-    return {k: round(v, 4) for k, v in evaluate(run, qrels).items()}
+    return {
+        data.query_ids[r]: [data.doc_ids[c] for c, v in zip(cols, vs, strict=True) if np.isfinite(v)]
+        for r, cols, vs in zip(rows, idx, vals, strict=True)
+    }
 
 
-def both(data: Data, matrix: np.ndarray) -> dict[str, dict[str, float]]:
-    return {split: score(data, split, matrix) for split in ("train", "test")}
+def score(data: Data, split: str, matrix: np.ndarray) -> dict[str, float]:
+    """Metrics of a full-query score matrix on one split."""
+    return {k: round(v, 4) for k, v in evaluate(run_of(data, split, matrix), data.splits[split][1]).items()}
+
+
+class Table:
+    """The ablation table: metrics per configuration, plus per-query nDCG@10 for paired differences."""
+
+    def __init__(self, data: Data) -> None:
+        self.data = data
+        self.metrics: dict[str, dict[str, dict[str, float]]] = {}
+        self.per_query: dict[str, dict[str, np.ndarray]] = {}
+
+    def add(self, name: str, matrix: np.ndarray) -> None:
+        self.metrics[name] = {}
+        self.per_query[name] = {}
+        for split in ("train", "test"):
+            run, qrels = run_of(self.data, split, matrix), self.data.splits[split][1]
+            self.metrics[name][split] = {k: round(v, 4) for k, v in evaluate(run, qrels).items()}
+            self.per_query[name][split] = np.array([ndcg_at_k(run.get(q, []), qrels[q], 10) for q in sorted(qrels)])
+
+    def delta(self, name: str, reference: str, split: str) -> tuple[float, float]:
+        """Mean paired nDCG@10 difference against the reference configuration, and its standard error."""
+        diff = self.per_query[name][split] - self.per_query[reference][split]
+        return float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(len(diff)))
 
 
 def bm25_matrix(index: LexicalIndex, queries: Iterable[str | dict[str, float]]) -> np.ndarray:
@@ -246,11 +270,11 @@ def main() -> None:
     args = parser.parse_args()
     t0 = time.perf_counter()
     data = Data(args.data)
-    table: dict[str, dict[str, dict[str, float]]] = {}
+    table = Table(data)
     chosen: dict[str, Any] = {}
 
     dense = data.query_vecs @ data.doc_vecs.T
-    table["dense"] = both(data, dense)
+    table.add("dense", dense)
 
     # 1. BM25 variant and parameters.
     grid = [
@@ -271,10 +295,8 @@ def main() -> None:
     build_s = time.perf_counter() - t
     chosen["bm25"] = index.params.__dict__
     lex = bm25_matrix(index, data.query_texts)
-    table["bm25 (default params)"] = both(data, lex)
-    table[f"bm25 (train-best {best_params.method} {best_params.k1} {best_params.b})"] = both(
-        data, bm25_for(best_params)
-    )
+    table.add("bm25 (default params)", lex)
+    table.add(f"bm25 (train-best {best_params.method} {best_params.k1} {best_params.b})", bm25_for(best_params))
     chosen["bm25_train_best"] = best_params.__dict__
 
     # 2. Fusion of the two first-stage lists, each cut at a depth.
@@ -285,8 +307,8 @@ def main() -> None:
     (rk, rd, rw), _, _ = best_of(
         data, rrf_grid, lambda c: rrf_matrix(rank_lists[c[1]], c[0], [c[2], 1.0]), "rrf (k, depth, dense weight)"
     )
-    table["rrf k=60 depth=100 (textbook)"] = both(data, rrf_matrix(rank_lists[100], 60, [1.0, 1.0]))
-    table[f"rrf k={rk} depth={rd} w_dense={rw}"] = both(data, rrf_matrix(rank_lists[rd], rk, [rw, 1.0]))
+    table.add("rrf k=60 depth=100 (textbook)", rrf_matrix(rank_lists[100], 60, [1.0, 1.0]))
+    table.add(f"rrf k={rk} depth={rd} w_dense={rw}", rrf_matrix(rank_lists[rd], rk, [rw, 1.0]))
     chosen["rrf"] = {"k": rk, "depth": rd, "dense_weight": rw}
 
     alphas = [round(float(a), 2) for a in np.arange(0.0, 1.0001, 0.05)]
@@ -298,8 +320,12 @@ def main() -> None:
         (a_n, _, d_n), _, _ = best_of(
             data, [c for c in cvx_grid if c[1] == norm], lambda c: convex_matrix(*cut[c[2]], c[0], c[1]), norm
         )
-        table[f"convex {norm} alpha={a_n} depth={d_n}"] = both(data, convex_matrix(*cut[d_n], a_n, norm))
+        table.add(f"convex {norm} alpha={a_n} depth={d_n}", convex_matrix(*cut[d_n], a_n, norm))
     chosen["convex"] = {"alpha": ca, "norm": cn, "depth": cd}
+    default = f"convex {cn} alpha={ca} depth={cd}"  # the reference of the paired differences below
+    for d in depths:
+        if d != cd:  # how much the candidate depth (the normalization's sample) matters
+            table.add(f"convex {cn} alpha={ca} depth={d}", convex_matrix(*cut[d], ca, cn))
 
     def fused(dense_m: np.ndarray, lex_m: np.ndarray, cfg: tuple[float, str, int] = (ca, cn, cd)) -> np.ndarray:
         return convex_matrix(keep_top(dense_m, cfg[2]), keep_top(lex_m, cfg[2]), cfg[0], cfg[1])
@@ -310,8 +336,8 @@ def main() -> None:
     title_lex = {1: lex}
     for rep in (2, 3):
         title_lex[rep] = bm25_matrix(LexicalIndex.build(ids, data.texts(rep), index.params), data.query_texts)
-        table[f"bm25 title x{rep}"] = both(data, title_lex[rep])
-        table[f"convex + title x{rep}"] = both(data, fused(dense, title_lex[rep]))
+        table.add(f"bm25 title x{rep}", title_lex[rep])
+        table.add(f"convex + title x{rep}", fused(dense, title_lex[rep]))
     best_rep = max(title_lex, key=lambda r: score(data, "train", fused(dense, title_lex[r]))["ndcg@10"])
     chosen["title_repeat"] = best_rep
 
@@ -329,13 +355,13 @@ def main() -> None:
         return bm25_matrix(index, rm3_queries(index, data.query_texts, first, doc_tf, *cfg, weighted=weighted))
 
     rm3_cfg, _, _ = best_of(data, rm3_grid, lambda c: rm3_matrix(c, lex, True), "rm3 alone (fb docs, terms, orig w)")
-    table[f"bm25 + rm3 {rm3_cfg}"] = both(data, rm3_matrix(rm3_cfg, lex, True))
-    table[f"convex + rm3 {rm3_cfg} (fb from bm25)"] = both(data, fused(dense, rm3_matrix(rm3_cfg, lex, True)))
+    table.add(f"bm25 + rm3 {rm3_cfg}", rm3_matrix(rm3_cfg, lex, True))
+    table.add(f"convex + rm3 {rm3_cfg} (fb from bm25)", fused(dense, rm3_matrix(rm3_cfg, lex, True)))
     rm3_fused_cfg, _, _ = best_of(
         data, rm3_grid, lambda c: fused(dense, rm3_matrix(c, base, False)), "convex + rm3 (fb from fused)"
     )
     lex_rm3 = rm3_matrix(rm3_fused_cfg, base, False)
-    table[f"convex + rm3 {rm3_fused_cfg} (fb from fused)"] = both(data, fused(dense, lex_rm3))
+    table.add(f"convex + rm3 {rm3_fused_cfg} (fb from fused)", fused(dense, lex_rm3))
     chosen["rm3"] = {"alone": rm3_cfg, "in_fusion": rm3_fused_cfg}
 
     # 5. Rocchio on the dense side: feedback from the dense list, and from the fused list.
@@ -345,12 +371,12 @@ def main() -> None:
         return rocchio(data.query_vecs, data.doc_vecs, first, *cfg) @ data.doc_vecs.T
 
     roc_cfg, _, _ = best_of(data, roc_grid, lambda c: roc_matrix(c, dense), "rocchio alone (fb docs, beta)")
-    table[f"dense + rocchio {roc_cfg}"] = both(data, roc_matrix(roc_cfg, dense))
+    table.add(f"dense + rocchio {roc_cfg}", roc_matrix(roc_cfg, dense))
     roc_fused_cfg, _, _ = best_of(
         data, roc_grid, lambda c: fused(roc_matrix(c, base), lex), "convex + rocchio (fb from fused)"
     )
     dense_roc = roc_matrix(roc_fused_cfg, base)
-    table[f"convex + rocchio {roc_fused_cfg} (fb from fused)"] = both(data, fused(dense_roc, lex))
+    table.add(f"convex + rocchio {roc_fused_cfg} (fb from fused)", fused(dense_roc, lex))
     chosen["rocchio"] = {"alone": roc_cfg, "in_fusion": roc_fused_cfg}
 
     # 6. Both feedbacks, fusion weights re-tuned for the expanded lists.
@@ -360,7 +386,7 @@ def main() -> None:
         lambda c: fused(dense_roc, lex_rm3, c),
         "convex + rm3 + rocchio, re-tuned",
     )
-    table[f"convex + rm3 + rocchio {full_cfg}"] = both(data, fused(dense_roc, lex_rm3, full_cfg))
+    table.add(f"convex + rm3 + rocchio {full_cfg}", fused(dense_roc, lex_rm3, full_cfg))
     chosen["full"] = full_cfg
 
     # 7. The library's rrf/convex on the chosen first-stage configurations reproduce the matrix numbers.
@@ -384,22 +410,44 @@ def main() -> None:
             check[f"{name} {split}"] = {k: round(v, 4) for k, v in evaluate(run, qrels).items()}
     log("library check:", check)
 
-    width = max(map(len, table))
-    log(f"\n{'configuration':<{width}}  train nDCG@10  test nDCG@10  test R@100  test MRR@10")
-    for name, res in table.items():
+    # 8. Snippet cost: best sentence + matched query words + highlighting, for the 10 BM25 hits of each test query.
+    rows, _ = data.splits["test"]
+    jobs = [(data.query_texts[r], [data.abstracts[d] for d, _ in index.search(data.query_texts[r], 10)]) for r in rows]
+    hits = sum(len(h) for _, h in jobs)
+    snippet_us = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        for query, abstracts in jobs:
+            terms = index.terms(query)
+            for text in abstracts:
+                highlight(best_sentences(text, terms, n=1, analyzer=analyzer)[0], matched_terms(text, query), "ansi")
+        snippet_us = min(snippet_us, (time.perf_counter() - t) / hits * 1e6)
+    log(f"snippet: {snippet_us:.0f} us per hit ({hits} hits)")
+
+    width = max(map(len, table.metrics))
+    log(f"\nnDCG@10; delta = paired mean difference vs {default!r} +- its standard error")
+    log(
+        f"{'configuration':<{width}}  {'train':>6}  {'delta train':>15}  {'test':>6}  {'delta test':>15}  R@100  MRR@10"
+    )
+    deltas: dict[str, dict[str, list[float]]] = {}
+    for name, res in table.metrics.items():
         tr, te = res["train"], res["test"]
+        deltas[name] = {split: [round(x, 4) for x in table.delta(name, default, split)] for split in ("train", "test")}
+        (dtr, setr), (dte, sete) = deltas[name]["train"], deltas[name]["test"]
         log(
-            f"{name:<{width}}  {tr['ndcg@10']:>13.4f}  {te['ndcg@10']:>12.4f}  {te['recall@100']:>10.4f}  "
-            f"{te['mrr@10']:>11.4f}"
+            f"{name:<{width}}  {tr['ndcg@10']:.4f}  {dtr:+.4f} +- {setr:.4f}  {te['ndcg@10']:.4f}  "
+            f"{dte:+.4f} +- {sete:.4f}  {te['recall@100']:.3f}  {te['mrr@10']:.4f}"
         )
     print(
         json.dumps(
             {
                 "dataset": "scifact",
-                "table": table,
+                "table": table.metrics,
+                "delta_ndcg10_vs_default": deltas,
                 "chosen": chosen,
                 "library_check": check,
                 "lexical_build_s": round(build_s, 3),
+                "snippet_us_per_hit": round(snippet_us),
                 "seconds": round(time.perf_counter() - t0, 1),
             }
         )

@@ -25,6 +25,7 @@ from .store import (
     DOCS,
     FORMAT_NAME,
     FORMAT_VERSION,
+    LEXICAL_DIR,
     VECTORS,
     DocumentStore,
     VersionWriter,
@@ -33,6 +34,7 @@ from .store import (
     read_manifest,
     utc_now,
     write_documents,
+    write_lexical,
     write_vectors,
     writer_lock,
 )
@@ -212,6 +214,7 @@ def build_index(
             ids = np.array([doc_num(d.id) for d in dedup.documents], dtype=np.int64)
             faiss_type = write_vectors(writer.path / VECTORS, ids, vectors)
             write_documents(writer.path / DOCS, dedup.documents)
+            lexical_info = write_lexical(writer.path / LEXICAL_DIR, dedup.documents)
 
             previous_ids = _previous_ids(prev_version)
             new_ids = {d.id for d in dedup.documents}
@@ -229,6 +232,7 @@ def build_index(
                     "precision": choice.precision,
                 },
                 "faiss": {"type": faiss_type, "metric": "inner_product", "normalized": True},
+                "lexical": lexical_info,
                 "counts": {
                     "read": dedup.read,
                     "documents": len(dedup.documents),

@@ -15,8 +15,11 @@ from . import __version__
 from .errors import SemsearchError
 
 HELP_SCORES = (
-    "Scores are cosine similarities between unit-length embeddings (higher is closer; "
-    "about 0.5+ is usually on topic for all-MiniLM-L6-v2)."
+    "Scores by --mode: dense is the cosine similarity of unit-length embeddings (-1..1; about 0.5+ is usually on "
+    "topic for all-MiniLM-L6-v2); lexical is the BM25 score (0 up, unbounded, grows with rare matching words); "
+    "hybrid (the default) is 0.5·z(cosine) + 0.5·z(BM25), each z-scored over this query's top 1000 candidates: "
+    "about 0 is average for the query, 2+ stands out. Compare hybrid scores within one query only; --json shows "
+    "the cosine and BM25 parts of every hit."
 )
 
 
@@ -68,6 +71,20 @@ def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def k_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     # A plain int (not IntRange) so that a bad k gets the library's one-line error.
     return click.option("-k", "k", type=int, default=10, show_default=True, help="How many hits to return.")(fn)
+
+
+def shaping_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--where / --min-score / --diverse, shared by query and related."""
+    from .filters import WHERE_HELP
+
+    fn = click.option(
+        "--diverse",
+        is_flag=True,
+        help="Re-rank with maximal marginal relevance (λ 0.7) so near-identical papers do not crowd the list.",
+    )(fn)
+    fn = click.option("--min-score", type=float, help="Drop hits scoring below this (in the mode's units).")(fn)
+    fn = click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help=WHERE_HELP)(fn)
+    return fn
 
 
 def _embedder(ctx: click.Context) -> Any:
@@ -211,21 +228,40 @@ def index(
 @click.argument("text")
 @k_option
 @index_option
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "dense", "lexical"]),
+    default="hybrid",
+    show_default=True,
+    help="hybrid fuses BM25 and embeddings; dense is embeddings only; lexical is BM25 only.",
+)
+@shaping_options
 @click.option("--model", help="Refuse to answer unless the index was built with this model.")
 @output_options
 @click.pass_context
 def query(
-    ctx: click.Context, text: str, k: int, index_dir: Path, model: str | None, as_json: bool, as_jsonl: bool
+    ctx: click.Context,
+    text: str,
+    k: int,
+    index_dir: Path,
+    mode: str,
+    where: tuple[str, ...],
+    min_score: float | None,
+    diverse: bool,
+    model: str | None,
+    as_json: bool,
+    as_jsonl: bool,
 ) -> None:
-    """Find the abstracts nearest in meaning to TEXT ('-' reads it from stdin).
+    """Find the abstracts that best answer TEXT ('-' reads it from stdin).
 
     \b
-    Each hit shows rank, score, title (or the abstract's opening words), id, sources and a snippet.
+    Each hit shows rank, score, title (or the abstract's opening words), id, sources, and the
+    sentence that matched best with the query's words highlighted.
     """
     from .search import Index
 
     with Index.open(index_dir, embedder=_embedder(ctx), model=model) as idx:
-        hits = idx.search(_read_text_arg(text), k)
+        hits = idx.search(_read_text_arg(text), k, mode=mode, where=where, min_score=min_score, diverse=diverse)
         _warn_if_stale(idx)
     _print_hits(hits, as_json, as_jsonl)
 
@@ -244,6 +280,7 @@ query.help = f"{query.help}\n\n{HELP_SCORES}"
 )
 @k_option
 @index_option
+@shaping_options
 @output_options
 @click.pass_context
 def related(
@@ -253,12 +290,15 @@ def related(
     file_: Path | None,
     k: int,
     index_dir: Path,
+    where: tuple[str, ...],
+    min_score: float | None,
+    diverse: bool,
     as_json: bool,
     as_jsonl: bool,
 ) -> None:
     """Papers nearest to one you know: by DOC_ID (or an external id such as a BEIR _id), --text or --file.
 
-    The paper itself and its duplicates are never returned.
+    The paper itself and its duplicates are never returned. Scores are cosine similarities.
     """
     from .search import Index
 
@@ -271,7 +311,10 @@ def related(
         except (OSError, UnicodeDecodeError) as exc:
             raise SemsearchCliError(f"cannot read {file_}: {getattr(exc, 'strerror', None) or exc}") from exc
     with Index.open(index_dir, embedder=_embedder(ctx)) as idx:
-        hits = idx.related(doc_id, k) if doc_id is not None else idx.related_to_text(text or "", k)
+        if doc_id is not None:
+            hits = idx.related(doc_id, k, where=where, min_score=min_score, diverse=diverse)
+        else:
+            hits = idx.related_to_text(text or "", k, where=where, min_score=min_score, diverse=diverse)
         _warn_if_stale(idx)
     _print_hits(hits, as_json, as_jsonl)
 
@@ -329,6 +372,64 @@ def remove(ids: tuple[str, ...], sources: tuple[str, ...], index_dir: Path, wait
         click.echo(json.dumps(summary.to_dict()))
     else:
         click.echo(f"removed: {summary.removed}, documents: {summary.documents} ({summary.version})")
+
+
+@cli.command(name="eval")
+@click.argument("data", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--corpus", type=click.Path(dir_okay=False, path_type=Path), help="BEIR corpus.jsonl.")
+@click.option("--queries", type=click.Path(dir_okay=False, path_type=Path), help="BEIR queries.jsonl.")
+@click.option("--qrels", type=click.Path(dir_okay=False, path_type=Path), help="BEIR qrels TSV.")
+@click.option("--split", default="test", show_default=True, help="Which qrels/SPLIT.tsv to read from DATA.")
+@click.option(
+    "--index",
+    "index_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Index to build or reuse [default: indexes/eval-<corpus folder>].",
+)
+@click.option(
+    "--mode", "modes", multiple=True, type=click.Choice(["dense", "lexical", "hybrid"]), help="Modes (default: all)."
+)
+@click.option("--model", help="Model for a new index [default: all-MiniLM-L6-v2].")
+@click.option("--backend", type=click.Choice(["onnx", "torch"]), default="onnx", show_default=True)
+@click.option("--precision", type=click.Choice(["int8", "fp32"]), default="int8", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object keyed by mode.")
+@click.pass_context
+def eval_(
+    ctx: click.Context,
+    data: Path | None,
+    corpus: Path | None,
+    queries: Path | None,
+    qrels: Path | None,
+    split: str,
+    index_dir: Path | None,
+    modes: tuple[str, ...],
+    model: str | None,
+    backend: str,
+    precision: str,
+    as_json: bool,
+) -> None:
+    """Measure retrieval quality on BEIR-format DATA (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv).
+
+    \b
+    Prints nDCG@10 (trec_eval's definition, graded gains), Recall@100 and MRR@10 for each mode.
+    The corpus is indexed once (exact duplicates merged only) and reused while it is unchanged:
+      semsearch eval ../shared/data/scifact --split test
+    """
+    from .build import BuildOptions
+    from .evaluate import EvalData, run_eval
+    from .render import eval_table
+
+    where = EvalData.locate(data, split, corpus, queries, qrels)
+    target = index_dir or Path("indexes") / f"eval-{where.corpus.resolve().parent.name}"
+    results = run_eval(
+        where,
+        target,
+        modes=modes or ("dense", "lexical", "hybrid"),
+        embedder=_embedder(ctx),
+        options=BuildOptions(model=model, backend=backend, precision=precision, progress=not as_json),
+        progress=not as_json,
+    )
+    click.echo(json.dumps(results) if as_json else eval_table(results))
 
 
 def main() -> None:

@@ -7,10 +7,17 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 NORMS = ("minmax", "zscore", "none")
+# Hybrid defaults, tuned on SciFact train with all-MiniLM-L6-v2 + BM25 (scripts/study_fusion.py): convex zscore
+# fusion of the top 1000 of each side, alpha 0.5, gave nDCG@10 0.736 train / 0.733 test, vs 0.717 test for RRF
+# k=60 at depth 100. Deeper lists help because they make the z-score's mean and std steadier.
+DEFAULT_ALPHA = 0.5
+DEFAULT_NORM = "zscore"
+DEFAULT_DEPTH = 1000
+RRF_K = 60  # tuning k on train (best k=1) did worse on test than the textbook 60
 
 
 def rrf(
-    rankings: Sequence[Sequence[int]], k: int = 60, weights: Sequence[float] | None = None
+    rankings: Sequence[Sequence[int]], k: int = RRF_K, weights: Sequence[float] | None = None
 ) -> list[tuple[int, float]]:
     """Reciprocal rank fusion: score(d) = sum_i w_i / (k + rank_i(d)), ranks 1-based; best first.
 
@@ -51,7 +58,10 @@ def normalize(scores: Mapping[int, float], norm: str = "minmax") -> dict[int, fl
 
 
 def convex(
-    dense: Mapping[int, float], lexical: Mapping[int, float], alpha: float, norm: str = "minmax"
+    dense: Mapping[int, float],
+    lexical: Mapping[int, float],
+    alpha: float = DEFAULT_ALPHA,
+    norm: str = DEFAULT_NORM,
 ) -> list[tuple[int, float]]:
     """alpha * norm(dense) + (1 - alpha) * norm(lexical) over the union of both candidate lists; best first.
 

@@ -167,7 +167,7 @@ def highlight(text: str, terms: Sequence[str], style: str = "ansi", *, analyzer:
         return text
     analyzer = analyzer or Analyzer()
     lowered = [t.lower() for t in terms]
-    # Accept both words and stems: a stem's own stem is not always itself ("gener" -> "gener", "studi" -> "studi").
+    # Accept both words and stems: re-stemming a stem can change it ("advertis" -> "adverti"), so keep the term too.
     stems = set(lowered) | set(analyzer.stem_words(lowered))
     initials = {t[0] for t in stems if t}
     found = [(m.start(), m.end(), m.group().lower()) for m in TOKEN_PATTERN.finditer(text)]

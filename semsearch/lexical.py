@@ -119,7 +119,8 @@ def analyze(text: str, analyzer: Analyzer | None = None) -> list[str]:
 
 def lexical_text(title: str | None, abstract: str) -> str:
     """The text a document is indexed under: title and abstract, as the dense side embeds them."""
-    # Repeating the title (field boosting) was measured on SciFact train and did not help; see scripts/study_fusion.py.
+    # Repeating the title (field boosting) was measured on SciFact: +0.002 nDCG@10 on train in hybrid search,
+    # inside one standard error, so the text stays the one the dense side embeds. See scripts/study_fusion.py.
     return f"{title} {abstract}" if title else abstract
 
 
@@ -133,7 +134,9 @@ class BM25Params:
     delta: float = 0.5  # only used by bm25l and bm25+
 
 
-DEFAULT_PARAMS = BM25Params()  # measured on SciFact train: see scripts/study_fusion.py
+# On SciFact train every variant with k1 in 0.9-1.5 and b in 0.5-0.75 lies within 0.004 nDCG@10 (0.695-0.699);
+# Lucene BM25 with k1 1.5, b 0.75 (0.696 train, 0.686 test) avoids BM25L's per-term floor on every document.
+DEFAULT_PARAMS = BM25Params()
 _METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
 

@@ -135,15 +135,25 @@ class Hit:
     text: str
     sources: list[Provenance]
     metadata: dict[str, Any] = field(default_factory=dict)
+    external_ids: list[str] = field(default_factory=list)  # ids the sources gave (BEIR _id, paper id, ...)
+    mode: str = ""  # "hybrid", "dense" or "lexical": what the score means
+    scores: dict[str, float] = field(default_factory=dict)  # the parts: "dense" (cosine), "lexical" (BM25)
+    highlights: list[str] = field(default_factory=list)  # the abstract's sentence(s) that best match the query
+    matched_terms: list[str] = field(default_factory=list)  # query words found in title or abstract
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "rank": self.rank,
             "score": round(float(self.score), 6),
+            "mode": self.mode,
+            "scores": self.scores,
+            "highlights": self.highlights,
+            "matched_terms": self.matched_terms,
             "id": self.id,
             "title": self.title,
             "label": self.label,
             "text": self.text,
             "sources": [s.to_dict() for s in self.sources],
+            "external_ids": self.external_ids,
             "metadata": self.metadata,
         }

@@ -16,6 +16,7 @@ from .records import Document
 from .store import (
     DOCS,
     ENCODER_DIR,
+    LEXICAL_DIR,
     VECTORS,
     DocumentStore,
     VersionWriter,
@@ -25,6 +26,7 @@ from .store import (
     read_manifest,
     utc_now,
     write_documents,
+    write_lexical,
     write_vectors,
     writer_lock,
 )
@@ -102,6 +104,7 @@ def remove_documents(
                 copy_encoder(version / ENCODER_DIR, writer.path / ENCODER_DIR)
             write_vectors(writer.path / VECTORS, nums, kept_vecs)
             write_documents(writer.path / DOCS, kept)
+            lexical_info = write_lexical(writer.path / LEXICAL_DIR, kept)
             removed = len(documents) - len(kept)
             counts = dict(manifest["counts"])
             counts.update(documents=len(kept), vectors=len(kept))
@@ -110,6 +113,7 @@ def remove_documents(
                 **manifest,
                 "built_at": utc_now(),
                 "counts": counts,
+                "lexical": lexical_info,
                 "sources": [s for s in manifest["sources"] if s["path"] not in resolved_gone],
                 "files": {},
             }

@@ -8,6 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from .highlight import highlight
 from .records import Hit
 from .search import IndexInfo
 
@@ -59,9 +60,27 @@ def hits_table(hits: Sequence[Hit], *, color: bool = False) -> str:
                 + click.style(hit.label, bold=True)
             )
         ids = f"    id {hit.id}  ·  {sources_line(hit)}"
-        body = textwrap.fill(snippet(hit.text), width=width, initial_indent="    ", subsequent_indent="    ")
+        # The best-matching sentence explains the hit; the opening of the abstract stands in when none matched.
+        shown = hit.highlights[0] if hit.highlights else snippet(hit.text)
+        body = textwrap.fill(
+            snippet(shown, 2 * SNIPPET_CHARS), width=width, initial_indent="    ", subsequent_indent="    "
+        )
+        if color and hit.matched_terms:
+            body = highlight(body, hit.matched_terms, "ansi")
         blocks.append("\n".join([head, click.style(ids, dim=True) if color else ids, body]))
     return "\n\n".join(blocks)
+
+
+def eval_table(results: dict[str, Any]) -> str:
+    """Metrics per mode as an aligned table."""
+    lines = [f"{'mode':<8} {'nDCG@10':>8} {'R@100':>7} {'MRR@10':>7} {'seconds':>8}"]
+    for mode, m in results.items():
+        if isinstance(m, dict):
+            lines.append(
+                f"{mode:<8} {m['ndcg@10']:>8.4f} {m['recall@100']:>7.4f} {m['mrr@10']:>7.4f} {m['seconds']:>8.1f}"
+            )
+    lines.append(f"({results.get('queries', 0)} judged queries)")
+    return "\n".join(lines)
 
 
 def info_text(info: IndexInfo) -> str:

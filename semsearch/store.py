@@ -7,6 +7,7 @@ Layout of an index directory (``indexes/default``)::
         manifest.json    format version, model, counts, sources, file sizes and checksums
         vectors.faiss    FAISS IndexIDMap2 over inner product; ids are the documents' int ids
         docs.sqlite      documents, provenance and external ids
+        lexical/         the BM25 index (numpy arrays and JSON)
         encoder/         the ONNX export of the model (when the ONNX backend built it)
     cache/               embedding caches, one SQLite file per model fingerprint and precision
     .lock                held by the one writer (flock)
@@ -44,6 +45,7 @@ MANIFEST = "manifest.json"
 VECTORS = "vectors.faiss"
 DOCS = "docs.sqlite"
 ENCODER_DIR = "encoder"
+LEXICAL_DIR = "lexical"
 CACHE_DIR = "cache"
 LOCK = ".lock"
 BUILD_PREFIX = ".build-"
@@ -309,6 +311,18 @@ def write_documents(path: Path, documents: Sequence[Document]) -> None:
         conn.commit()
     finally:
         conn.close()
+
+
+def write_lexical(folder: Path, documents: Sequence[Document]) -> dict[str, Any]:
+    """Write the BM25 index of the documents; returns its parameters for the manifest."""
+    from dataclasses import asdict
+
+    from .lexical import LexicalIndex, lexical_text
+
+    ids = [doc_num(d.id) for d in documents]
+    lexical = LexicalIndex.build(ids, [lexical_text(d.title, d.text) for d in documents])
+    lexical.save(folder)
+    return {"bm25": asdict(lexical.params), "terms": len(lexical.vocab)}
 
 
 def write_vectors(path: Path, ids: np.ndarray, vectors: np.ndarray) -> str:

@@ -28,7 +28,7 @@ def test_build_writes_a_complete_version(tmp_path: Path, small_corpus: Path, fak
     summary = build_index([str(small_corpus)], tmp_path / "idx", opts(), embedder=fake)
     version = live(tmp_path / "idx")
     assert version.name == summary.version
-    assert sorted(p.name for p in version.iterdir()) == ["docs.sqlite", "manifest.json", "vectors.faiss"]
+    assert sorted(p.name for p in version.iterdir()) == ["docs.sqlite", "lexical", "manifest.json", "vectors.faiss"]
     manifest = json.loads((version / "manifest.json").read_text())
     assert manifest["format_version"] == 1
     assert manifest["model"] == {
@@ -47,7 +47,8 @@ def test_build_writes_a_complete_version(tmp_path: Path, small_corpus: Path, fak
     }
     source = manifest["sources"][0]
     assert source["path"] == str(small_corpus.resolve()) and source["records"] == 6 and len(source["sha256"]) == 64
-    assert set(manifest["files"]) == {"docs.sqlite", "vectors.faiss"}
+    assert {"docs.sqlite", "vectors.faiss", "lexical/params.json", "lexical/ids.npy"} <= set(manifest["files"])
+    assert manifest["lexical"]["bm25"]["method"] == "lucene"
     assert not list(version.rglob("*.pkl")) and not list(version.rglob("*.pickle"))
 
 

@@ -55,11 +55,11 @@ def test_convex_minmax_hand_computed() -> None:
     lexical = {3: 12.0, 4: 8.0, 1: 4.0}  # minmax: 3 -> 1, 4 -> 0.5, 1 -> 0
     # alpha = 0.6; doc 2 is missing from lexical -> lexical minimum (0); doc 4 missing from dense -> 0.
     # 1: 0.6*1 + 0.4*0 = 0.6;  2: 0.6*0.5 + 0.4*0 = 0.3;  3: 0.6*0 + 0.4*1 = 0.4;  4: 0 + 0.4*0.5 = 0.2
-    fused = convex(dense, lexical, alpha=0.6)
+    fused = convex(dense, lexical, alpha=0.6, norm="minmax")
     assert [d for d, _ in fused] == [1, 3, 2, 4]
     assert dict(fused) == pytest.approx({1: 0.6, 2: 0.3, 3: 0.4, 4: 0.2})
-    assert [d for d, _ in convex(dense, lexical, alpha=1.0)][:3] == [1, 2, 3]  # dense order
-    assert [d for d, _ in convex(dense, lexical, alpha=0.0)][:2] == [3, 4]  # lexical order
+    assert [d for d, _ in convex(dense, lexical, alpha=1.0, norm="minmax")][:3] == [1, 2, 3]  # dense order
+    assert [d for d, _ in convex(dense, lexical, alpha=0.0, norm="minmax")][:2] == [3, 4]  # lexical order
 
 
 def test_convex_zscore_missing_gets_the_lists_minimum() -> None:

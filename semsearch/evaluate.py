@@ -1,0 +1,134 @@
+"""Retrieval quality on BEIR-format data: nDCG@10, Recall@100 and MRR@10 for each search mode."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .build import BuildOptions, build_index
+from .embed import Embedder
+from .errors import IndexNotFoundError, InputError
+from .metrics import evaluate
+from .search import MODES, Index
+from .store import current_version, read_manifest
+
+DEPTH = 100  # Recall@100 needs the top 100
+
+
+@dataclass
+class EvalData:
+    """Where a BEIR data set's files are."""
+
+    corpus: Path
+    queries: Path
+    qrels: Path
+
+    @classmethod
+    def locate(
+        cls,
+        folder: Path | None,
+        split: str,
+        corpus: Path | None = None,
+        queries: Path | None = None,
+        qrels: Path | None = None,
+    ) -> EvalData:
+        """BEIR's layout (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) under a folder, or explicit files."""
+        if folder is not None:
+            corpus = corpus or folder / "corpus.jsonl"
+            queries = queries or folder / "queries.jsonl"
+            qrels = qrels or folder / "qrels" / f"{split}.tsv"
+        if corpus is None or queries is None or qrels is None:
+            raise InputError("give a BEIR folder, or all of --corpus, --queries and --qrels")
+        for path in (corpus, queries, qrels):
+            if not path.is_file():
+                raise InputError(f"no such file: {path}")
+        return cls(corpus, queries, qrels)
+
+
+def read_queries(path: Path) -> dict[str, str]:
+    """BEIR queries.jsonl: query id -> text."""
+    out = {}
+    with path.open(encoding="utf-8-sig") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                out[str(obj["_id"])] = str(obj["text"])
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise InputError(f"{path}:line {number}: not a BEIR query ({exc})") from exc
+    return out
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """BEIR qrels TSV (header ``query-id corpus-id score``): query id -> {doc id: grade}."""
+    out: dict[str, dict[str, int]] = {}
+    with path.open(encoding="utf-8-sig") as fh:
+        for number, line in enumerate(fh, start=1):
+            cells = line.rstrip("\n").split("\t")
+            if number == 1 and not cells[-1].lstrip("-").isdigit():
+                continue  # the header
+            if len(cells) < 3 or not cells[2].lstrip("-").isdigit():
+                if line.strip():
+                    raise InputError(f"{path}:line {number}: expected query-id<TAB>corpus-id<TAB>score")
+                continue
+            out.setdefault(cells[0], {})[cells[1]] = int(cells[2])
+    return out
+
+
+def _fresh_index(index_dir: Path, corpus: Path) -> bool:
+    """True when index_dir was built from exactly this corpus file and it has not changed since."""
+    from .freshness import stale_sources
+
+    try:
+        manifest = read_manifest(current_version(index_dir))
+    except IndexNotFoundError:
+        return False
+    if manifest.get("source_args") != [str(corpus.resolve())]:
+        return False
+    return not any(stale_sources(manifest).values())
+
+
+def run_eval(
+    data: EvalData,
+    index_dir: Path,
+    *,
+    modes: Sequence[str] = MODES,
+    embedder: Embedder | None = None,
+    options: BuildOptions | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Metrics per mode, plus how many queries were judged and how long searching took."""
+    queries = read_queries(data.queries)
+    qrels = read_qrels(data.qrels)
+    judged = {q: queries[q] for q in qrels if q in queries}
+    if not judged:
+        raise InputError(f"none of the queries in {data.queries} has judgments in {data.qrels}")
+    if not _fresh_index(index_dir, data.corpus):
+        if progress:
+            print(f"semsearch: building {index_dir} from {data.corpus} ...", file=sys.stderr)
+        # Distinct corpus entries must stay distinct for the judgments: merge exact copies only.
+        opts = options or BuildOptions(progress=progress)
+        opts.near = False
+        build_index([str(data.corpus)], index_dir, opts, embedder=embedder)
+    results: dict[str, Any] = {}
+    with Index.open(index_dir, embedder=embedder) as index:
+        for mode in modes:
+            started = time.perf_counter()
+            run: dict[str, list[str]] = {}
+            for qid, text in judged.items():
+                ranked: list[str] = []
+                for hit in index.search(text, DEPTH, mode=mode, explain=False):
+                    # A merged document stands for every corpus entry it came from.
+                    ranked.extend(hit.external_ids or [hit.id])
+                run[qid] = ranked
+            metrics = evaluate(run, qrels)
+            metrics["seconds"] = round(time.perf_counter() - started, 2)
+            results[mode] = metrics
+    results["queries"] = len(judged)
+    return results
