@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 DEFAULT_INDEX = Path("indexes") / "default"
 MODES = ("hybrid", "dense", "lexical")
-DIVERSITY_LAMBDA = 0.7
+DIVERSITY_LAMBDA = 0.5  # equal weight to relevance (min-max scaled over the pool) and novelty
 MAX_K = 10_000
 
 
@@ -235,7 +235,7 @@ class Index:
                 whenever k documents match.
             min_score: drop hits scoring below this (in the mode's score units).
             diverse: re-rank with maximal marginal relevance so near-identical papers do not crowd the list.
-            diversity: MMR's λ (1 = relevance only; the default 0.7 demotes near-copies).
+            diversity: MMR λ (1 = relevance only; the default 0.5 weighs relevance and novelty equally).
             explain: add each hit's best-matching sentence and the query words it contains.
         """
         _check_k(k)
