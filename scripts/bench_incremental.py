@@ -56,7 +56,7 @@ def reformat(text: str) -> str:
 
 def new_file(path: Path) -> None:
     with gzip.open(DATA / "neurips2025.jsonl.gz", "rt", encoding="utf-8") as fh:
-        known = [json.loads(line)["text"] for _, line in zip(range(300), fh)][::30][:10]
+        known = [json.loads(line)["text"] for _, line in zip(range(300), fh, strict=False)][::30][:10]
     others: list[str] = []
     with gzip.open(DATA / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
         for line in fh:

@@ -65,7 +65,7 @@ def queries(n: int) -> list[str]:
     scifact = REPO.parent / "shared" / "data" / "scifact" / "queries.jsonl"
     if scifact.is_file():
         with scifact.open(encoding="utf-8") as fh:
-            return [json.loads(line)["text"] for _, line in zip(range(n), fh)]
+            return [json.loads(line)["text"] for _, line in zip(range(n), fh, strict=False)]
     text = " ".join(p.read_text(encoding="utf-8") for p in sorted((REPO / "seeds").glob("*.txt")))
     sentences = [s.strip() for s in text.split(". ") if 20 < len(s.strip()) < 200]
     return sentences[:n]

@@ -80,7 +80,8 @@ def shaping_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option(
         "--diverse",
         is_flag=True,
-        help="Re-rank with maximal marginal relevance (λ 0.5: relevance and novelty weigh the same) so near-identical papers do not crowd the list.",
+        help="Re-rank with maximal marginal relevance (λ 0.5: relevance and novelty weigh the same) "
+        "so near-identical papers do not crowd the list.",
     )(fn)
     fn = click.option("--min-score", type=float, help="Drop hits scoring below this (in the mode's units).")(fn)
     fn = click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help=WHERE_HELP)(fn)

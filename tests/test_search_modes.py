@@ -27,16 +27,44 @@ def catalogue(tmp_path: Path) -> Path:
         for i, text in enumerate(PAPERS.values())
     ]
     rows += [
-        {"id": "old1", "title": "Old graphs", "abstract": "Spectral graph partitioning of sparse matrices for solvers.",
-         "venue": "icml", "year": 2021},
-        {"id": "old2", "title": "Old kernels", "abstract": "Graph kernels compare molecules by counting random walks.",
-         "venue": "icml", "year": 2021},
-        {"id": "new1", "title": "Privacy audit", "abstract": "Auditing differential privacy of federated training "
-         "with membership inference attacks on client updates.", "venue": "iclr", "year": 2024},
-        {"id": "new2", "title": "Privacy audit again", "abstract": "updates client on attacks inference membership with "
-         "training federated of privacy differential Auditing.", "venue": "iclr", "year": 2024},
-        {"id": "new3", "title": "Secure aggregation", "abstract": "Secure aggregation hides individual client "
-         "gradients in federated learning using cryptographic masking.", "venue": "iclr", "year": 2024},
+        {
+            "id": "old1",
+            "title": "Old graphs",
+            "abstract": "Spectral graph partitioning of sparse matrices for solvers.",
+            "venue": "icml",
+            "year": 2021,
+        },
+        {
+            "id": "old2",
+            "title": "Old kernels",
+            "abstract": "Graph kernels compare molecules by counting random walks.",
+            "venue": "icml",
+            "year": 2021,
+        },
+        {
+            "id": "new1",
+            "title": "Privacy audit",
+            "abstract": "Auditing differential privacy of federated training "
+            "with membership inference attacks on client updates.",
+            "venue": "iclr",
+            "year": 2024,
+        },
+        {
+            "id": "new2",
+            "title": "Privacy audit again",
+            "abstract": "updates client on attacks inference membership with "
+            "training federated of privacy differential Auditing.",
+            "venue": "iclr",
+            "year": 2024,
+        },
+        {
+            "id": "new3",
+            "title": "Secure aggregation",
+            "abstract": "Secure aggregation hides individual client "
+            "gradients in federated learning using cryptographic masking.",
+            "venue": "iclr",
+            "year": 2024,
+        },
     ]
     return jsonl(tmp_path / "catalogue.jsonl", rows)
 
@@ -78,8 +106,17 @@ def test_explanations(index: Index) -> None:
 
 
 def test_table_highlights_matched_words() -> None:
-    hit = Hit(1, 0.9, "abc", None, "label", "We study graph networks. Nothing else.", [Provenance("f", "line", 1)],
-              highlights=["We study graph networks."], matched_terms=["graph"])
+    hit = Hit(
+        1,
+        0.9,
+        "abc",
+        None,
+        "label",
+        "We study graph networks. Nothing else.",
+        [Provenance("f", "line", 1)],
+        highlights=["We study graph networks."],
+        matched_terms=["graph"],
+    )
     out = hits_table([hit], color=True)
     assert "\x1b[1;33mgraph\x1b[0m" in out
     assert "\x1b[" not in hits_table([hit], color=False)
@@ -148,11 +185,14 @@ def beir(tmp_path: Path) -> Path:
     folder = tmp_path / "beir"
     (folder / "qrels").mkdir(parents=True)
     jsonl(folder / "corpus.jsonl", [{"_id": f"d{i}", "title": "", "text": t} for i, t in enumerate(PAPERS.values())])
-    jsonl(folder / "queries.jsonl", [
-        {"_id": "q1", "text": "oversmoothing in deep graph networks"},
-        {"_id": "q2", "text": "robot navigation with sparse rewards"},
-        {"_id": "q3", "text": "a query without judgments"},
-    ])
+    jsonl(
+        folder / "queries.jsonl",
+        [
+            {"_id": "q1", "text": "oversmoothing in deep graph networks"},
+            {"_id": "q2", "text": "robot navigation with sparse rewards"},
+            {"_id": "q3", "text": "a query without judgments"},
+        ],
+    )
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\nq2\td2\t2\n")
     return folder
 
