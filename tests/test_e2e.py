@@ -38,12 +38,15 @@ def seed_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return index
 
 
-def test_federated_privacy_finds_fedask(seed_index: Path) -> None:
-    result = semsearch("query", "federated privacy", "--index", str(seed_index), "--json", "-k", "3")
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "lexical"])
+def test_federated_privacy_finds_fedask(seed_index: Path, mode: str) -> None:
+    result = semsearch("query", "federated privacy", "--index", str(seed_index), "--json", "-k", "3", "--mode", mode)
     assert result.returncode == 0, result.stderr
     hits = json.loads(result.stdout)
     assert any("FedASK" in h["text"] for h in hits), [h["label"] for h in hits]
-    assert all(0 < h["score"] <= 1.0001 for h in hits)
+    if mode != "lexical":
+        assert all(0 < h["scores"]["dense"] <= 1.0001 for h in hits)
+    assert hits[0]["matched_terms"] and hits[0]["highlights"]
 
 
 def test_query_path_imports_no_torch(seed_index: Path) -> None:
