@@ -83,13 +83,13 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
 
 def _fresh_index(index_dir: Path, corpus: Path) -> bool:
     """True when index_dir was built from exactly this corpus file and it has not changed since."""
-    from .freshness import stale_sources
+    from .freshness import absolute_source_args, stale_sources
 
     try:
         manifest = read_manifest(current_version(index_dir))
     except IndexNotFoundError:
         return False
-    if manifest.get("source_args") != [str(corpus.resolve())]:
+    if manifest.get("source_args") != absolute_source_args([str(corpus)]):
         return False
     return not any(stale_sources(manifest).values())
 

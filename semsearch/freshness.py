@@ -16,11 +16,7 @@ from .records import SourceFile
 
 def absolute_source_args(sources: Sequence[str]) -> list[str]:
     """Source arguments made absolute, so a later refresh from another directory finds them."""
-    out = []
-    for source in sources:
-        path = Path(source).expanduser()
-        out.append(str(path if path.is_absolute() else Path.cwd() / path))
-    return out
+    return [os.path.abspath(os.path.expanduser(source)) for source in sources]
 
 
 def _file_changed(path: Path, recorded: SourceFile) -> bool:
