@@ -15,10 +15,10 @@ from . import __version__
 from .cache import EmbeddingCache, embedding_key
 from .dedup import deduplicate
 from .embed import DEFAULT_MODEL, Embedder
-from .encoders import EncoderChoice, check_embedder, open_build_encoder
-from .errors import IndexNotFoundError, ModelMismatchError, SemsearchError
+from .encoders import BACKENDS, EncoderChoice, check_embedder, open_build_encoder
+from .errors import IndexCorruptError, IndexFormatError, IndexNotFoundError, ModelMismatchError, SemsearchError
 from .freshness import absolute_source_args
-from .ingest import read_sources
+from .ingest import expand_sources, read_sources
 from .records import Document
 from .store import (
     CACHE_DIR,
@@ -74,8 +74,8 @@ class BuildOptions:
     """Knobs of a build; the defaults suit a laptop."""
 
     model: str | None = None  # None: the existing index's model, else DEFAULT_MODEL
-    backend: str = "onnx"
-    precision: str = "int8"
+    backend: str | None = None  # None: the existing index's, else "onnx"
+    precision: str | None = None  # None: the existing index's, else "int8"
     full: bool = False
     skip_bad: bool = False
     near: bool = True
@@ -84,12 +84,32 @@ class BuildOptions:
     wait: bool = False
 
 
-def _previous(index_dir: Path) -> tuple[Path | None, dict[str, Any] | None]:
+def _previous(index_dir: Path, *, tolerate_damage: bool = False) -> tuple[Path | None, dict[str, Any] | None]:
+    """The live version and its manifest, or (None, None) when there is none.
+
+    With ``tolerate_damage`` (``--full``), a damaged or unreadable index counts as absent, so that the
+    rebuild that every "corrupt" message recommends really recovers it.
+    """
     try:
         version = current_version(index_dir)
+        manifest = read_manifest(version)
+        if tolerate_damage:
+            _previous_ids(version)  # opens the document store: a damaged one is caught here
+        return version, manifest
     except IndexNotFoundError:
         return None, None
-    return version, read_manifest(version)
+    except (IndexCorruptError, IndexFormatError):
+        if tolerate_damage:
+            return None, None
+        raise
+
+
+def _encoder_settings(opts: BuildOptions, manifest: dict[str, Any] | None) -> tuple[str, str]:
+    """Backend and precision: as asked, else as the index was built (a refresh keeps its encoder)."""
+    model = (manifest or {}).get("model", {})
+    backend = opts.backend or (model.get("backend") if model.get("backend") in BACKENDS else None) or "onnx"
+    precision = opts.precision or (model.get("precision") if model.get("backend") == backend else None) or "int8"
+    return backend, precision
 
 
 def _check_model(requested: str | None, manifest: dict[str, Any] | None, full: bool) -> str:
@@ -175,14 +195,22 @@ def build_index(
     opts = options or BuildOptions()
     started = time.perf_counter()
     index_path = Path(index_dir)
+    excluded: list[str] = []
     if sources is None:
-        sources = _recorded_sources(index_path) or [DEFAULT_SOURCE]
+        _, recorded = _previous(index_path, tolerate_damage=True)
+        sources = list(recorded.get("source_args", [])) if recorded else []
+        # Files taken out with `semsearch remove --source` stay out of refreshes until named again.
+        excluded = list(recorded.get("excluded_sources", [])) if recorded and sources else []
+        sources = sources or [DEFAULT_SOURCE]
     # Everything that can fail on bad input happens before the index directory is touched.
-    ingested = read_sources(sources, skip_bad=opts.skip_bad)
+    files = [str(p) for p in expand_sources(sources) if str(p) not in set(excluded)] if excluded else sources
+    ingested = read_sources(files, skip_bad=opts.skip_bad)
     dedup = deduplicate(ingested.records, near=opts.near)
 
     with writer_lock(index_path, wait=opts.wait):
-        prev_version, prev_manifest = _previous(index_path)
+        prev_version, prev_manifest = _previous(index_path, tolerate_damage=opts.full)
+        backend, precision = _encoder_settings(opts, prev_manifest)
+        previous_ids = _previous_ids(prev_version)
         if embedder is not None:
             model_name = embedder.name
             if prev_manifest is not None and not opts.full:
@@ -194,8 +222,8 @@ def build_index(
         try:
             choice: EncoderChoice = open_build_encoder(
                 model_name,
-                backend=opts.backend,
-                precision=opts.precision,
+                backend=backend,
+                precision=precision,
                 out_dir=writer.path,
                 previous_version=prev_version,
                 embedder=embedder,
@@ -216,7 +244,6 @@ def build_index(
             write_documents(writer.path / DOCS, dedup.documents)
             lexical_info = write_lexical(writer.path / LEXICAL_DIR, dedup.documents)
 
-            previous_ids = _previous_ids(prev_version)
             new_ids = {d.id for d in dedup.documents}
             manifest = {
                 "format": FORMAT_NAME,
@@ -241,6 +268,7 @@ def build_index(
                     "vectors": len(dedup.documents),
                 },
                 "source_args": absolute_source_args(sources),
+                "excluded_sources": excluded,
                 "sources": [f.to_dict() for f in ingested.files],
                 "files": {},
             }
@@ -267,12 +295,6 @@ def build_index(
         files=len(ingested.files),
         skipped=ingested.skipped,
     )
-
-
-def _recorded_sources(index_dir: Path) -> list[str]:
-    """The source arguments the live version was built from (empty when there is no index)."""
-    _, manifest = _previous(index_dir)
-    return list(manifest.get("source_args", [])) if manifest else []
 
 
 def _previous_ids(version: Path | None) -> set[str]:

@@ -37,6 +37,10 @@ class Group(click.Group):
             return super().invoke(ctx)
         except SemsearchError as exc:
             raise SemsearchCliError(str(exc)) from exc
+        except OSError as exc:
+            # Disk full, permissions, a path that is a file: the OS's reason and the path, in one line.
+            where = f": {exc.filename}" if exc.filename else ""
+            raise SemsearchCliError(f"{exc.strerror or exc}{where}") from exc
         except KeyboardInterrupt:
             click.echo("semsearch: interrupted", err=True)
             sys.exit(130)
@@ -117,7 +121,14 @@ def _warn_if_stale(idx: Any) -> None:
 
 def _read_text_arg(text: str) -> str:
     """``-`` reads the text from standard input."""
-    return sys.stdin.read() if text == "-" else text
+    if text != "-":
+        return text
+    if sys.stdin is None or sys.stdin.closed:
+        raise SemsearchCliError("'-' reads the query from stdin, but stdin is closed")
+    try:
+        return sys.stdin.read()
+    except UnicodeDecodeError as exc:
+        raise SemsearchCliError(f"stdin is not UTF-8 text ({exc.reason})") from exc
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -141,16 +152,13 @@ def cli() -> None:
 @click.option(
     "--backend",
     type=click.Choice(["onnx", "torch"]),
-    default="onnx",
-    show_default=True,
-    help="Encoder runtime. onnx exports the model into the index so queries never load torch.",
+    help="Encoder runtime [default: the index's, else onnx]. onnx exports the model into the index so "
+    "queries never load torch.",
 )
 @click.option(
     "--precision",
     type=click.Choice(["int8", "fp32"]),
-    default="int8",
-    show_default=True,
-    help="ONNX weights: int8 is smaller and faster to start; fp32 matches torch to 1e-6.",
+    help="ONNX weights [default: the index's, else int8]: int8 is smaller and faster; fp32 matches torch closely.",
 )
 @click.option("--full", is_flag=True, help="Rebuild from scratch (and allow switching models).")
 @click.option("--skip-bad", is_flag=True, help="Skip malformed records (reported) instead of stopping.")
@@ -165,8 +173,8 @@ def index(
     sources: tuple[str, ...],
     index_dir: Path,
     model: str | None,
-    backend: str,
-    precision: str,
+    backend: str | None,
+    precision: str | None,
     full: bool,
     skip_bad: bool,
     no_near: bool,
@@ -363,8 +371,9 @@ def verify(index_dir: Path, as_json: bool) -> None:
 def remove(ids: tuple[str, ...], sources: tuple[str, ...], index_dir: Path, wait: bool, as_json: bool) -> None:
     """Remove documents by id, or everything a --source file provided.
 
-    A document that other sources also provide keeps those. Indexing a source that still
-    provides a removed document brings it back.
+    A document that other sources also provide keeps those. A removed --source file stays out
+    of later `semsearch index` refreshes until it is named as a source again; a removed id comes
+    back with the next build from a source that still provides it.
     """
     from .remove import remove_documents
 

@@ -50,39 +50,47 @@ class EvalData:
         return cls(corpus, queries, qrels)
 
 
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
 def read_queries(path: Path) -> dict[str, str]:
     """BEIR queries.jsonl: query id -> text."""
     out = {}
-    with path.open(encoding="utf-8-sig") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                out[str(obj["_id"])] = str(obj["text"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise InputError(f"{path}:line {number}: not a BEIR query ({exc})") from exc
+    for number, line in enumerate(_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            out[str(obj["_id"])] = str(obj["text"])
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise InputError(f"{path}:line {number}: not a BEIR query ({exc})") from exc
     return out
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     """BEIR qrels TSV (header ``query-id corpus-id score``): query id -> {doc id: grade}."""
     out: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8-sig") as fh:
-        for number, line in enumerate(fh, start=1):
-            cells = line.rstrip("\n").split("\t")
-            if number == 1 and not cells[-1].lstrip("-").isdigit():
-                continue  # the header
-            if len(cells) < 3 or not cells[2].lstrip("-").isdigit():
-                if line.strip():
-                    raise InputError(f"{path}:line {number}: expected query-id<TAB>corpus-id<TAB>score")
-                continue
-            out.setdefault(cells[0], {})[cells[1]] = int(cells[2])
+    for number, line in enumerate(_lines(path), start=1):
+        cells = line.split("\t")
+        if number == 1 and not cells[-1].strip().lstrip("-").isdigit():
+            continue  # the header
+        if len(cells) < 3 or not cells[2].strip().lstrip("-").isdigit():
+            if line.strip():
+                raise InputError(f"{path}:line {number}: expected query-id<TAB>corpus-id<TAB>score")
+            continue
+        out.setdefault(cells[0], {})[cells[1]] = int(cells[2])
     return out
 
 
-def _fresh_index(index_dir: Path, corpus: Path) -> bool:
-    """True when index_dir was built from exactly this corpus file and it has not changed since."""
+def _reusable(index_dir: Path, corpus: Path, options: BuildOptions, embedder: Embedder | None) -> bool:
+    """Whether index_dir can answer for this corpus as it is; raises if it holds something else.
+
+    An index built from other sources is never overwritten: eval refuses and asks for another --index.
+    """
     from .freshness import absolute_source_args, stale_sources
 
     try:
@@ -90,8 +98,17 @@ def _fresh_index(index_dir: Path, corpus: Path) -> bool:
     except IndexNotFoundError:
         return False
     if manifest.get("source_args") != absolute_source_args([str(corpus)]):
-        return False
-    return not any(stale_sources(manifest).values())
+        raise InputError(f"{index_dir} holds other sources than {corpus}; choose another --index for eval")
+    model = manifest["model"]
+    wanted_name = embedder.name if embedder is not None else options.model or model["name"]
+    same_encoder = wanted_name == model["name"] and (
+        embedder is not None
+        or (
+            (options.backend or model.get("backend")) == model.get("backend")
+            and (options.precision or model.get("precision")) == model.get("precision")
+        )
+    )
+    return same_encoder and not any(stale_sources(manifest).values())
 
 
 def run_eval(
@@ -109,12 +126,14 @@ def run_eval(
     judged = {q: queries[q] for q in qrels if q in queries}
     if not judged:
         raise InputError(f"none of the queries in {data.queries} has judgments in {data.qrels}")
-    if not _fresh_index(index_dir, data.corpus):
+    opts = options or BuildOptions(progress=progress)
+    if not _reusable(index_dir, data.corpus, opts, embedder):
         if progress:
             print(f"semsearch: building {index_dir} from {data.corpus} ...", file=sys.stderr)
-        # Distinct corpus entries must stay distinct for the judgments: merge exact copies only.
-        opts = options or BuildOptions(progress=progress)
+        # Distinct corpus entries must stay distinct for the judgments: merge exact copies only. The index
+        # is eval's own, so a model change simply rebuilds it (known texts still come from the cache).
         opts.near = False
+        opts.full = True
         build_index([str(data.corpus)], index_dir, opts, embedder=embedder)
     results: dict[str, Any] = {}
     with Index.open(index_dir, embedder=embedder) as index:

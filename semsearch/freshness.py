@@ -30,9 +30,12 @@ def _file_changed(path: Path, recorded: SourceFile) -> bool:
         return False
     # Touched but maybe not edited: only the content decides.
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
+    try:
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:
+        return True
     return digest.hexdigest() != recorded.sha256
 
 
@@ -48,7 +51,8 @@ def stale_sources(manifest: dict[str, Any]) -> dict[str, list[str]]:
         except InputError:
             continue
     report: dict[str, list[str]] = {"new": [], "changed": [], "missing": []}
-    for path in sorted(current - recorded.keys()):
+    excluded = set(manifest.get("excluded_sources", []))
+    for path in sorted(current - recorded.keys() - excluded):
         report["new"].append(path)
     for path, source in sorted(recorded.items()):
         if not os.path.exists(path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -45,15 +46,20 @@ class RemoveSummary:
         return asdict(self)
 
 
-def _resolve_source(given: str, known: set[str]) -> str:
-    """The provenance file name that a user's path refers to."""
-    if given in known:
-        return given
-    resolved = str(Path(given).resolve())
-    for name in known:
-        if str(Path(name).resolve()) == resolved:
-            return name
-    raise InputError(f"no document in the index comes from {given}")
+def _resolve_source(given: str, manifest: dict[str, Any], files: set[str]) -> tuple[str, set[str]]:
+    """The recorded absolute path a user's path names, and the provenance file names that mean it."""
+    recorded = [str(s["path"]) for s in manifest["sources"]]
+    wanted = os.path.abspath(given)
+    matches = [p for p in recorded if p == wanted] or [p for p in recorded if given in files and _same(p, given)]
+    if not matches:
+        raise InputError(f"no document in the index comes from {given}")
+    path = matches[0]
+    # Provenance names files as the build saw them: relative to its working directory, or absolute.
+    return path, {f for f in files if _same(path, f)}
+
+
+def _same(absolute: str, name: str) -> bool:
+    return absolute == name or absolute.endswith(os.sep + name.lstrip("./"))
 
 
 def remove_documents(
@@ -67,6 +73,7 @@ def remove_documents(
     index_path = Path(index_dir)
     if not ids and not sources:
         raise InputError("name documents (ids) or --source files to remove")
+    current_version(index_path)  # no index here: fail before the lock file is created
     with writer_lock(index_path, wait=wait):
         version = current_version(index_path)
         manifest = read_manifest(version)
@@ -82,7 +89,12 @@ def remove_documents(
         finally:
             store.close()
         files = {p.file for d in documents for p in d.sources}
-        gone_files = {_resolve_source(s, files) for s in sources}
+        gone_paths: set[str] = set()
+        gone_files: set[str] = set()
+        for given in sources:
+            path, names = _resolve_source(given, manifest, files)
+            gone_paths.add(path)
+            gone_files |= names
         kept: list[Document] = []
         for doc in documents:
             doc.sources = [p for p in doc.sources if p.file not in gone_files]
@@ -108,13 +120,14 @@ def remove_documents(
             removed = len(documents) - len(kept)
             counts = dict(manifest["counts"])
             counts.update(documents=len(kept), vectors=len(kept))
-            resolved_gone = {str(Path(f).resolve()) for f in gone_files}
             new_manifest = {
                 **manifest,
                 "built_at": utc_now(),
                 "counts": counts,
                 "lexical": lexical_info,
-                "sources": [s for s in manifest["sources"] if s["path"] not in resolved_gone],
+                "sources": [s for s in manifest["sources"] if s["path"] not in gone_paths],
+                # Later refreshes from the recorded sources leave these out until they are named again.
+                "excluded_sources": sorted(set(manifest.get("excluded_sources", [])) | gone_paths),
                 "files": {},
             }
             final = writer.publish(new_manifest)

@@ -3,7 +3,7 @@
 Layout of an index directory (``indexes/default``)::
 
     CURRENT              name of the live version folder (swapped atomically by rename)
-    v-<time>-<rand>/     one complete, immutable index version
+    v-<seq>-<time>/      one complete, immutable index version (seq counts publications)
         manifest.json    format version, model, counts, sources, file sizes and checksums
         vectors.faiss    FAISS IndexIDMap2 over inner product; ids are the documents' int ids
         docs.sqlite      documents, provenance and external ids
@@ -51,6 +51,8 @@ LOCK = ".lock"
 BUILD_PREFIX = ".build-"
 # Versions kept besides the live one, so a reader that resolved CURRENT just before a swap can finish.
 KEEP_OLD_VERSIONS = 1
+# Replaced versions younger than this are kept too: open readers load some files lazily.
+PRUNE_GRACE_S = 300.0
 
 _SCHEMA = """
 CREATE TABLE documents (
@@ -91,6 +93,11 @@ def doc_id_from_num(num: int) -> str:
 def utc_now() -> str:
     """The current time as an ISO 8601 string in UTC, to the second."""
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def readonly_uri(path: Path) -> str:
+    """A SQLite URI that opens a file read-only, whatever characters its path holds."""
+    return path.resolve().as_uri() + "?mode=ro"
 
 
 def file_sha256(path: Path) -> str:
@@ -134,7 +141,10 @@ def current_version(index_dir: Path) -> Path:
         raise IndexNotFoundError(
             f"no index at {index_dir} (build one with: semsearch index SOURCES --index {index_dir})"
         )
-    name = pointer.read_text(encoding="utf-8").strip()
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise IndexCorruptError(f"{pointer} is unreadable ({exc}); rebuild with: semsearch index --full") from exc
     version = index_dir / name
     if not name or "/" in name or not (version / MANIFEST).is_file():
         raise IndexCorruptError(f"{pointer} points to a missing version {name!r}; rebuild with: semsearch index --full")
@@ -160,9 +170,18 @@ def read_manifest(version: Path) -> dict[str, Any]:
             f"{path} is format version {version_no}, newer than this semsearch reads ({FORMAT_VERSION}); "
             "upgrade semsearch"
         )
-    for key in ("model", "counts", "files", "sources"):
-        if key not in manifest:
-            raise IndexCorruptError(f"{path} lacks {key!r}")
+    shape = {
+        "model": (dict, ("name", "fingerprint", "dimension")),
+        "counts": (dict, ("read", "documents", "exact_duplicates", "near_duplicates", "vectors")),
+        "files": (dict, ()),
+        "sources": (list, ()),
+    }
+    for key, (kind, fields) in shape.items():
+        value = manifest.get(key)
+        if not isinstance(value, kind) or any(f not in value for f in fields):
+            raise IndexCorruptError(f"{path}: {key!r} is missing or malformed; rebuild with: semsearch index --full")
+    if not all(isinstance(manifest["counts"][f], int) for f in shape["counts"][1]):
+        raise IndexCorruptError(f"{path}: 'counts' is malformed; rebuild with: semsearch index --full")
     return manifest
 
 
@@ -207,7 +226,7 @@ class DocumentStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            self.conn = sqlite3.connect(readonly_uri(path), uri=True, check_same_thread=False)
             self.conn.execute("SELECT count(*) FROM documents").fetchone()
         except sqlite3.Error as exc:
             raise IndexCorruptError(
@@ -346,6 +365,12 @@ class VersionWriter:
     @classmethod
     def create(cls, index_dir: Path) -> VersionWriter:
         index_dir.mkdir(parents=True, exist_ok=True)
+        # A version numbered above the live one was renamed into place but never published (a crash
+        # between the rename and the CURRENT swap): drop it before numbering the next one.
+        live_seq = _sequence(_read_pointer(index_dir))
+        for orphan in index_dir.glob("v-*"):
+            if _sequence(orphan.name) > live_seq:
+                shutil.rmtree(orphan, ignore_errors=True)
         path = index_dir / f"{BUILD_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         path.mkdir()
         return cls(index_dir, path)
@@ -370,23 +395,49 @@ class VersionWriter:
                 fsync_path(path)
         fsync_path(self.path)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        final = self.index_dir / f"v-{stamp}-{secrets.token_hex(3)}"
+        final = self.index_dir / f"v-{next_sequence(self.index_dir):06d}-{stamp}"
         os.rename(self.path, final)
         fsync_path(self.index_dir)
         write_text_atomic(self.index_dir / CURRENT, final.name + "\n")
-        self.path = final
-        prune_versions(self.index_dir)
+        self.path = final  # published: abandon() must never touch it now
+        with contextlib.suppress(OSError):  # leftovers only cost disk; the next writer prunes again
+            prune_versions(self.index_dir)
         return final
 
     def abandon(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        """Remove the half-written version (a no-op once it is published)."""
+        if self.path.name.startswith(BUILD_PREFIX):
+            shutil.rmtree(self.path, ignore_errors=True)
 
 
-def prune_versions(index_dir: Path) -> None:
-    """Remove old versions beyond KEEP_OLD_VERSIONS, and half-written builds of dead writers."""
-    live = (index_dir / CURRENT).read_text(encoding="utf-8").strip() if (index_dir / CURRENT).is_file() else ""
-    versions = sorted(p for p in index_dir.glob("v-*") if p.is_dir() and p.name != live)
-    for old in versions[: max(0, len(versions) - KEEP_OLD_VERSIONS)]:
+def _sequence(name: str) -> int:
+    """The publication number of a version folder name (v-000012-...), or -1."""
+    parts = name.split("-")
+    return int(parts[1]) if len(parts) > 2 and parts[0] == "v" and parts[1].isdigit() else -1
+
+
+def next_sequence(index_dir: Path) -> int:
+    """One more than the highest version number in the index directory."""
+    return 1 + max((_sequence(p.name) for p in index_dir.glob("v-*")), default=0)
+
+
+def prune_versions(index_dir: Path, *, grace_s: float | None = None) -> None:
+    """Remove replaced versions, temporary files and half-written builds of dead writers.
+
+    Kept: the live version, the one it replaced, and any replaced within ``grace_s`` seconds, so a
+    reader that resolved CURRENT just before a swap (or an open Index loading files lazily) can finish.
+    Versions numbered above the live one were never published (a crash between rename and swap).
+    """
+    grace_s = PRUNE_GRACE_S if grace_s is None else grace_s
+    live = _read_pointer(index_dir)
+    live_seq = _sequence(live)
+    older = sorted((p for p in index_dir.glob("v-*") if p.is_dir() and p.name != live), key=lambda p: _sequence(p.name))
+    previous = [p for p in older if _sequence(p.name) < live_seq][-KEEP_OLD_VERSIONS:]
+    now = time.time()
+    for old in older:
+        unpublished = _sequence(old.name) > live_seq
+        if old in previous or (not unpublished and now - old.stat().st_mtime < grace_s):
+            continue
         shutil.rmtree(old, ignore_errors=True)
     for tmp in index_dir.glob(f".{CURRENT}.*.tmp"):
         tmp.unlink(missing_ok=True)
@@ -394,6 +445,14 @@ def prune_versions(index_dir: Path) -> None:
         pid = stale.name[len(BUILD_PREFIX) :].split("-")[0]
         if pid.isdigit() and int(pid) != os.getpid():
             shutil.rmtree(stale, ignore_errors=True)
+
+
+def _read_pointer(index_dir: Path) -> str:
+    """The version name in CURRENT ('' when absent or unreadable)."""
+    try:
+        return (index_dir / CURRENT).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from .store import (
     current_version,
     read_faiss,
     read_manifest,
+    readonly_uri,
 )
 
 
@@ -51,7 +52,7 @@ def _faiss_ids(vectors: object) -> set[int]:
 
 def _check_store(path: Path, expected: int, faiss_ids: set[int]) -> list[str]:
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(readonly_uri(path), uri=True)
         try:
             integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
             nums = {int(r[0]) for r in conn.execute("SELECT num FROM documents")}

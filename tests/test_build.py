@@ -12,7 +12,8 @@ import pytest
 from conftest import PAPERS, FakeEmbedder
 
 from semsearch import BuildOptions, Index, IndexLockedError, build_index
-from semsearch.errors import InputError
+from semsearch.errors import IndexCorruptError, InputError
+from semsearch.verify import verify_index
 from semsearch.store import CURRENT, writer_lock
 
 
@@ -86,13 +87,76 @@ def test_rebuild_encodes_only_new_text(tmp_path: Path, small_corpus: Path, fake:
     assert full.encoded == 0
 
 
-def test_old_versions_are_pruned(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+def test_old_versions_are_pruned(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder, monkeypatch) -> None:
+    monkeypatch.setattr("semsearch.store.PRUNE_GRACE_S", 0.0)
     index = tmp_path / "idx"
-    for _ in range(4):
+    names = []
+    for _ in range(4):  # well within one second: names must still order by publication
+        names.append(build_index([str(small_corpus)], index, opts(), embedder=fake).version)
+    # The live one, and the one it replaced for readers mid-swap.
+    assert sorted(p.name for p in index.glob("v-*")) == sorted(names[-2:])
+    assert live(index).name == names[-1]
+
+
+def test_recently_replaced_versions_survive_the_grace_period(
+    tmp_path: Path, small_corpus: Path, fake: FakeEmbedder
+) -> None:
+    index = tmp_path / "idx"
+    names = [build_index([str(small_corpus)], index, opts(), embedder=fake).version for _ in range(3)]
+    assert sorted(p.name for p in index.glob("v-*")) == sorted(names)
+
+
+def test_unpublished_version_is_removed_and_not_kept_as_previous(
+    tmp_path: Path, small_corpus: Path, fake: FakeEmbedder, monkeypatch
+) -> None:
+    monkeypatch.setattr("semsearch.store.PRUNE_GRACE_S", 0.0)
+    index = tmp_path / "idx"
+    first = build_index([str(small_corpus)], index, opts(), embedder=fake).version
+    orphan = index / "v-000099-20991231T000000"  # a crash between rename and the CURRENT swap
+    orphan.mkdir()
+    second = build_index([str(small_corpus)], index, opts(), embedder=fake).version
+    assert not orphan.exists()
+    assert sorted(p.name for p in index.glob("v-*")) == sorted([first, second])
+
+
+def test_interrupt_after_publishing_keeps_the_new_index(
+    tmp_path: Path, small_corpus: Path, fake: FakeEmbedder, monkeypatch
+) -> None:
+    index = tmp_path / "idx"
+    build_index([str(small_corpus)], index, opts(), embedder=fake)
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("semsearch.store.prune_versions", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        build_index([str(small_corpus)], index, opts(full=True), embedder=fake)
+    monkeypatch.undo()
+    assert verify_index(index) == []
+    with Index.open(index, embedder=fake) as idx:
+        assert len(idx) == 5
+
+
+def test_full_rebuild_recovers_a_corrupt_index(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    build_index([str(small_corpus)], index, opts(), embedder=fake)
+    (live(index) / "docs.sqlite").write_bytes(b"garbage" * 100)
+    with pytest.raises(IndexCorruptError, match="--full"):
         build_index([str(small_corpus)], index, opts(), embedder=fake)
-    versions = sorted(p.name for p in index.glob("v-*"))
-    assert len(versions) == 2  # the live one and one previous for readers mid-swap
-    assert live(index).name in versions
+    summary = build_index([str(small_corpus)], index, opts(full=True), embedder=fake)
+    assert summary.documents == 5 and summary.encoded == 0  # the embedding cache survived
+    assert verify_index(index) == []
+    (index / "CURRENT").write_text("v-gone\n")
+    assert build_index([str(small_corpus)], index, opts(full=True), embedder=fake).documents == 5
+
+
+def test_index_path_with_uri_characters(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "a#b?c%d" / "idx"
+    build_index([str(small_corpus)], index, opts(), embedder=fake)
+    with Index.open(index, embedder=fake) as idx:
+        assert idx.search("graph networks", 1)[0].text == PAPERS["graph"]
+    assert verify_index(index) == []
+    assert sorted(p.name for p in (tmp_path).iterdir()) == ["a#b?c%d", "corpus"]
 
 
 class ExplodingEmbedder(FakeEmbedder):
@@ -152,11 +216,13 @@ def test_cache_is_per_model(tmp_path: Path, small_corpus: Path) -> None:
     assert summary.encoded == 5
 
 
-def test_reader_keeps_working_across_a_swap(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+def test_reader_keeps_working_across_swaps(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
     index = tmp_path / "idx"
     build_index([str(small_corpus)], index, opts(), embedder=fake)
     reader = Index.open(index, embedder=fake)
-    build_index([str(small_corpus)], index, opts(), embedder=fake)
+    for _ in range(3):
+        build_index([str(small_corpus)], index, opts(full=True), embedder=fake)
+    # Lexical files load lazily: the version the reader opened must still be there.
     assert reader.search("graph networks", 1)[0].text == PAPERS["graph"]
     reader.close()
     assert os.path.exists(reader.version)
