@@ -13,8 +13,8 @@ from conftest import PAPERS, FakeEmbedder
 
 from semsearch import BuildOptions, Index, IndexLockedError, build_index
 from semsearch.errors import IndexCorruptError, InputError
-from semsearch.verify import verify_index
 from semsearch.store import CURRENT, writer_lock
+from semsearch.verify import verify_index
 
 
 def opts(**kw: object) -> BuildOptions:
