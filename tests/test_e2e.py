@@ -94,3 +94,39 @@ def test_torch_backend_agrees_with_onnx(seed_index: Path, tmp_path: Path) -> Non
     torch_hits = json.loads(semsearch("query", "federated privacy", "--index", str(index), "--json", "-k", "3").stdout)
     assert onnx_hits[0]["id"] == torch_hits[0]["id"]
     assert abs(onnx_hits[0]["score"] - torch_hits[0]["score"]) < 0.03
+
+
+def _broken_copy(seed_index: Path, tmp_path: Path) -> tuple[Path, Path]:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(seed_index, copy)
+    version = copy / (copy / "CURRENT").read_text().strip()
+    onnx = version / "encoder" / "model.int8.onnx"
+    onnx.write_bytes(onnx.read_bytes()[: onnx.stat().st_size // 3])
+    return copy, onnx
+
+
+def test_corrupt_onnx_falls_back_to_the_source_model(seed_index: Path, tmp_path: Path) -> None:
+    copy, onnx = _broken_copy(seed_index, tmp_path)
+    result = semsearch("query", "federated privacy", "--index", str(copy), "--json", "-k", "3")
+    assert result.returncode == 0, result.stderr
+    assert any("FedASK" in h["text"] for h in json.loads(result.stdout))
+    notice = [line for line in result.stderr.splitlines() if "model.int8.onnx" in line]
+    assert len(notice) == 1 and "semsearch index --full" in notice[0]
+
+
+def test_corrupt_onnx_without_the_source_model_names_the_fix(
+    seed_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from semsearch.cli import cli
+
+    copy, _ = _broken_copy(seed_index, tmp_path)
+    monkeypatch.setattr("semsearch.encoders._torch_fallback", lambda info: None)
+    result = CliRunner().invoke(cli, ["query", "federated privacy", "--index", str(copy)])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "model.int8.onnx" in lines[0] and "semsearch index --full" in lines[0]
+    assert "Traceback" not in result.output
