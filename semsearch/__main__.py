@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .cli import cli
+from .cli import main
 
 if __name__ == "__main__":
-    cli(prog_name="semsearch")
+    main()

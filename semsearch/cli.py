@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -444,4 +445,8 @@ def eval_(
 
 def main() -> None:
     """Console-script entry point."""
+    # OpenBLAS starts one thread per core when numpy is imported; semsearch does no large BLAS work
+    # (ONNX Runtime and FAISS have their own threads), and the pool costs a cold query ~50 ms here.
+    # A value the user set wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     cli(prog_name="semsearch")

@@ -192,7 +192,12 @@ class LexicalIndex:
             empty = np.zeros(0, dtype=np.float32)
             return cls(id_array, [], empty, np.zeros(0, np.int32), np.zeros(1, np.int64), params)
 
+        import logging
+
         import bm25s
+
+        # bm25s logs each build at DEBUG; some libraries configure the root logger, which would print it.
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
 
         model = bm25s.BM25(k1=params.k1, b=params.b, delta=params.delta, method=params.method)
         # Token ids plus our own vocabulary: bm25s then skips its own (slower) string handling.

@@ -278,3 +278,12 @@ def test_export_refuses_dense_head(tmp_path: Path, torch_embedder: SentenceTrans
     with pytest.raises(ModelLoadError, match="Dense.*torch backend") as info:
         export_onnx(str(tmp_path / "dense-model"), tmp_path / "out")
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.slow
+def test_arena_and_parallel_options_agree(export_dir: Path) -> None:
+    texts = seed_abstracts(5)
+    plain = OnnxEmbedder.load(export_dir, "fp32").encode(texts, batch_size=2)
+    for kwargs in ({"arena": True}, {"parallel": "batches", "threads": 2}):
+        other = OnnxEmbedder.load(export_dir, "fp32", **kwargs).encode(texts, batch_size=2)
+        assert np.allclose(plain, other, atol=1e-5)
