@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import glob
-import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 from .errors import InputError
 from .ingest import expand_sources
 from .records import SourceFile
+from .store import file_sha256
 
 
 def absolute_source_args(sources: Sequence[str]) -> list[str]:
@@ -29,14 +29,10 @@ def _file_changed(path: Path, recorded: SourceFile) -> bool:
     if stat.st_mtime_ns == recorded.mtime_ns:
         return False
     # Touched but maybe not edited: only the content decides.
-    digest = hashlib.sha256()
     try:
-        with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
+        return file_sha256(path) != recorded.sha256
     except OSError:
         return True
-    return digest.hexdigest() != recorded.sha256
 
 
 def stale_sources(manifest: dict[str, Any]) -> dict[str, list[str]]:

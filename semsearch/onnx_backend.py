@@ -17,7 +17,6 @@ Results are deterministic for a given batch, never bitwise equal across batching
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -33,6 +32,7 @@ import numpy as np
 
 from .embed import SentenceTransformerEmbedder, fingerprint_folder, normalize_rows, resolve_model
 from .errors import IndexCorruptError, ModelLoadError
+from .store import file_sha256
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -172,16 +172,8 @@ def source_fingerprint(model: str) -> str | None:
     return fingerprint_folder(location) if location.is_dir() else None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _file_entry(path: Path) -> dict[str, Any]:
-    return {"sha256": _sha256(path), "size": path.stat().st_size}
+    return {"sha256": file_sha256(path), "size": path.stat().st_size}
 
 
 def _tmp_path(path: Path) -> Path:
@@ -560,7 +552,7 @@ class OnnxEmbedder:
             path = self.folder / name
             if not path.is_file():
                 raise IndexCorruptError(f"ONNX encoder file {path} is missing")
-            if _sha256(path) != entry["sha256"]:
+            if file_sha256(path) != entry["sha256"]:
                 raise IndexCorruptError(f"ONNX encoder file {path} does not match its recorded sha256")
 
     def encode(
