@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import sys
@@ -264,7 +265,6 @@ def query(
 ) -> None:
     """Find the abstracts that best answer TEXT ('-' reads it from stdin).
 
-    \b
     Each hit shows rank, score, title (or the abstract's opening words), id, sources, and the
     sentence that matched best with the query's words highlighted.
     """
@@ -276,7 +276,7 @@ def query(
     _print_hits(hits, as_json, as_jsonl)
 
 
-query.help = f"{query.help}\n\n{HELP_SCORES}"
+query.help = f"{inspect.cleandoc(query.help or '')}\n\n{HELP_SCORES}"
 
 
 @cli.command()
