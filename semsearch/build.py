@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -16,7 +17,14 @@ from .cache import EmbeddingCache, embedding_key
 from .dedup import deduplicate
 from .embed import DEFAULT_MODEL, Embedder
 from .encoders import BACKENDS, EncoderChoice, check_embedder, open_build_encoder
-from .errors import IndexCorruptError, IndexFormatError, IndexNotFoundError, ModelMismatchError, SemsearchError
+from .errors import (
+    IndexCorruptError,
+    IndexFormatError,
+    IndexLockedError,
+    IndexNotFoundError,
+    ModelMismatchError,
+    SemsearchError,
+)
 from .freshness import absolute_source_args
 from .ingest import expand_sources, read_sources
 from .records import Document
@@ -207,76 +215,85 @@ def build_index(
     ingested = read_sources(files, skip_bad=opts.skip_bad)
     dedup = deduplicate(ingested.records, near=opts.near)
 
-    with writer_lock(index_path, wait=opts.wait):
-        prev_version, prev_manifest = _previous(index_path, tolerate_damage=opts.full)
-        backend, precision = _encoder_settings(opts, prev_manifest)
-        previous_ids = _previous_ids(prev_version)
-        if embedder is not None:
-            model_name = embedder.name
-            if prev_manifest is not None and not opts.full:
-                check_embedder(prev_manifest, embedder)
-        else:
-            model_name = _check_model(opts.model, prev_manifest, opts.full)
+    fresh = not index_path.exists()
+    try:
+        with writer_lock(index_path, wait=opts.wait):
+            prev_version, prev_manifest = _previous(index_path, tolerate_damage=opts.full)
+            backend, precision = _encoder_settings(opts, prev_manifest)
+            previous_ids = _previous_ids(prev_version)
+            if embedder is not None:
+                model_name = embedder.name
+                if prev_manifest is not None and not opts.full:
+                    check_embedder(prev_manifest, embedder)
+            else:
+                model_name = _check_model(opts.model, prev_manifest, opts.full)
 
-        writer = VersionWriter.create(index_path)
-        try:
-            choice: EncoderChoice = open_build_encoder(
-                model_name,
-                backend=backend,
-                precision=precision,
-                out_dir=writer.path,
-                previous_version=prev_version,
-                embedder=embedder,
-            )
-            enc = choice.embedder
-            cache = EmbeddingCache(
-                index_path / CACHE_DIR, enc.fingerprint, f"{choice.backend}-{choice.precision}", enc.dimension
-            )
+            writer = VersionWriter.create(index_path)
             try:
-                vectors, encoded = encode_with_cache(
-                    enc, dedup.documents, cache, batch_size=opts.batch_size, progress=opts.progress
+                choice: EncoderChoice = open_build_encoder(
+                    model_name,
+                    backend=backend,
+                    precision=precision,
+                    out_dir=writer.path,
+                    previous_version=prev_version,
+                    embedder=embedder,
                 )
-            finally:
-                cache.close()
+                enc = choice.embedder
+                cache = EmbeddingCache(
+                    index_path / CACHE_DIR, enc.fingerprint, f"{choice.backend}-{choice.precision}", enc.dimension
+                )
+                try:
+                    vectors, encoded = encode_with_cache(
+                        enc, dedup.documents, cache, batch_size=opts.batch_size, progress=opts.progress
+                    )
+                finally:
+                    cache.close()
 
-            ids = np.array([doc_num(d.id) for d in dedup.documents], dtype=np.int64)
-            faiss_type = write_vectors(writer.path / VECTORS, ids, vectors)
-            write_documents(writer.path / DOCS, dedup.documents)
-            lexical_info = write_lexical(writer.path / LEXICAL_DIR, dedup.documents)
+                ids = np.array([doc_num(d.id) for d in dedup.documents], dtype=np.int64)
+                faiss_type = write_vectors(writer.path / VECTORS, ids, vectors)
+                write_documents(writer.path / DOCS, dedup.documents)
+                lexical_info = write_lexical(writer.path / LEXICAL_DIR, dedup.documents)
 
-            new_ids = {d.id for d in dedup.documents}
-            manifest = {
-                "format": FORMAT_NAME,
-                "format_version": FORMAT_VERSION,
-                "semsearch_version": __version__,
-                "built_at": utc_now(),
-                "build_seconds": 0.0,
-                "model": {
-                    "name": enc.name,
-                    "fingerprint": enc.fingerprint,
-                    "dimension": enc.dimension,
-                    "backend": choice.backend,
-                    "precision": choice.precision,
-                },
-                "faiss": {"type": faiss_type, "metric": "inner_product", "normalized": True},
-                "lexical": lexical_info,
-                "counts": {
-                    "read": dedup.read,
-                    "documents": len(dedup.documents),
-                    "exact_duplicates": dedup.exact_duplicates,
-                    "near_duplicates": dedup.near_duplicates,
-                    "vectors": len(dedup.documents),
-                },
-                "source_args": absolute_source_args(sources),
-                "excluded_sources": excluded,
-                "sources": [f.to_dict() for f in ingested.files],
-                "files": {},
-            }
-            manifest["build_seconds"] = round(time.perf_counter() - started, 3)
-            final = writer.publish(manifest)
-        except BaseException:
-            writer.abandon()
-            raise
+                new_ids = {d.id for d in dedup.documents}
+                manifest = {
+                    "format": FORMAT_NAME,
+                    "format_version": FORMAT_VERSION,
+                    "semsearch_version": __version__,
+                    "built_at": utc_now(),
+                    "build_seconds": 0.0,
+                    "model": {
+                        "name": enc.name,
+                        "fingerprint": enc.fingerprint,
+                        "dimension": enc.dimension,
+                        "backend": choice.backend,
+                        "precision": choice.precision,
+                    },
+                    "faiss": {"type": faiss_type, "metric": "inner_product", "normalized": True},
+                    "lexical": lexical_info,
+                    "counts": {
+                        "read": dedup.read,
+                        "documents": len(dedup.documents),
+                        "exact_duplicates": dedup.exact_duplicates,
+                        "near_duplicates": dedup.near_duplicates,
+                        "vectors": len(dedup.documents),
+                    },
+                    "source_args": absolute_source_args(sources),
+                    "excluded_sources": excluded,
+                    "sources": [f.to_dict() for f in ingested.files],
+                    "files": {},
+                }
+                manifest["build_seconds"] = round(time.perf_counter() - started, 3)
+                final = writer.publish(manifest)
+            except BaseException:
+                writer.abandon()
+                raise
+    except IndexLockedError:
+        raise
+    except SemsearchError:
+        if fresh:
+            # A first build that failed (a model that does not load, say) leaves no empty index behind.
+            shutil.rmtree(index_path, ignore_errors=True)
+        raise
 
     return BuildSummary(
         read=dedup.read,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .embed import Embedder
-from .errors import IndexCorruptError, ModelLoadError, ModelMismatchError, SemsearchError
+from .errors import ExportUnsupportedError, IndexCorruptError, ModelLoadError, ModelMismatchError, SemsearchError
 from .store import ENCODER_DIR
 
 BACKENDS = ("onnx", "torch")
@@ -96,7 +96,7 @@ def open_build_encoder(
             else:
                 export_onnx(model_name, target)
             return EncoderChoice(OnnxEmbedder.load(target, precision), "onnx", precision)
-        except ModelLoadError as exc:
+        except ExportUnsupportedError as exc:
             shutil.rmtree(target, ignore_errors=True)
             notify(f"{exc}; encoding with sentence-transformers (torch) instead")
     from .embed import SentenceTransformerEmbedder

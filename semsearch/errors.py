@@ -41,5 +41,9 @@ class ModelLoadError(SemsearchError):
     """An embedding model cannot be found or loaded."""
 
 
+class ExportUnsupportedError(ModelLoadError):
+    """A model that loads but cannot be exported to ONNX (the build then encodes with torch)."""
+
+
 class IndexLockedError(SemsearchError):
     """Another process is writing this index."""

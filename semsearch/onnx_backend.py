@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .embed import SentenceTransformerEmbedder, fingerprint_folder, normalize_rows, resolve_model
-from .errors import IndexCorruptError, ModelLoadError
+from .errors import ExportUnsupportedError, IndexCorruptError, ModelLoadError
 from .store import file_sha256
 
 if TYPE_CHECKING:
@@ -117,9 +117,7 @@ class EncoderSpec:
         pooling = str(data["pooling"])
         if pooling not in POOLING_MODES:
             raise ValueError(f"unknown pooling {pooling!r}")
-        files = {
-            str(k): {"sha256": str(v["sha256"]), "size": int(v["size"])} for k, v in data["files"].items()
-        }
+        files = {str(k): {"sha256": str(v["sha256"]), "size": int(v["size"])} for k, v in data["files"].items()}
         precisions = {str(k): str(v) for k, v in data["precisions"].items()}
         for precision, name in precisions.items():
             if name not in files:
@@ -264,9 +262,7 @@ def quantize_int8(src: Path, dst: Path, *, keep_fp32: Sequence[str] = ()) -> Non
         tmp.unlink(missing_ok=True)
 
 
-def _probe_cosines(
-    folder: Path, spec: EncoderSpec, reference: np.ndarray, texts: Sequence[str]
-) -> dict[str, float]:
+def _probe_cosines(folder: Path, spec: EncoderSpec, reference: np.ndarray, texts: Sequence[str]) -> dict[str, float]:
     result = {}
     for precision in spec.precisions:
         embedder = OnnxEmbedder.load(folder, precision, _spec=spec)
@@ -288,39 +284,35 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
     wanted = tuple(dict.fromkeys(precisions))
     unknown = [p for p in wanted if p not in PRECISIONS]
     if unknown or not wanted:
-        raise ModelLoadError(
-            f"unknown ONNX precision(s) {unknown or list(wanted)}; choose from {list(PRECISIONS)}"
-        )
+        raise ModelLoadError(f"unknown ONNX precision(s) {unknown or list(wanted)}; choose from {list(PRECISIONS)}")
     embedder = SentenceTransformerEmbedder(model)
     st: Any = embedder.model
     kinds = [type(module).__name__ for module in st]
     extra = [k for k in kinds if k not in _ALLOWED_MODULES]
     if extra or not kinds or kinds[0] != "Transformer" or "Pooling" not in kinds:
-        raise ModelLoadError(
+        raise ExportUnsupportedError(
             f"model {model!r} has modules {kinds}; ONNX export supports Transformer+Pooling(+Normalize) only"
             f" ({', '.join(extra) or 'layout'} unsupported) - use the torch backend"
         )
     transformer: Any = st[0]
     pooling = _pooling_mode(st[kinds.index("Pooling")])
     if pooling not in POOLING_MODES:
-        raise ModelLoadError(
+        raise ExportUnsupportedError(
             f"model {model!r} uses pooling {pooling!r}, not exportable - use the torch backend"
         )
     hf_tokenizer = transformer.tokenizer
     backend_tokenizer = getattr(hf_tokenizer, "backend_tokenizer", None)
     if backend_tokenizer is None:
-        raise ModelLoadError(f"model {model!r} has no fast tokenizer to export - use the torch backend")
+        raise ExportUnsupportedError(f"model {model!r} has no fast tokenizer to export - use the torch backend")
     max_seq = st.max_seq_length
     if not max_seq or max_seq > 100_000:  # unset: HF uses a huge sentinel for "no limit"
         max_seq = getattr(transformer.auto_model.config, "max_position_embeddings", 512)
     max_seq = int(max_seq)
     inputs = tuple(
-        name
-        for name in ("input_ids", "attention_mask", "token_type_ids")
-        if name in hf_tokenizer.model_input_names
+        name for name in ("input_ids", "attention_mask", "token_type_ids") if name in hf_tokenizer.model_input_names
     )
     if inputs[:2] != ("input_ids", "attention_mask"):
-        raise ModelLoadError(f"model {model!r} takes inputs {inputs}, not exportable - use the torch backend")
+        raise ExportUnsupportedError(f"model {model!r} takes inputs {inputs}, not exportable - use the torch backend")
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -332,7 +324,7 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
     except ModelLoadError:
         raise
     except Exception as exc:  # torch.onnx raises many types
-        raise ModelLoadError(
+        raise ExportUnsupportedError(
             f"cannot export model {model!r} to ONNX: {_first_line(exc)} - use the torch backend"
         ) from exc
 
@@ -344,7 +336,7 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
         try:
             quantize_int8(fp32_path, out_dir / model_filename("int8"), keep_fp32=keep_fp32)
         except Exception as exc:
-            raise ModelLoadError(f"cannot quantize model {model!r} to int8: {_first_line(exc)}") from exc
+            raise ExportUnsupportedError(f"cannot quantize model {model!r} to int8: {_first_line(exc)}") from exc
     if "fp32" not in wanted:
         fp32_path.unlink()
 
@@ -354,9 +346,7 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
     tok.no_padding()
     _write_atomic(out_dir / TOKENIZER_FILE, tok.to_str().encode("utf-8"))
 
-    files = {
-        name: _file_entry(out_dir / name) for name in [model_filename(p) for p in wanted] + [TOKENIZER_FILE]
-    }
+    files = {name: _file_entry(out_dir / name) for name in [model_filename(p) for p in wanted] + [TOKENIZER_FILE]}
     spec = EncoderSpec(
         source_model=embedder.name,
         source_fingerprint=embedder.fingerprint,
@@ -375,9 +365,8 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
     reference = embedder.encode(list(_PROBE_TEXTS))
     check = _probe_cosines(out_dir, spec, reference, _PROBE_TEXTS)
     if "fp32" in check and check["fp32"] < 0.999:
-        raise ModelLoadError(
-            f"ONNX export of {model!r} disagrees with torch (min cosine {check['fp32']})"
-            " - use the torch backend"
+        raise ExportUnsupportedError(
+            f"ONNX export of {model!r} disagrees with torch (min cosine {check['fp32']}) - use the torch backend"
         )
     spec = replace(spec, export_check=check)
     _write_atomic(out_dir / SPEC_FILE, (json.dumps(spec.to_dict(), indent=2) + "\n").encode("utf-8"))
@@ -518,9 +507,7 @@ class OnnxEmbedder:
         try:
             tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
         except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
-            raise IndexCorruptError(
-                f"tokenizer {folder / TOKENIZER_FILE} is corrupt: {_first_line(exc)}"
-            ) from exc
+            raise IndexCorruptError(f"tokenizer {folder / TOKENIZER_FILE} is corrupt: {_first_line(exc)}") from exc
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=spec.max_seq_length)
 
@@ -534,13 +521,9 @@ class OnnxEmbedder:
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3
         try:
-            session = ort.InferenceSession(
-                str(folder / model_name), options, providers=["CPUExecutionProvider"]
-            )
+            session = ort.InferenceSession(str(folder / model_name), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # ORT raises Fail/InvalidProtobuf/... from pybind
-            raise IndexCorruptError(
-                f"ONNX model {folder / model_name} is corrupt: {_first_line(exc)}"
-            ) from exc
+            raise IndexCorruptError(f"ONNX model {folder / model_name} is corrupt: {_first_line(exc)}") from exc
         got = tuple(i.name for i in session.get_inputs())
         if set(got) != set(spec.inputs):
             raise IndexCorruptError(f"ONNX model {folder / model_name} takes {got}, spec says {spec.inputs}")
@@ -582,12 +565,8 @@ class OnnxEmbedder:
                 order = np.argsort(-lengths, kind="stable") if bucket else np.arange(len(encodings))
                 batches = [order[b : b + batch_size] for b in range(0, len(order), batch_size)]
 
-                def run(
-                    idx: np.ndarray, encodings: list[Any] = encodings, lengths: np.ndarray = lengths
-                ) -> np.ndarray:
-                    return self._encode_batch(
-                        [encodings[i] for i in idx], self._width(int(lengths[idx].max()))
-                    )
+                def run(idx: np.ndarray, encodings: list[Any] = encodings, lengths: np.ndarray = lengths) -> np.ndarray:
+                    return self._encode_batch([encodings[i] for i in idx], self._width(int(lengths[idx].max())))
 
                 results = executor.map(run, batches) if executor is not None else map(run, batches)
                 for idx, vectors in zip(batches, results, strict=True):
@@ -642,6 +621,4 @@ def _check_size(path: Path, size: int) -> None:
         raise IndexCorruptError(f"ONNX encoder file {path} is missing")
     actual = path.stat().st_size
     if actual != size:
-        raise IndexCorruptError(
-            f"ONNX encoder file {path} is truncated or altered ({actual} bytes, expected {size})"
-        )
+        raise IndexCorruptError(f"ONNX encoder file {path} is truncated or altered ({actual} bytes, expected {size})")

@@ -12,7 +12,7 @@ import pytest
 from conftest import PAPERS, FakeEmbedder
 
 from semsearch import BuildOptions, Index, IndexLockedError, build_index
-from semsearch.errors import IndexCorruptError, InputError
+from semsearch.errors import IndexCorruptError, InputError, ModelLoadError
 from semsearch.store import CURRENT, writer_lock
 from semsearch.verify import verify_index
 
@@ -184,6 +184,17 @@ def test_failed_build_keeps_the_old_index(tmp_path: Path, small_corpus: Path, fa
     assert not list(index.glob(".build-*")), "the half-written version must be removed"
     with Index.open(index, embedder=fake) as idx:
         assert len(idx) == 5
+
+
+class UnloadableEmbedder(FakeEmbedder):
+    def encode(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        raise ModelLoadError("cannot load model 'fake': weights missing")
+
+
+def test_failed_first_build_leaves_no_directory(tmp_path: Path, small_corpus: Path) -> None:
+    with pytest.raises(ModelLoadError):
+        build_index([str(small_corpus)], tmp_path / "idx", opts(), embedder=UnloadableEmbedder())
+    assert not (tmp_path / "idx").exists()
 
 
 def test_bad_input_fails_before_touching_the_index(tmp_path: Path, fake: FakeEmbedder) -> None:

@@ -130,3 +130,17 @@ def test_corrupt_onnx_without_the_source_model_names_the_fix(
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "model.int8.onnx" in lines[0] and "semsearch index --full" in lines[0]
     assert "Traceback" not in result.output
+
+
+def test_model_that_does_not_load(tmp_path: Path, seed_index: Path) -> None:
+    missing = tmp_path / "no-model-here"
+    result = semsearch("index", str(SEEDS), "--index", str(tmp_path / "new"), "--model", str(missing))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: cannot load model") and str(missing) in lines[0]
+    assert not (tmp_path / "new").exists()
+    # An existing index is left as it was, even with --full.
+    before = sorted(p.name for p in seed_index.rglob("*"))
+    result = semsearch("index", str(SEEDS), "--index", str(seed_index), "--model", str(missing), "--full")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert sorted(p.name for p in seed_index.rglob("*")) == before
