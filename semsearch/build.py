@@ -33,17 +33,12 @@ from .store import (
     DOCS,
     FORMAT_NAME,
     FORMAT_VERSION,
-    LEXICAL_DIR,
-    VECTORS,
     DocumentStore,
     VersionWriter,
     current_version,
-    doc_num,
     read_manifest,
     utc_now,
-    write_documents,
-    write_lexical,
-    write_vectors,
+    write_contents,
     writer_lock,
 )
 
@@ -92,23 +87,22 @@ class BuildOptions:
     wait: bool = False
 
 
-def _previous(index_dir: Path, *, tolerate_damage: bool = False) -> tuple[Path | None, dict[str, Any] | None]:
-    """The live version and its manifest, or (None, None) when there is none.
+def _previous(
+    index_dir: Path, *, tolerate_damage: bool = False
+) -> tuple[Path | None, dict[str, Any] | None, set[str]]:
+    """The live version, its manifest and its document ids, or (None, None, set()) when there is none.
 
     With ``tolerate_damage`` (``--full``), a damaged or unreadable index counts as absent, so that the
     rebuild that every "corrupt" message recommends really recovers it.
     """
     try:
         version = current_version(index_dir)
-        manifest = read_manifest(version)
-        if tolerate_damage:
-            _previous_ids(version)  # opens the document store: a damaged one is caught here
-        return version, manifest
+        return version, read_manifest(version), _previous_ids(version)
     except IndexNotFoundError:
-        return None, None
+        return None, None, set()
     except (IndexCorruptError, IndexFormatError):
         if tolerate_damage:
-            return None, None
+            return None, None, set()
         raise
 
 
@@ -205,22 +199,22 @@ def build_index(
     index_path = Path(index_dir)
     excluded: list[str] = []
     if sources is None:
-        _, recorded = _previous(index_path, tolerate_damage=True)
+        _, recorded, _ = _previous(index_path, tolerate_damage=True)
         sources = list(recorded.get("source_args", [])) if recorded else []
         # Files taken out with `semsearch remove --source` stay out of refreshes until named again.
         excluded = list(recorded.get("excluded_sources", [])) if recorded and sources else []
         sources = sources or [DEFAULT_SOURCE]
     # Everything that can fail on bad input happens before the index directory is touched.
-    files = [str(p) for p in expand_sources(sources) if str(p) not in set(excluded)] if excluded else sources
+    skip = set(excluded)
+    files = [str(p) for p in expand_sources(sources) if str(p) not in skip] if skip else sources
     ingested = read_sources(files, skip_bad=opts.skip_bad)
     dedup = deduplicate(ingested.records, near=opts.near)
 
     fresh = not index_path.exists()
     try:
         with writer_lock(index_path, wait=opts.wait):
-            prev_version, prev_manifest = _previous(index_path, tolerate_damage=opts.full)
+            prev_version, prev_manifest, previous_ids = _previous(index_path, tolerate_damage=opts.full)
             backend, precision = _encoder_settings(opts, prev_manifest)
-            previous_ids = _previous_ids(prev_version)
             if embedder is not None:
                 model_name = embedder.name
                 if prev_manifest is not None and not opts.full:
@@ -249,10 +243,7 @@ def build_index(
                 finally:
                     cache.close()
 
-                ids = np.array([doc_num(d.id) for d in dedup.documents], dtype=np.int64)
-                faiss_type = write_vectors(writer.path / VECTORS, ids, vectors)
-                write_documents(writer.path / DOCS, dedup.documents)
-                lexical_info = write_lexical(writer.path / LEXICAL_DIR, dedup.documents)
+                contents = write_contents(writer.path, dedup.documents, vectors)
 
                 new_ids = {d.id for d in dedup.documents}
                 manifest = {
@@ -268,8 +259,7 @@ def build_index(
                         "backend": choice.backend,
                         "precision": choice.precision,
                     },
-                    "faiss": {"type": faiss_type, "metric": "inner_product", "normalized": True},
-                    "lexical": lexical_info,
+                    **contents,
                     "counts": {
                         "read": dedup.read,
                         "documents": len(dedup.documents),
@@ -314,11 +304,9 @@ def build_index(
     )
 
 
-def _previous_ids(version: Path | None) -> set[str]:
-    if version is None:
-        return set()
+def _previous_ids(version: Path) -> set[str]:
     store = DocumentStore(version / DOCS)
     try:
-        return {r[0] for r in store.conn.execute("SELECT id FROM documents")}
+        return {r[0] for r in store._query("SELECT id FROM documents")}
     finally:
         store.close()

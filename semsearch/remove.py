@@ -9,15 +9,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .encoders import copy_encoder
 from .errors import InputError, UnknownDocumentError
 from .records import Document
 from .store import (
     DOCS,
     ENCODER_DIR,
-    LEXICAL_DIR,
     VECTORS,
     DocumentStore,
     VersionWriter,
@@ -26,9 +23,7 @@ from .store import (
     read_faiss,
     read_manifest,
     utc_now,
-    write_documents,
-    write_lexical,
-    write_vectors,
+    write_contents,
     writer_lock,
 )
 
@@ -107,16 +102,14 @@ def remove_documents(
         all_ids = faiss.vector_to_array(vectors.id_map)
         all_vecs = vectors.index.reconstruct_n(0, vectors.ntotal)
         row_of = {int(n): i for i, n in enumerate(all_ids)}
-        nums = np.array([doc_num(d.id) for d in kept], dtype=np.int64)
-        kept_vecs = all_vecs[[row_of[int(n)] for n in nums]] if len(nums) else all_vecs[:0]
+        rows = [row_of[doc_num(d.id)] for d in kept]
+        kept_vecs = all_vecs[rows] if rows else all_vecs[:0]
 
         writer = VersionWriter.create(index_path)
         try:
             if (version / ENCODER_DIR).is_dir():
                 copy_encoder(version / ENCODER_DIR, writer.path / ENCODER_DIR)
-            write_vectors(writer.path / VECTORS, nums, kept_vecs)
-            write_documents(writer.path / DOCS, kept)
-            lexical_info = write_lexical(writer.path / LEXICAL_DIR, kept)
+            contents = write_contents(writer.path, kept, kept_vecs)
             removed = len(documents) - len(kept)
             counts = dict(manifest["counts"])
             counts.update(documents=len(kept), vectors=len(kept))
@@ -124,7 +117,7 @@ def remove_documents(
                 **manifest,
                 "built_at": utc_now(),
                 "counts": counts,
-                "lexical": lexical_info,
+                **contents,
                 "sources": [s for s in manifest["sources"] if s["path"] not in gone_paths],
                 # Later refreshes from the recorded sources leave these out until they are named again.
                 "excluded_sources": sorted(set(manifest.get("excluded_sources", [])) | gone_paths),

@@ -337,6 +337,20 @@ def write_documents(path: Path, documents: Sequence[Document]) -> None:
         conn.close()
 
 
+def write_contents(folder: Path, documents: Sequence[Document], vectors: np.ndarray) -> dict[str, Any]:
+    """Write a version's vectors (row i for documents[i]), document store and BM25 index.
+
+    Returns the manifest entries that describe them ("faiss" and "lexical").
+    """
+    ids = np.array([doc_num(d.id) for d in documents], dtype=np.int64)
+    faiss_type = write_vectors(folder / VECTORS, ids, vectors)
+    write_documents(folder / DOCS, documents)
+    return {
+        "faiss": {"type": faiss_type, "metric": "inner_product", "normalized": True},
+        "lexical": write_lexical(folder / LEXICAL_DIR, documents),
+    }
+
+
 def write_lexical(folder: Path, documents: Sequence[Document]) -> dict[str, Any]:
     """Write the BM25 index of the documents; returns its parameters for the manifest."""
     from dataclasses import asdict
