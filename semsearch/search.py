@@ -17,7 +17,7 @@ from .errors import IndexCorruptError, QueryError, UnknownDocumentError
 from .filters import matcher, parse_where
 from .fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex, mmr
 from .highlight import best_sentences, matched_terms
-from .lexical import analyze
+from .lexical import Analyzer
 from .records import Document, Hit, SourceFile
 from .store import (
     DOCS,
@@ -244,7 +244,7 @@ class Index:
             raise QueryError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
         allowed = self._allowed(where)
         vector = self.encode_query(text) if mode != "lexical" or diverse else None
-        want = max(3 * k, 30) if diverse else k
+        want = _pool_size(k) if diverse else k
         ranked, dense, lexical = self._rank(text, vector, mode, allowed, want)
         return self._finish(ranked, dense, lexical, vector, text, mode, k, min_score, diverse, diversity, explain)
 
@@ -333,7 +333,7 @@ class Index:
         if min_score is not None:
             ranked = [(n, s) for n, s in ranked if s >= min_score]
         if diverse and vector is not None and len(ranked) > 1:
-            pool = ranked[: max(3 * k, 30)]
+            pool = ranked[: _pool_size(k)]
             nums = [n for n, _ in pool]
             vecs = np.vstack([self.vectors.reconstruct(n) for n in nums])
             rel = np.array([s for _, s in pool], dtype=np.float32)
@@ -345,7 +345,8 @@ class Index:
             ranked = [(n, score_of[n]) for n in order]
         ranked = ranked[:k]
         docs = self.store.get_many([n for n, _ in ranked])
-        terms = analyze(text) if explain else []
+        analyzer = Analyzer() if explain else None
+        terms = analyzer(text) if analyzer is not None else []
         hits = []
         for rank, (num, score) in enumerate(ranked, start=1):
             doc = docs.get(num)
@@ -356,9 +357,9 @@ class Index:
                 )
             hit = _hit(rank, score, doc, mode)
             hit.scores = self._breakdown(num, vector, dense, lexical, mode)
-            if explain:
-                hit.highlights = best_sentences(doc.text, terms, n=1)
-                hit.matched_terms = matched_terms(doc.embedding_text(), text)
+            if analyzer is not None:
+                hit.highlights = best_sentences(doc.text, terms, n=1, analyzer=analyzer)
+                hit.matched_terms = matched_terms(doc.embedding_text(), text, analyzer=analyzer)
             hits.append(hit)
         return hits
 
@@ -389,7 +390,7 @@ class Index:
         num = doc_num(doc.id)
         vector = self.vectors.reconstruct(num).reshape(1, -1)
         allowed = self._allowed(where)
-        want = max(3 * k, 30) if diverse else k
+        want = _pool_size(k) if diverse else k
         ranked, dense, lexical = self._rank("", vector, "dense", allowed, want, frozenset([num]))
         return self._finish(ranked, dense, lexical, vector, "", "dense", k, min_score, diverse, diversity, False)
 
@@ -409,7 +410,7 @@ class Index:
         vector = self.encode_query(text)
         allowed = self._allowed(where)
         own = text_hash(text)
-        want = max(3 * k, 30) if diverse else k
+        want = _pool_size(k) if diverse else k
         # Copies of the given abstract rank first: look a little deeper, and deeper still if that was not enough.
         for extra in (5, len(self)):
             ranked, dense, lexical = self._rank(text, vector, "dense", allowed, want + extra)
@@ -419,6 +420,11 @@ class Index:
             if len(kept) >= want or len(ranked) < want + extra:
                 break
         return self._finish(kept, dense, lexical, vector, text, "dense", k, min_score, diverse, diversity, False)
+
+
+def _pool_size(k: int) -> int:
+    """Candidates that MMR chooses k hits from when --diverse is on."""
+    return max(3 * k, 30)
 
 
 def _same_paper(other: str, own_hash: str, text: str) -> bool:
