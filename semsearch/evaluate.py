@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -132,9 +132,7 @@ def run_eval(
             print(f"semsearch: building {index_dir} from {data.corpus} ...", file=sys.stderr)
         # Distinct corpus entries must stay distinct for the judgments: merge exact copies only. The index
         # is eval's own, so a model change simply rebuilds it (known texts still come from the cache).
-        opts.near = False
-        opts.full = True
-        build_index([str(data.corpus)], index_dir, opts, embedder=embedder)
+        build_index([str(data.corpus)], index_dir, replace(opts, near=False, full=True), embedder=embedder)
     results: dict[str, Any] = {}
     with Index.open(index_dir, embedder=embedder) as index:
         for mode in modes:
