@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from .ann import AnnSpec
 from .cache import EmbeddingCache, embedding_key
 from .dedup import deduplicate
 from .embed import DEFAULT_MODEL, Embedder
@@ -66,6 +67,7 @@ class BuildSummary:
     model: str
     backend: str
     files: int
+    ann: str = ""
     skipped: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,6 +87,8 @@ class BuildOptions:
     batch_size: int = 32
     progress: bool = True
     wait: bool = False
+    ann: str | None = None  # None: the existing index's choice, else "auto" (by corpus size)
+    memory_budget: int | None = None  # bytes of raw vectors before auto picks IVF-PQ; None: the index's
 
 
 def _previous(
@@ -112,6 +116,15 @@ def _encoder_settings(opts: BuildOptions, manifest: dict[str, Any] | None) -> tu
     backend = opts.backend or (model.get("backend") if model.get("backend") in BACKENDS else None) or "onnx"
     precision = opts.precision or (model.get("precision") if model.get("backend") == backend else None) or "int8"
     return backend, precision
+
+
+def _ann_settings(opts: BuildOptions, manifest: dict[str, Any] | None) -> tuple[str, int | None]:
+    """ANN type and memory budget: as asked, else as the index was built (a refresh keeps them)."""
+    recorded = (manifest or {}).get("ann")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    ann = opts.ann or str(recorded.get("requested") or "auto")
+    budget = opts.memory_budget or recorded.get("memory_budget") or None
+    return ann, int(budget) if budget else None
 
 
 def _check_model(requested: str | None, manifest: dict[str, Any] | None, full: bool) -> str:
@@ -243,7 +256,15 @@ def build_index(
                 finally:
                     cache.close()
 
-                contents = write_contents(writer.path, dedup.documents, vectors)
+                ann, budget = _ann_settings(opts, prev_manifest)
+                contents = write_contents(
+                    writer.path,
+                    dedup.documents,
+                    vectors,
+                    ann=ann,
+                    memory_budget=budget,
+                    previous=None if opts.full else prev_version,
+                )
 
                 new_ids = {d.id for d in dedup.documents}
                 manifest = {
@@ -300,6 +321,7 @@ def build_index(
         model=enc.name,
         backend=choice.backend,
         files=len(ingested.files),
+        ann=AnnSpec.from_dict(contents["ann"]).describe(),
         skipped=ingested.skipped,
     )
 

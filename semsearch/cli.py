@@ -165,6 +165,18 @@ def cli() -> None:
 @click.option("--full", is_flag=True, help="Rebuild from scratch (and allow switching models).")
 @click.option("--skip-bad", is_flag=True, help="Skip malformed records (reported) instead of stopping.")
 @click.option("--no-near", is_flag=True, help="Merge only exact duplicates, not near-duplicates.")
+@click.option(
+    "--ann",
+    type=click.Choice(["auto", "flat", "ivf", "ivfpq", "hnsw"]),
+    help="Vector index [default: the index's, else auto]: auto is exact (flat) up to 20,000 documents, IVF "
+    "above, IVF-PQ with exact re-ranking when the raw vectors exceed --memory-budget. hnsw on request.",
+)
+@click.option(
+    "--memory-budget",
+    metavar="SIZE",
+    help="RAM for raw vectors before auto switches to compressed IVF-PQ codes, e.g. 512MB, 2GB "
+    "[default: the index's, else 1GB].",
+)
 @click.option("--batch-size", type=int, default=32, show_default=True, help="Texts per encoder batch.")
 @click.option("--wait", is_flag=True, help="Wait for another writer of this index instead of failing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the build summary as one JSON line.")
@@ -180,6 +192,8 @@ def index(
     full: bool,
     skip_bad: bool,
     no_near: bool,
+    ann: str | None,
+    memory_budget: str | None,
     batch_size: int,
     wait: bool,
     as_json: bool,
@@ -200,6 +214,7 @@ def index(
     (re-wrapped, markup, a few words changed) are merged too unless --no-near.
     The new index is written beside the old one and swapped in atomically.
     """
+    from .ann import parse_size
     from .build import BuildOptions, build_index
 
     if batch_size < 1:
@@ -217,6 +232,8 @@ def index(
             batch_size=batch_size,
             progress=not quiet and not as_json,
             wait=wait,
+            ann=ann,
+            memory_budget=parse_size(memory_budget) if memory_budget is not None else None,
         ),
         embedder=_embedder(ctx),
     )
@@ -232,6 +249,7 @@ def index(
     click.echo(
         f"encoded: {summary.encoded}, from cache: {summary.cached}, added: {summary.added}, removed: {summary.removed}"
     )
+    click.echo(f"vectors: {summary.ann}")
     click.echo(f"index: {summary.index} ({summary.version}, {summary.backend}) in {summary.seconds:.1f} s")
 
 

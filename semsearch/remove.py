@@ -9,18 +9,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .ann import open_version_vectors
 from .encoders import copy_encoder
 from .errors import InputError, UnknownDocumentError
 from .records import Document
 from .store import (
     DOCS,
     ENCODER_DIR,
-    VECTORS,
+    FORMAT_VERSION,
     DocumentStore,
     VersionWriter,
     current_version,
     doc_num,
-    read_faiss,
     read_manifest,
     utc_now,
     write_contents,
@@ -96,25 +96,28 @@ def remove_documents(
             if doc.id not in drop and doc.sources:
                 kept.append(doc)
 
-        vectors = read_faiss(version / VECTORS)
-        import faiss
-
-        all_ids = faiss.vector_to_array(vectors.id_map)
-        all_vecs = vectors.index.reconstruct_n(0, vectors.ntotal)
-        row_of = {int(n): i for i, n in enumerate(all_ids)}
-        rows = [row_of[doc_num(d.id)] for d in kept]
-        kept_vecs = all_vecs[rows] if rows else all_vecs[:0]
+        _, exact = open_version_vectors(version, manifest)
+        kept_vecs = exact.get([doc_num(d.id) for d in kept])
 
         writer = VersionWriter.create(index_path)
         try:
             if (version / ENCODER_DIR).is_dir():
                 copy_encoder(version / ENCODER_DIR, writer.path / ENCODER_DIR)
-            contents = write_contents(writer.path, kept, kept_vecs)
+            ann = manifest.get("ann", {})
+            contents = write_contents(
+                writer.path,
+                kept,
+                kept_vecs,
+                ann=str(ann.get("requested", "auto")),
+                memory_budget=ann.get("memory_budget") or None,
+                previous=version,
+            )
             removed = len(documents) - len(kept)
             counts = dict(manifest["counts"])
             counts.update(documents=len(kept), vectors=len(kept))
             new_manifest = {
                 **manifest,
+                "format_version": FORMAT_VERSION,
                 "built_at": utc_now(),
                 "counts": counts,
                 **contents,

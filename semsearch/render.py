@@ -95,6 +95,7 @@ def info_text(info: IndexInfo) -> str:
             f"{info.read} abstracts ({info.exact_duplicates} duplicates, {info.near_duplicates} near-duplicates)",
         ),
         ("vectors", f"{info.faiss}, inner product on unit vectors (score = cosine)"),
+        ("ann", info.ann),
         ("size on disk", human_bytes(info.size_bytes)),
         ("built at", f"{info.built_at} in {info.build_seconds:.1f} s"),
         ("format", str(info.format_version)),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .ann import open_version_vectors
 from .dedup import is_near_duplicate, text_hash
 from .embed import Embedder
 from .encoders import check_embedder, check_requested_model, open_query_encoder
@@ -28,7 +29,6 @@ from .store import (
     current_version,
     doc_id_from_num,
     doc_num,
-    read_faiss,
     read_manifest,
 )
 
@@ -64,6 +64,8 @@ class IndexInfo:
     exact_duplicates: int
     near_duplicates: int
     faiss: str
+    ann: str
+    ann_spec: dict[str, Any]
     built_at: str
     build_seconds: float
     size_bytes: int
@@ -109,18 +111,12 @@ class Index:
         self._embedder = embedder
         self._lexical: LexicalIndex | None = None
         check_file_sizes(version, manifest)
-        self.vectors = read_faiss(version / VECTORS)
+        self.ann, self.vectors = open_version_vectors(version, manifest)
         self.store = DocumentStore(version / DOCS)
-        model_info = manifest["model"]
         expected = int(manifest["counts"]["vectors"])
-        if self.vectors.d != int(model_info["dimension"]):
+        if self.ann.ntotal != expected or self.store.count() != expected:
             raise IndexCorruptError(
-                f"{version / VECTORS} holds {self.vectors.d}-d vectors but the manifest says "
-                f"{model_info['dimension']}; rebuild with: semsearch index --full"
-            )
-        if self.vectors.ntotal != expected or self.store.count() != expected:
-            raise IndexCorruptError(
-                f"{version} holds {self.vectors.ntotal} vectors and {self.store.count()} documents, "
+                f"{version} holds {self.ann.ntotal} vectors and {self.store.count()} documents, "
                 f"expected {expected}; rebuild with: semsearch index --full"
             )
         # Fail at open, not at the first query, when the caller asked for another model.
@@ -148,7 +144,7 @@ class Index:
         self.store.close()
 
     def __len__(self) -> int:
-        return int(self.vectors.ntotal)
+        return self.ann.ntotal
 
     @property
     def embedder(self) -> Embedder:
@@ -175,6 +171,8 @@ class Index:
             exact_duplicates=int(m["counts"]["exact_duplicates"]),
             near_duplicates=int(m["counts"]["near_duplicates"]),
             faiss=str(m.get("faiss", {}).get("type", "")),
+            ann=self.ann.spec.describe(),
+            ann_spec=self.ann.spec.to_dict(),
             built_at=str(m.get("built_at", "")),
             build_seconds=float(m.get("build_seconds", 0.0)),
             size_bytes=size,
@@ -280,15 +278,8 @@ class Index:
     def _dense_top(
         self, vector: np.ndarray, depth: int, allowed: np.ndarray | None, exclude: frozenset[int]
     ) -> dict[int, float]:
-        import faiss
-
-        params = None
-        if allowed is not None:
-            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed))  # type: ignore[call-arg]
-        query = np.ascontiguousarray(vector.reshape(1, -1), dtype=np.float32)
-        scores, nums = self.vectors.search(query, min(depth + len(exclude), len(self)), params=params)
-        out = {int(n): float(s) for s, n in zip(scores[0], nums[0], strict=True) if n >= 0 and int(n) not in exclude}
-        return dict(list(out.items())[:depth])
+        found = self.ann.search(vector, min(depth + len(exclude), len(self)), allowed)
+        return dict([(n, s) for n, s in found if n not in exclude][:depth])
 
     def _lexical_top(
         self, text: str, depth: int, allowed: np.ndarray | None, exclude: frozenset[int]
@@ -335,7 +326,7 @@ class Index:
         if diverse and vector is not None and len(ranked) > 1:
             pool = ranked[: _pool_size(k)]
             nums = [n for n, _ in pool]
-            vecs = np.vstack([self.vectors.reconstruct(n) for n in nums])
+            vecs = self.vectors.get(nums)
             rel = np.array([s for _, s in pool], dtype=np.float32)
             span = float(rel.max() - rel.min())
             # MMR mixes relevance with cosine redundancy, so bring relevance to [0, 1] whatever the mode.
@@ -369,7 +360,7 @@ class Index:
         """The hit's cosine and BM25 scores (what the fused score was made of)."""
         out: dict[str, float] = {}
         if vector is not None:
-            out["dense"] = round(dense[num] if num in dense else float(self.vectors.reconstruct(num) @ vector[0]), 6)
+            out["dense"] = round(dense[num] if num in dense else float(self.vectors.get_one(num) @ vector[0]), 6)
         if mode != "dense":
             out["lexical"] = round(lexical.get(num, 0.0), 6)
         return out
@@ -388,7 +379,7 @@ class Index:
         _check_k(k)
         doc = self.get(doc_id)
         num = doc_num(doc.id)
-        vector = self.vectors.reconstruct(num).reshape(1, -1)
+        vector = self.vectors.get_one(num).reshape(1, -1)
         allowed = self._allowed(where)
         want = _pool_size(k) if diverse else k
         ranked, dense, lexical = self._rank("", vector, "dense", allowed, want, frozenset([num]))

@@ -5,7 +5,8 @@ Layout of an index directory (``indexes/default``)::
     CURRENT              name of the live version folder (swapped atomically by rename)
     v-<seq>-<time>/      one complete, immutable index version (seq counts publications)
         manifest.json    format version, model, counts, sources, file sizes and checksums
-        vectors.faiss    FAISS IndexIDMap2 over inner product; ids are the documents' int ids
+        vectors.npy      the exact float32 vectors (memory-mapped by readers); ids.npy: their document ids
+        vectors.faiss    the ANN index over inner product (exact, IVF, IVF-PQ or HNSW; see ann.py)
         docs.sqlite      documents, provenance and external ids
         lexical/         the BM25 index (numpy arrays and JSON)
         encoder/         the ONNX export of the model (when the ONNX backend built it)
@@ -37,9 +38,10 @@ import numpy as np
 
 from .errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
 from .records import Document, Provenance
+from .vectors import IDS_FILE, VECTOR_FILE, VectorStore, write_vector_files
 
 FORMAT_NAME = "semsearch-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: vectors.npy + ids.npy beside an ANN index of any kind
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 VECTORS = "vectors.faiss"
@@ -337,18 +339,68 @@ def write_documents(path: Path, documents: Sequence[Document]) -> None:
         conn.close()
 
 
-def write_contents(folder: Path, documents: Sequence[Document], vectors: np.ndarray) -> dict[str, Any]:
-    """Write a version's vectors (row i for documents[i]), document store and BM25 index.
+def write_contents(
+    folder: Path,
+    documents: Sequence[Document],
+    vectors: np.ndarray,
+    *,
+    ann: str = "auto",
+    memory_budget: int | None = None,
+    previous: Path | None = None,
+) -> dict[str, Any]:
+    """Write a version's vectors (row i for documents[i]), ANN index, document store and BM25 index.
 
-    Returns the manifest entries that describe them ("faiss" and "lexical").
+    ``previous`` is the live version, whose trained ANN structure is updated rather than trained again
+    when it still fits. Returns the manifest entries that describe what was written.
     """
+    from .ann import DEFAULT_MEMORY_BUDGET, build_ann
+
     ids = np.array([doc_num(d.id) for d in documents], dtype=np.int64)
-    faiss_type = write_vectors(folder / VECTORS, ids, vectors)
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(documents), -1)
+    write_vector_files(folder, ids, vectors)
+    index, spec = build_ann(
+        vectors,
+        ids,
+        requested=ann,
+        memory_budget=memory_budget or DEFAULT_MEMORY_BUDGET,
+        previous=_previous_ann(previous),
+    )
+    import faiss
+
+    faiss.write_index(index, str(folder / VECTORS))
+    del index
     write_documents(folder / DOCS, documents)
     return {
-        "faiss": {"type": faiss_type, "metric": "inner_product", "normalized": True},
+        "faiss": {"type": _faiss_type(spec), "metric": "inner_product", "normalized": True},
+        "ann": spec.to_dict(),
+        "vectors": {"file": VECTOR_FILE, "ids": IDS_FILE, "rows": int(len(ids))},
         "lexical": write_lexical(folder / LEXICAL_DIR, documents),
     }
+
+
+def _faiss_type(spec: Any) -> str:
+    from .ann import factory_string
+
+    return str(factory_string(spec))
+
+
+def _previous_ann(version: Path | None) -> Any:
+    """The live version's ANN index and exact vectors, when they can seed an incremental update."""
+    if version is None:
+        return None
+    from .ann import AnnSpec, PreviousAnn
+
+    try:
+        manifest = read_manifest(version)
+        if "ann" not in manifest:
+            return None
+        spec = AnnSpec.from_dict(manifest["ann"])
+        store = VectorStore.open(
+            version, dimension=int(manifest["model"]["dimension"]), count=int(manifest["counts"]["vectors"])
+        )
+    except (IndexCorruptError, IndexFormatError, KeyError, TypeError, ValueError):
+        return None  # a damaged previous version is simply not reused
+    return PreviousAnn(version / VECTORS, spec, store)
 
 
 def write_lexical(folder: Path, documents: Sequence[Document]) -> dict[str, Any]:
@@ -361,17 +413,6 @@ def write_lexical(folder: Path, documents: Sequence[Document]) -> dict[str, Any]
     lexical = LexicalIndex.build(ids, [lexical_text(d.title, d.text) for d in documents])
     lexical.save(folder)
     return {"bm25": asdict(lexical.params), "terms": len(lexical.vocab)}
-
-
-def write_vectors(path: Path, ids: np.ndarray, vectors: np.ndarray) -> str:
-    """Write an exact inner-product FAISS index keyed by document ids; returns its description."""
-    import faiss
-
-    index = faiss.IndexIDMap2(faiss.IndexFlatIP(vectors.shape[1]))
-    if len(ids):
-        index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids.astype(np.int64))
-    faiss.write_index(index, str(path))
-    return "IDMap2,Flat"
 
 
 @dataclass

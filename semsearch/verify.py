@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from .ann import open_version_vectors
 from .errors import SemsearchError
 from .store import (
     DOCS,
@@ -12,10 +13,10 @@ from .store import (
     VECTORS,
     check_file_hashes,
     current_version,
-    read_faiss,
     read_manifest,
     readonly_uri,
 )
+from .vectors import VECTOR_FILE
 
 
 def verify_index(index_dir: str | Path) -> list[str]:
@@ -31,14 +32,16 @@ def verify_index(index_dir: str | Path) -> list[str]:
     expected = int(manifest["counts"]["vectors"])
     model = manifest["model"]
     try:
-        vectors = read_faiss(version / VECTORS)
+        searcher, exact = open_version_vectors(version, manifest)
     except SemsearchError as exc:
         return [str(exc)]
-    if vectors.d != int(model["dimension"]):
-        problems.append(f"{version / VECTORS}: {vectors.d}-d vectors, manifest says {model['dimension']}")
-    if vectors.ntotal != expected:
-        problems.append(f"{version / VECTORS}: {vectors.ntotal} vectors, manifest says {expected}")
-    problems += _check_store(version / DOCS, expected, _faiss_ids(vectors))
+    if searcher.ntotal != expected:
+        problems.append(f"{version / VECTORS}: {searcher.ntotal} vectors, manifest says {expected}")
+    if hasattr(searcher.index, "id_map"):
+        differ = _faiss_ids(searcher.index) ^ {int(i) for i in exact.ids}
+        if differ:
+            problems.append(f"{version / VECTORS}: {len(differ)} ids differ from {VECTOR_FILE}")
+    problems += _check_store(version / DOCS, expected, {int(i) for i in exact.ids})
     if model.get("backend") == "onnx":
         problems += _check_encoder(version / ENCODER_DIR, str(model["fingerprint"]))
     return problems

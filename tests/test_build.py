@@ -29,9 +29,10 @@ def test_build_writes_a_complete_version(tmp_path: Path, small_corpus: Path, fak
     summary = build_index([str(small_corpus)], tmp_path / "idx", opts(), embedder=fake)
     version = live(tmp_path / "idx")
     assert version.name == summary.version
-    assert sorted(p.name for p in version.iterdir()) == ["docs.sqlite", "lexical", "manifest.json", "vectors.faiss"]
+    names = sorted(p.name for p in version.iterdir())
+    assert names == ["docs.sqlite", "ids.npy", "lexical", "manifest.json", "vectors.faiss", "vectors.npy"]
     manifest = json.loads((version / "manifest.json").read_text())
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == 2
     assert manifest["model"] == {
         "name": "fake-bow",
         "fingerprint": "fake0001",

@@ -111,7 +111,8 @@ def test_second_writer_fails_fast_then_waits(tmp_path: Path, two_corpora: tuple[
     a, b = two_corpora
     index = tmp_path / "idx"
     build_index([str(a)], index, BuildOptions(progress=False), embedder=FakeEmbedder())
-    slow = worker(index, b, extra=("--delay", "0.03"))
+    # Long enough that the second writer, slow to start on a loaded machine, still finds the lock held.
+    slow = worker(index, b, extra=("--delay", "0.15"))
     wait_for(lambda: any(index.glob(".build-*")))
     second = worker(index, a)
     assert second.wait(timeout=30) == 2

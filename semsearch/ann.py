@@ -1,0 +1,406 @@
+"""Approximate nearest-neighbour indexes chosen by corpus size: exact, IVF, IVF-PQ with re-rank, HNSW.
+
+Measured on this 2-core machine (``python scripts/bench_scale.py``): exact search costs ~0.45 ms per 1,000
+vectors a query (memory bandwidth bound), so below ``FLAT_MAX_DOCS`` it answers within a few ms and stays
+exact. Above it an inverted file (IVF) probes a few lists; its ``nprobe`` is tuned at build time until
+recall@10 against exact search on a sample of the corpus reaches ``RECALL_TARGET``. When the raw vectors
+would exceed the memory budget, IVF-PQ keeps 48-byte codes and re-ranks the best candidates exactly from the
+memory-mapped vector file. HNSW is offered on request; it cannot remove ids, so a build that removes
+documents rebuilds its graph.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import IndexCorruptError, InputError
+from .vectors import VectorStore
+
+ANN_KINDS = ("flat", "ivf", "ivfpq", "hnsw")
+ANN_CHOICES = ("auto", *ANN_KINDS)
+FLAT_MAX_DOCS = 20_000
+DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of raw float32 vectors an index may keep in RAM
+RECALL_TARGET = 0.95
+RECALL_SAMPLE = 200
+RECALL_K = 10
+# Trained structures (IVF centroids, PQ codebooks) are reused until the corpus has doubled or halved.
+RETRAIN_GROWTH = 2.0
+RERANK_DEPTH = 100
+HNSW_M = 32
+NPROBE_STEPS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096)
+EF_STEPS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+# Exact search over a filter's documents beats an IVF scan that would mostly skip non-matching ids.
+EXACT_FILTER_MAX = 20_000
+
+
+@dataclass
+class AnnSpec:
+    """What ANN structure a version holds and how it is searched (stored in the manifest as ``ann``)."""
+
+    kind: str
+    requested: str = "auto"
+    memory_budget: int = 0
+    nlist: int = 0
+    nprobe: int = 0
+    pq_m: int = 0
+    pq_bits: int = 0
+    hnsw_m: int = 0
+    ef_search: int = 0
+    rerank: int = 0
+    trained_on: int = 0
+    recall_at_10: float | None = None
+    recall_sample: int = 0
+    build_seconds: float = 0.0
+    reused_training: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AnnSpec:
+        known = {f.name for f in fields(cls)}
+        spec = cls(**{k: v for k, v in data.items() if k in known})
+        if spec.kind not in ANN_KINDS:
+            raise IndexCorruptError(
+                f"unknown ANN kind {spec.kind!r} in the manifest; rebuild with: semsearch index --full"
+            )
+        return spec
+
+    def describe(self) -> str:
+        """One line for ``semsearch info``: ``ivf (nlist 304, nprobe 16), recall@10 0.97``."""
+        params = {
+            "flat": "exact",
+            "ivf": f"nlist {self.nlist}, nprobe {self.nprobe}",
+            "ivfpq": f"nlist {self.nlist}, nprobe {self.nprobe}, PQ{self.pq_m}x{self.pq_bits}, re-rank {self.rerank}",
+            "hnsw": f"M {self.hnsw_m}, efSearch {self.ef_search}",
+        }[self.kind]
+        recall = f", recall@10 {self.recall_at_10:.3f}" if self.recall_at_10 is not None else ""
+        return f"{self.kind} ({params}){recall}"
+
+
+def parse_size(text: str) -> int:
+    """Bytes from '512MB', '1.5GB', '800M', '1073741824'."""
+    units = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30, "GB": 1 << 30}
+    s = text.strip().upper().replace("IB", "B")
+    number = s.rstrip("KMGB")
+    unit = s[len(number) :]
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in units or value <= 0:
+        raise InputError(f"not a size: {text!r} (use e.g. 512MB or 2GB)")
+    return int(value * units[unit])
+
+
+def choose_kind(n: int, dimension: int, requested: str = "auto", memory_budget: int = DEFAULT_MEMORY_BUDGET) -> str:
+    """The ANN kind for n vectors: as requested, else exact when small, IVF-PQ over budget, else IVF."""
+    if requested not in ANN_CHOICES:
+        raise InputError(f"unknown ANN type {requested!r}; choose one of: {', '.join(ANN_CHOICES)}")
+    if n < 2:
+        return "flat"  # nothing to cluster or to build a graph over
+    if requested != "auto":
+        return requested
+    if n <= FLAT_MAX_DOCS:
+        return "flat"
+    return "ivfpq" if n * dimension * 4 > memory_budget else "ivf"
+
+
+def plan(n: int, dimension: int, kind: str, requested: str) -> AnnSpec:
+    """Fresh parameters for a kind at this corpus size."""
+    spec = AnnSpec(kind=kind, requested=requested, trained_on=n)
+    if kind in ("ivf", "ivfpq"):
+        # ~4·sqrt(n) lists, but never fewer than ~39 training points per centroid (FAISS warns below that).
+        spec.nlist = max(1, min(round(4 * math.sqrt(n)), n // 39 or 1))
+        spec.nprobe = min(16, spec.nlist)
+    if kind == "ivfpq":
+        spec.pq_m = _pq_m(dimension)
+        # 8-bit codebooks want ~39 training points per code (FAISS warns below); small corpora get fewer bits.
+        spec.pq_bits = max(1, min(8, int(math.log2(max(2, n / 39)))))
+        spec.rerank = RERANK_DEPTH
+    if kind == "hnsw":
+        spec.hnsw_m = HNSW_M
+        spec.ef_search = 64
+    return spec
+
+
+def _pq_m(dimension: int) -> int:
+    """Sub-quantizers: 8 dimensions each (48 for MiniLM's 384), a divisor of the dimension."""
+    for m in range(max(1, dimension // 8), 0, -1):
+        if dimension % m == 0:
+            return m
+    return 1
+
+
+def factory_string(spec: AnnSpec) -> str:
+    return {
+        "flat": "IDMap2,Flat",
+        "ivf": f"IVF{spec.nlist},Flat",
+        "ivfpq": f"IVF{spec.nlist},PQ{spec.pq_m}x{spec.pq_bits}",
+        "hnsw": f"IDMap2,HNSW{spec.hnsw_m}",
+    }[spec.kind]
+
+
+@dataclass
+class PreviousAnn:
+    """The live version's ANN index, so the next build can update it instead of training again."""
+
+    path: Path
+    spec: AnnSpec
+    vectors: VectorStore
+
+
+def build_ann(
+    vectors: np.ndarray,
+    ids: np.ndarray,
+    *,
+    requested: str = "auto",
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    previous: PreviousAnn | None = None,
+) -> tuple[Any, AnnSpec]:
+    """Build (or update from ``previous``) the ANN index over vectors keyed by ids, tuned on a sample."""
+    import faiss
+
+    started = time.perf_counter()
+    n, dimension = vectors.shape
+    kind = choose_kind(n, dimension, requested, memory_budget)
+    spec = plan(n, dimension, kind, requested)
+    spec.memory_budget = memory_budget
+    index = None
+    if previous is not None and _can_update(previous.spec, spec, n):
+        index = _update(previous, vectors, ids)
+        if index is not None:
+            kept = {k: getattr(previous.spec, k) for k in ("nlist", "pq_m", "pq_bits", "hnsw_m", "trained_on")}
+            spec = AnnSpec(
+                kind=kind,
+                requested=requested,
+                memory_budget=memory_budget,
+                reused_training=True,
+                rerank=spec.rerank,
+                **kept,
+            )
+    if index is None:
+        index = faiss.index_factory(dimension, factory_string(spec), faiss.METRIC_INNER_PRODUCT)
+        if not index.is_trained:
+            index.train(_training_sample(vectors, spec))
+        if n:
+            index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
+    _tune(index, spec, VectorStore(vectors, ids))
+    spec.build_seconds = round(time.perf_counter() - started, 3)
+    return index, spec
+
+
+def _can_update(old: AnnSpec, new: AnnSpec, n: int) -> bool:
+    if old.kind != new.kind or new.kind == "flat":
+        return False  # an exact index costs no training: rebuilding it is as cheap as updating it
+    return old.trained_on / RETRAIN_GROWTH <= n <= old.trained_on * RETRAIN_GROWTH
+
+
+def _update(previous: PreviousAnn, vectors: np.ndarray, ids: np.ndarray) -> Any | None:
+    """Remove what left or changed, add what arrived; None when the structure cannot do it (HNSW removals)."""
+    import faiss
+
+    old = previous.vectors
+    rows_in_old = old.rows_of(ids)
+    common = rows_in_old >= 0
+    changed = np.zeros(len(ids), dtype=bool)
+    if common.any():
+        # An id whose vector differs (another title, say) is replaced, not kept stale.
+        changed[common] = np.any(old.matrix[rows_in_old[common]] != vectors[common], axis=1)
+    gone = np.setdiff1d(old.ids, ids[common & ~changed], assume_unique=True)
+    if previous.spec.kind == "hnsw" and len(gone):
+        return None
+    try:
+        index = faiss.read_index(str(previous.path))
+    except Exception:  # a damaged previous index is just not reused
+        return None
+    if index.ntotal != len(old):
+        return None
+    if len(gone):
+        index.remove_ids(np.ascontiguousarray(gone, dtype=np.int64))  # type: ignore[arg-type]
+    add = ~common | changed
+    if add.any():
+        index.add_with_ids(np.ascontiguousarray(vectors[add], dtype=np.float32), ids[add])
+    return index
+
+
+def _training_sample(vectors: np.ndarray, spec: AnnSpec) -> np.ndarray:
+    """Enough points for k-means (FAISS uses at most 256 per centroid) without reading every vector."""
+    want = max(256 * spec.nlist, 256 * (1 << spec.pq_bits) if spec.pq_bits else 0, 1)
+    if len(vectors) <= want:
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+    rows = np.sort(np.random.default_rng(0).choice(len(vectors), want, replace=False))
+    return np.ascontiguousarray(vectors[rows], dtype=np.float32)
+
+
+def _tune(index: Any, spec: AnnSpec, store: VectorStore) -> None:
+    """Pick the cheapest nprobe / efSearch whose recall@10 on a corpus sample reaches RECALL_TARGET."""
+    n = len(store)
+    if n == 0:
+        return
+    if spec.kind == "flat":
+        spec.recall_at_10 = 1.0
+        spec.recall_sample = 0
+        return
+    queries, own, truth = exact_sample(store, RECALL_SAMPLE, RECALL_K)
+    steps: Sequence[int] = EF_STEPS if spec.kind == "hnsw" else [p for p in NPROBE_STEPS if p < spec.nlist]
+    if spec.kind != "hnsw":
+        steps = [*steps, spec.nlist]
+    recall = 0.0
+    for step in steps:
+        if spec.kind == "hnsw":
+            spec.ef_search = step
+        else:
+            spec.nprobe = step
+        recall = recall_at(AnnSearcher(index, spec, store), queries, own, truth)
+        if recall >= RECALL_TARGET:
+            break
+    spec.recall_at_10 = round(recall, 4)
+    spec.recall_sample = len(queries)
+
+
+def exact_sample(store: VectorStore, size: int, k: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """A seeded sample of the corpus's own vectors as queries, their ids, and each one's exact top-k ids.
+
+    A query's own document is left out of its neighbours, as ``related`` does, so recall is not inflated by
+    the one hit every structure finds.
+    """
+    n = len(store)
+    rows = np.sort(np.random.default_rng(0).choice(n, min(size, n), replace=False))
+    queries = np.ascontiguousarray(store.matrix[rows], dtype=np.float32)
+    own = store.ids[rows]
+    truth = exact_top(store, queries, k + 1)
+    return queries, own, [t[t != own[i]][:k] for i, t in enumerate(truth)]
+
+
+def exact_top(store: VectorStore, queries: np.ndarray, k: int, chunk: int = 131_072) -> np.ndarray:
+    """Exact top-k ids per query by brute force, reading the vectors in chunks (bounded memory at 1M+)."""
+    best_s = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+    best_i = np.zeros((len(queries), 0), dtype=np.int64)
+    for start in range(0, len(store), chunk):
+        block = np.asarray(store.matrix[start : start + chunk], dtype=np.float32)
+        scores = queries @ block.T
+        ids = np.broadcast_to(store.ids[start : start + chunk], scores.shape)
+        scores = np.concatenate([best_s, scores], axis=1)
+        ids = np.concatenate([best_i, ids], axis=1)
+        take = min(k, scores.shape[1])
+        part = np.argpartition(-scores, take - 1, axis=1)[:, :take]
+        best_s = np.take_along_axis(scores, part, axis=1)
+        best_i = np.take_along_axis(ids, part, axis=1)
+    order = np.argsort(-best_s, axis=1, kind="stable")
+    return np.take_along_axis(best_i, order, axis=1)
+
+
+def recall_at(
+    searcher: AnnSearcher, queries: np.ndarray, own: np.ndarray, truth: list[np.ndarray], k: int = RECALL_K
+) -> float:
+    """Mean recall@k of the searcher against exact neighbours, each query's own id left out of both."""
+    total = 0.0
+    for q, self_id, expected in zip(queries, own, truth, strict=True):
+        got = [num for num, _ in searcher.search(q.reshape(1, -1), k + 1) if num != self_id][:k]
+        total += len(set(got) & set(expected.tolist())) / max(1, len(expected))
+    return total / max(1, len(queries))
+
+
+class AnnSearcher:
+    """Search one version's ANN index; scores are exact inner products whatever the structure."""
+
+    def __init__(self, index: Any, spec: AnnSpec, store: VectorStore) -> None:
+        self.index = index
+        self.spec = spec
+        self.store = store
+
+    @classmethod
+    def open(cls, path: Path, spec: AnnSpec, store: VectorStore) -> AnnSearcher:
+        """Open an ANN index file; IVF inverted lists are memory-mapped instead of read into RAM."""
+        import faiss
+
+        flags = faiss.IO_FLAG_MMAP if spec.kind in ("ivf", "ivfpq") else 0
+        try:
+            index = faiss.read_index(str(path), flags)
+        except Exception as exc:  # faiss raises RuntimeError with a C++ trace
+            raise IndexCorruptError(
+                f"{path} is not a readable FAISS index; rebuild with: semsearch index --full"
+            ) from exc
+        return cls(index, spec, store)
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.index.ntotal)
+
+    @property
+    def dimension(self) -> int:
+        return int(self.index.d)
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Up to k (document number, cosine) pairs, best first; ``allowed`` restricts to those numbers."""
+        import faiss
+
+        k = min(k, self.ntotal)
+        if k <= 0:
+            return []
+        query = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
+        if allowed is not None and self.spec.kind != "flat" and len(allowed) <= EXACT_FILTER_MAX:
+            return self._exact_subset(query, k, allowed)
+        sel = faiss.IDSelectorBatch(allowed) if allowed is not None else None
+        fetch = max(k, self.spec.rerank) if self.spec.kind == "ivfpq" else k
+        if self.spec.kind in ("ivf", "ivfpq"):
+            params: Any = faiss.SearchParametersIVF(sel=sel, nprobe=self.spec.nprobe)  # type: ignore[call-arg]
+        elif self.spec.kind == "hnsw":
+            params = faiss.SearchParametersHNSW(  # type: ignore[attr-defined]
+                sel=sel, efSearch=max(self.spec.ef_search, k)
+            )
+        else:
+            params = faiss.SearchParameters(sel=sel) if sel is not None else None  # type: ignore[call-arg]
+        scores, nums = self.index.search(query, fetch, params=params)
+        keep = nums[0] >= 0
+        found, approx = nums[0][keep], scores[0][keep]
+        if self.spec.kind == "ivfpq":
+            # PQ scores are approximations: rank the candidates by their exact cosine.
+            approx = self.store.get(found) @ query[0]
+        order = np.lexsort((found, -approx))[:k]
+        return [(int(found[i]), float(approx[i])) for i in order]
+
+    def _exact_subset(self, query: np.ndarray, k: int, allowed: np.ndarray) -> list[tuple[int, float]]:
+        rows = self.store.rows_of(allowed)
+        nums = np.asarray(allowed, dtype=np.int64)[rows >= 0]
+        if not len(nums):
+            return []
+        scores = self.store.get(nums) @ query[0]
+        order = np.lexsort((nums, -scores))[:k]
+        return [(int(nums[i]), float(scores[i])) for i in order]
+
+
+def open_version_vectors(version: Path, manifest: dict[str, Any]) -> tuple[AnnSearcher, VectorStore]:
+    """The ANN searcher and exact vectors of a version (format 1 versions hold one exact FAISS index)."""
+    from .store import VECTORS, read_faiss
+
+    dimension = int(manifest["model"]["dimension"])
+    count = int(manifest["counts"]["vectors"])
+    if "ann" not in manifest:
+        index = read_faiss(version / VECTORS)
+        if index.d != dimension:
+            raise IndexCorruptError(
+                f"{version / VECTORS} holds {index.d}-d vectors but the manifest says {dimension}; "
+                "rebuild with: semsearch index --full"
+            )
+        store = VectorStore.from_flat_faiss(index)
+        return AnnSearcher(index, AnnSpec(kind="flat", recall_at_10=1.0), store), store
+    if not isinstance(manifest["ann"], dict):
+        raise IndexCorruptError(f"{version}: 'ann' is malformed in the manifest; rebuild with: semsearch index --full")
+    spec = AnnSpec.from_dict(manifest["ann"])
+    store = VectorStore.open(version, dimension=dimension, count=count)
+    searcher = AnnSearcher.open(version / VECTORS, spec, store)
+    if searcher.dimension != dimension:
+        raise IndexCorruptError(
+            f"{version / VECTORS} holds {searcher.dimension}-d vectors but the manifest says {dimension}; "
+            "rebuild with: semsearch index --full"
+        )
+    return searcher, store

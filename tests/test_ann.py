@@ -1,0 +1,322 @@
+"""ANN index choice, tuning, incremental updates and search, for every kind offered."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import FakeEmbedder
+
+from semsearch.ann import (
+    FLAT_MAX_DOCS,
+    AnnSearcher,
+    AnnSpec,
+    PreviousAnn,
+    build_ann,
+    choose_kind,
+    exact_sample,
+    parse_size,
+)
+from semsearch.build import BuildOptions, build_index
+from semsearch.cli import cli
+from semsearch.errors import IndexCorruptError, InputError
+from semsearch.remove import remove_documents
+from semsearch.search import Index
+from semsearch.store import current_version, read_manifest
+from semsearch.vectors import VECTOR_FILE, VectorStore
+
+KINDS = ["flat", "ivf", "ivfpq", "hnsw"]
+
+
+def clustered(n: int, d: int = 16, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors around 30 centres (a corpus has topics), with sparse, non-contiguous ids."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(30, d))
+    x = (centres[rng.integers(0, 30, n)] + rng.normal(0, 0.6, (n, d))).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x, (np.arange(n, dtype=np.int64) * 7 + 3)
+
+
+def exact(x: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int) -> list[int]:
+    return [int(ids[i]) for i in np.argsort(-(x @ q))[:k]]
+
+
+def test_kind_follows_size_and_budget() -> None:
+    assert choose_kind(91, 384) == "flat"
+    assert choose_kind(FLAT_MAX_DOCS, 384) == "flat"
+    assert choose_kind(157_000, 384) == "ivf"  # 241 MB of vectors fit the default 1 GB
+    assert choose_kind(1_000_000, 384) == "ivfpq"  # 1.5 GB do not
+    assert choose_kind(157_000, 384, memory_budget=100 << 20) == "ivfpq"
+    assert choose_kind(500, 384, "hnsw") == "hnsw"
+    assert choose_kind(1, 384, "ivf") == "flat"  # nothing to cluster
+    with pytest.raises(InputError):
+        choose_kind(10, 8, "annoy")
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("512MB", 512 << 20), ("2gb", 2 << 30), ("1.5G", int(1.5 * (1 << 30))), ("800", 800), ("64KiB", 64 << 10)],
+)
+def test_parse_size(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-1GB", "0", "12TB", "GB"])
+def test_parse_size_rejects(text: str) -> None:
+    with pytest.raises(InputError, match="not a size"):
+        parse_size(text)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_meets_the_recall_target_and_scores_exactly(kind: str) -> None:
+    x, ids = clustered(3000)
+    index, spec = build_ann(x, ids, requested=kind)
+    assert spec.kind == kind and index.ntotal == 3000
+    assert spec.recall_at_10 is not None and spec.recall_at_10 >= 0.95
+    searcher = AnnSearcher(index, spec, VectorStore(x, ids))
+    for row in (0, 17, 2999):
+        hits = searcher.search(x[row], 10)
+        assert hits[0][0] == ids[row]
+        # Whatever the structure, scores are exact cosines (IVF-PQ re-ranks from the exact vectors).
+        for num, score in hits:
+            assert score == pytest.approx(float(x[np.flatnonzero(ids == num)[0]] @ x[row]), abs=1e-5)
+        assert [n for n, _ in hits][:3] == exact(x, ids, x[row], 3)
+
+
+def test_recall_sample_leaves_the_query_itself_out() -> None:
+    x, ids = clustered(500)
+    queries, own, truth = exact_sample(VectorStore(x, ids), 50, 10)
+    assert len(queries) == len(own) == len(truth) == 50
+    assert all(o not in t for o, t in zip(own, truth, strict=True))
+    assert all(len(t) == 10 for t in truth)
+
+
+def test_describe_reads_like_the_info_line() -> None:
+    spec = AnnSpec(kind="ivf", nlist=304, nprobe=16, recall_at_10=0.97)
+    assert spec.describe() == "ivf (nlist 304, nprobe 16), recall@10 0.970"
+    assert AnnSpec(kind="flat", recall_at_10=1.0).describe() == "flat (exact), recall@10 1.000"
+    with pytest.raises(IndexCorruptError):
+        AnnSpec.from_dict({"kind": "lsh"})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_filters_return_only_allowed_documents(kind: str) -> None:
+    x, ids = clustered(3000)
+    index, spec = build_ann(x, ids, requested=kind)
+    searcher = AnnSearcher(index, spec, VectorStore(x, ids))
+    allowed = ids[1000:1100]
+    hits = searcher.search(x[1050], 5, allowed)
+    assert hits[0][0] == ids[1050]
+    assert {n for n, _ in hits} <= set(allowed.tolist())
+    assert [n for n, _ in hits] == exact(x[1000:1100], allowed, x[1050], 5)
+
+
+@pytest.mark.parametrize("kind", ["ivf", "ivfpq", "hnsw"])
+def test_update_removes_and_adds(kind: str, tmp_path: Path) -> None:
+    x, ids = clustered(3000)
+    index, spec = build_ann(x, ids, requested=kind)
+    path = tmp_path / "old.faiss"
+    faiss.write_index(index, str(path))
+    previous = PreviousAnn(path, spec, VectorStore(x, ids))
+    new_x, new_ids = clustered(200, seed=9)
+    new_ids = new_ids + 10_000_000
+    x2 = np.vstack([x[200:], new_x])
+    ids2 = np.concatenate([ids[200:], new_ids])
+    index2, spec2 = build_ann(x2, ids2, requested=kind, previous=previous)
+    assert index2.ntotal == 3000
+    # IVF keeps its trained centroids; HNSW cannot remove ids, so its graph is rebuilt.
+    assert spec2.reused_training is (kind != "hnsw")
+    if kind != "hnsw":
+        assert spec2.nlist == spec.nlist
+    searcher = AnnSearcher(index2, spec2, VectorStore(x2, ids2))
+    assert searcher.search(new_x[5], 1)[0][0] == new_ids[5]
+    gone = set(ids[:200].tolist())
+    for row in range(0, 3000, 97):
+        assert not gone & {n for n, _ in searcher.search(x2[row], 10)}
+
+
+def test_hnsw_adds_without_rebuilding(tmp_path: Path) -> None:
+    x, ids = clustered(1000)
+    index, spec = build_ann(x, ids, requested="hnsw")
+    faiss.write_index(index, str(tmp_path / "h.faiss"))
+    extra, extra_ids = clustered(50, seed=4)
+    x2, ids2 = np.vstack([x, extra]), np.concatenate([ids, extra_ids + 10**6])
+    index2, spec2 = build_ann(
+        x2, ids2, requested="hnsw", previous=PreviousAnn(tmp_path / "h.faiss", spec, VectorStore(x, ids))
+    )
+    assert spec2.reused_training and index2.ntotal == 1050
+
+
+def test_changed_vector_under_the_same_id_is_replaced(tmp_path: Path) -> None:
+    x, ids = clustered(2000)
+    index, spec = build_ann(x, ids, requested="ivf")
+    faiss.write_index(index, str(tmp_path / "i.faiss"))
+    x2 = x.copy()
+    x2[7] = -x[7]
+    index2, spec2 = build_ann(
+        x2, ids, requested="ivf", previous=PreviousAnn(tmp_path / "i.faiss", spec, VectorStore(x, ids))
+    )
+    assert spec2.reused_training and index2.ntotal == 2000
+    hit = AnnSearcher(index2, spec2, VectorStore(x2, ids)).search(x2[7], 1)[0]
+    assert hit[0] == ids[7] and hit[1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_corpus_that_doubled_is_trained_again(tmp_path: Path) -> None:
+    x, ids = clustered(1000)
+    index, spec = build_ann(x, ids, requested="ivf")
+    faiss.write_index(index, str(tmp_path / "i.faiss"))
+    big, big_ids = clustered(2500, seed=3)
+    _, spec2 = build_ann(
+        big, big_ids + 10**6, requested="ivf", previous=PreviousAnn(tmp_path / "i.faiss", spec, VectorStore(x, ids))
+    )
+    assert not spec2.reused_training and spec2.trained_on == 2500 and spec2.nlist > spec.nlist
+
+
+def test_damaged_previous_index_is_not_reused(tmp_path: Path) -> None:
+    x, ids = clustered(1000)
+    _, spec = build_ann(x, ids, requested="ivf")
+    (tmp_path / "bad.faiss").write_bytes(b"not faiss")
+    index2, spec2 = build_ann(
+        x, ids, requested="ivf", previous=PreviousAnn(tmp_path / "bad.faiss", spec, VectorStore(x, ids))
+    )
+    assert not spec2.reused_training and index2.ntotal == 1000
+
+
+def test_empty_and_single_vector_corpora() -> None:
+    for n in (0, 1):
+        x, ids = clustered(n) if n else (np.zeros((0, 16), np.float32), np.zeros(0, np.int64))
+        index, spec = build_ann(x, ids, requested="ivf")
+        assert spec.kind == "flat" and index.ntotal == n
+        assert AnnSearcher(index, spec, VectorStore(x, ids)).search(np.ones(16, np.float32), 5) == [
+            (int(i), pytest.approx(float(x[j].sum()), abs=1e-5)) for j, i in enumerate(ids)
+        ]
+
+
+# ---------------------------------------------------------------- through the index
+
+
+def abstract(i: int, seed: int = 0) -> str:
+    rng = random.Random(seed * 100_003 + i)
+    return " ".join([*rng.sample([f"{'abcdefghij'[i % 10]}word{w}" for w in range(40)], 12), f"unique{seed}x{i}"])
+
+
+def word_corpus(path: Path, n: int, seed: int = 0) -> Path:
+    """n distinct abstracts drawn from topic vocabularies, as a JSONL file."""
+    lines = [
+        json.dumps({"id": f"p{seed}-{i}", "title": f"Paper {seed}-{i}", "abstract": abstract(i, seed)})
+        for i in range(n)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_index_of_each_kind_answers_refreshes_and_removes(kind: str, tmp_path: Path) -> None:
+    corpus = word_corpus(tmp_path / "a.jsonl", 600)
+    extra = word_corpus(tmp_path / "b.jsonl", 40, seed=5)
+    idx_dir = tmp_path / "idx"
+    fake = FakeEmbedder()
+    first = build_index([str(corpus)], idx_dir, BuildOptions(progress=False, ann=kind), embedder=fake)
+    assert first.ann.startswith(kind)
+    with Index.open(idx_dir, embedder=fake) as idx:
+        assert idx.info().ann.startswith(kind)
+        top = idx.search(abstract(123), 3, mode="dense")
+        assert top[0].title == "Paper 0-123"
+    # A refresh without --ann keeps the kind; the new file's abstracts become searchable.
+    second = build_index([str(corpus), str(extra)], idx_dir, BuildOptions(progress=False), embedder=fake)
+    assert second.ann.startswith(kind) and second.added == 40
+    manifest = read_manifest(current_version(idx_dir))
+    assert manifest["ann"]["kind"] == kind
+    assert manifest["ann"]["reused_training"] is (kind in ("ivf", "ivfpq", "hnsw"))
+    with Index.open(idx_dir, embedder=fake) as idx:
+        hit = idx.search(abstract(7, seed=5), 1, mode="dense")[0]
+        assert hit.title == "Paper 5-7"
+        gone = hit.id
+        assert len(idx) == 640
+    remove_documents(idx_dir, ids=[gone])
+    with Index.open(idx_dir, embedder=fake) as idx:
+        assert len(idx) == 639 and idx.info().ann.startswith(kind)
+        assert gone not in [h.id for h in idx.search(abstract(7, seed=5), 20, mode="dense")]
+        # related() and --diverse read the exact vectors, whatever the ANN kind.
+        assert idx.related(idx.search(abstract(9), 1)[0].id, 5)
+        assert len(idx.search("aword1 aword2", 5, diverse=True)) == 5
+
+
+def test_auto_kind_is_recorded_and_switchable(tmp_path: Path) -> None:
+    corpus = word_corpus(tmp_path / "a.jsonl", 300)
+    idx_dir = tmp_path / "idx"
+    fake = FakeEmbedder()
+    assert build_index([str(corpus)], idx_dir, BuildOptions(progress=False), embedder=fake).ann.startswith("flat")
+    switched = build_index(None, idx_dir, BuildOptions(progress=False, ann="ivf"), embedder=fake)
+    assert switched.ann.startswith("ivf") and switched.encoded == 0
+    assert read_manifest(current_version(idx_dir))["ann"]["requested"] == "ivf"
+
+
+def test_cli_ann_option_and_info_line(tmp_path: Path) -> None:
+    corpus = word_corpus(tmp_path / "a.jsonl", 300)
+    runner = CliRunner()
+    obj = {"embedder": FakeEmbedder()}
+    idx = str(tmp_path / "idx")
+    result = runner.invoke(cli, ["index", str(corpus), "--index", idx, "--ann", "ivf", "-q"], obj=obj)
+    assert result.exit_code == 0, result.output
+    assert "vectors: ivf (nlist " in result.output
+    info = runner.invoke(cli, ["info", "--index", idx], obj=obj)
+    assert "ann" in info.output and "recall@10" in info.output
+    as_json = json.loads(runner.invoke(cli, ["info", "--index", idx, "--json"], obj=obj).output)
+    assert as_json["ann_spec"]["kind"] == "ivf" and as_json["ann_spec"]["nprobe"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--ann", "annoy"], "Invalid value for '--ann'"), (["--memory-budget", "lots"], "not a size: 'lots'")],
+)
+def test_cli_rejects_bad_ann_options(tmp_path: Path, args: list[str], message: str) -> None:
+    corpus = word_corpus(tmp_path / "a.jsonl", 20)
+    result = CliRunner().invoke(
+        cli, ["index", str(corpus), "--index", str(tmp_path / "idx"), *args], obj={"embedder": FakeEmbedder()}
+    )
+    assert result.exit_code == 2 and message in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "idx").exists()
+
+
+def test_vectors_file_of_the_wrong_shape_is_reported(tmp_path: Path) -> None:
+    corpus = word_corpus(tmp_path / "a.jsonl", 50)
+    idx_dir = tmp_path / "idx"
+    build_index([str(corpus)], idx_dir, BuildOptions(progress=False), embedder=FakeEmbedder())
+    version = current_version(idx_dir)
+    np.save(version / VECTOR_FILE, np.zeros((50, 8), np.float32))
+    manifest = json.loads((version / "manifest.json").read_text())
+    manifest["files"][VECTOR_FILE]["size"] = (version / VECTOR_FILE).stat().st_size
+    (version / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexCorruptError, match="expected float32 \\(50, 64\\)"):
+        Index.open(idx_dir, embedder=FakeEmbedder())
+    result = CliRunner().invoke(cli, ["query", "x", "--index", str(idx_dir)], obj={"embedder": FakeEmbedder()})
+    assert result.exit_code == 2 and "rebuild with: semsearch index --full" in result.output
+
+
+def test_format_1_index_still_opens(tmp_path: Path) -> None:
+    """A version written before vectors.npy existed (one exact IDMap2 index) is read as exact search."""
+    corpus = word_corpus(tmp_path / "a.jsonl", 50)
+    idx_dir = tmp_path / "idx"
+    build_index([str(corpus)], idx_dir, BuildOptions(progress=False), embedder=FakeEmbedder())
+    version = current_version(idx_dir)
+    manifest = json.loads((version / "manifest.json").read_text())
+    for name in (VECTOR_FILE, "ids.npy"):
+        (version / name).unlink()
+        del manifest["files"][name]
+    del manifest["ann"], manifest["vectors"]
+    manifest["format_version"] = 1
+    (version / "manifest.json").write_text(json.dumps(manifest))
+    with Index.open(idx_dir, embedder=FakeEmbedder()) as idx:
+        assert idx.info().ann == "flat (exact), recall@10 1.000"
+        hit = idx.search(abstract(3), 1, mode="dense")[0]
+        assert hit.title == "Paper 0-3"
+        assert idx.related(hit.id, 3)
+    # The next build writes the current format, with its ANN index, from the old one.
+    build_index(None, idx_dir, BuildOptions(progress=False), embedder=FakeEmbedder())
+    assert read_manifest(current_version(idx_dir))["format_version"] == 2
