@@ -56,7 +56,7 @@ def export_vectors(index_dir: Path, out: Path) -> None:
     from semsearch import Index
 
     with Index.open(index_dir) as idx:
-        vectors = idx.vectors.index.reconstruct_n(0, idx.vectors.ntotal)
+        vectors = np.asarray(idx.vectors.matrix)
     np.save(out, np.ascontiguousarray(vectors, dtype=np.float32))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ class AnnSpec:
     trained_on: int = 0
     recall_at_10: float | None = None
     recall_sample: int = 0
+    recall_on: str = ""  # "queries" (titles / first sentences, encoded) or "documents" (their own vectors)
     build_seconds: float = 0.0
     reused_training: bool = False
 
@@ -148,6 +149,9 @@ def factory_string(spec: AnnSpec) -> str:
     }[spec.kind]
 
 
+QuerySource = np.ndarray | Callable[[], np.ndarray]
+
+
 @dataclass
 class PreviousAnn:
     """The live version's ANN index, so the next build can update it instead of training again."""
@@ -164,8 +168,14 @@ def build_ann(
     requested: str = "auto",
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     previous: PreviousAnn | None = None,
+    tuning_queries: QuerySource | None = None,
 ) -> tuple[Any, AnnSpec]:
-    """Build (or update from ``previous``) the ANN index over vectors keyed by ids, tuned on a sample."""
+    """Build (or update from ``previous``) the ANN index over vectors keyed by ids, tuned on a sample.
+
+    ``tuning_queries`` (an array, or a function that encodes them, called only when something needs tuning)
+    are query vectors to tune on; without them the corpus's own vectors stand in, which overstates recall for
+    short queries (measured: 0.958 on documents vs 0.899 on titles at the same nprobe).
+    """
     import faiss
 
     started = time.perf_counter()
@@ -192,7 +202,10 @@ def build_ann(
             index.train(_training_sample(vectors, spec))
         if n:
             index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
-    _tune(index, spec, VectorStore(vectors, ids))
+    queries = None
+    if spec.kind != "flat" and n and tuning_queries is not None:
+        queries = tuning_queries() if callable(tuning_queries) else tuning_queries
+    _tune(index, spec, VectorStore(vectors, ids), queries)
     spec.build_seconds = round(time.perf_counter() - started, 3)
     return index, spec
 
@@ -240,8 +253,22 @@ def _training_sample(vectors: np.ndarray, spec: AnnSpec) -> np.ndarray:
     return np.ascontiguousarray(vectors[rows], dtype=np.float32)
 
 
-def _tune(index: Any, spec: AnnSpec, store: VectorStore) -> None:
-    """Pick the cheapest nprobe / efSearch whose recall@10 on a corpus sample reaches RECALL_TARGET."""
+def query_like_texts(documents: Sequence[Any], size: int = RECALL_SAMPLE) -> list[str]:
+    """Short texts that look like what people type: titles of a seeded sample, else a first sentence."""
+    if not documents:
+        return []
+    rows = np.sort(np.random.default_rng(0).choice(len(documents), min(size, len(documents)), replace=False))
+    texts = []
+    for row in rows:
+        doc = documents[int(row)]
+        title = (doc.title or "").strip()
+        first = doc.text.strip().split(". ")[0][:200]
+        texts.append(title if len(title) >= 10 else first)
+    return [t for t in texts if t]
+
+
+def _tune(index: Any, spec: AnnSpec, store: VectorStore, queries: np.ndarray | None = None) -> None:
+    """Pick the cheapest nprobe / efSearch whose recall@10 on sample queries reaches RECALL_TARGET."""
     n = len(store)
     if n == 0:
         return
@@ -249,7 +276,14 @@ def _tune(index: Any, spec: AnnSpec, store: VectorStore) -> None:
         spec.recall_at_10 = 1.0
         spec.recall_sample = 0
         return
-    queries, own, truth = exact_sample(store, RECALL_SAMPLE, RECALL_K)
+    if queries is not None and len(queries):
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        own = np.full(len(queries), -1, dtype=np.int64)
+        truth = list(exact_top(store, queries, RECALL_K))
+        spec.recall_on = "queries"
+    else:
+        queries, own, truth = exact_sample(store, RECALL_SAMPLE, RECALL_K)
+        spec.recall_on = "documents"
     steps: Sequence[int] = EF_STEPS if spec.kind == "hnsw" else [p for p in NPROBE_STEPS if p < spec.nlist]
     if spec.kind != "hnsw":
         steps = [*steps, spec.nlist]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
-from .ann import AnnSpec
+from .ann import AnnSpec, query_like_texts
 from .cache import EmbeddingCache, embedding_key
 from .dedup import deduplicate
 from .embed import DEFAULT_MODEL, Embedder
@@ -264,6 +264,7 @@ def build_index(
                     ann=ann,
                     memory_budget=budget,
                     previous=None if opts.full else prev_version,
+                    tuning_queries=lambda: enc.encode(query_like_texts(dedup.documents), batch_size=opts.batch_size),
                 )
 
                 new_ids = {d.id for d in dedup.documents}

@@ -7,6 +7,7 @@ Layout of an index directory (``indexes/default``)::
         manifest.json    format version, model, counts, sources, file sizes and checksums
         vectors.npy      the exact float32 vectors (memory-mapped by readers); ids.npy: their document ids
         vectors.faiss    the ANN index over inner product (exact, IVF, IVF-PQ or HNSW; see ann.py)
+        tuning_queries.npy  encoded sample queries the ANN search was tuned on (not for exact indexes)
         docs.sqlite      documents, provenance and external ids
         lexical/         the BM25 index (numpy arrays and JSON)
         encoder/         the ONNX export of the model (when the ONNX backend built it)
@@ -48,6 +49,7 @@ VECTORS = "vectors.faiss"
 DOCS = "docs.sqlite"
 ENCODER_DIR = "encoder"
 LEXICAL_DIR = "lexical"
+TUNING_QUERIES = "tuning_queries.npy"
 CACHE_DIR = "cache"
 LOCK = ".lock"
 BUILD_PREFIX = ".build-"
@@ -347,13 +349,28 @@ def write_contents(
     ann: str = "auto",
     memory_budget: int | None = None,
     previous: Path | None = None,
+    tuning_queries: Any = None,
 ) -> dict[str, Any]:
     """Write a version's vectors (row i for documents[i]), ANN index, document store and BM25 index.
 
     ``previous`` is the live version, whose trained ANN structure is updated rather than trained again
-    when it still fits. Returns the manifest entries that describe what was written.
+    when it still fits. ``tuning_queries`` (vectors, or a function encoding them) tune the ANN search; they
+    are kept in the version so that ``remove``, which loads no encoder, tunes on the same queries.
+    Returns the manifest entries that describe what was written.
     """
     from .ann import DEFAULT_MEMORY_BUDGET, build_ann
+
+    used: list[np.ndarray] = []
+
+    def queries() -> np.ndarray:
+        found = tuning_queries() if callable(tuning_queries) else tuning_queries
+        if found is None and previous is not None and (previous / TUNING_QUERIES).is_file():
+            with contextlib.suppress(OSError, ValueError):
+                found = np.load(previous / TUNING_QUERIES, allow_pickle=False)
+        if found is None:
+            found = np.zeros((0, vectors.shape[1]), dtype=np.float32)
+        used.append(np.ascontiguousarray(found, dtype=np.float32))
+        return used[-1]
 
     ids = np.array([doc_num(d.id) for d in documents], dtype=np.int64)
     vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(documents), -1)
@@ -364,7 +381,10 @@ def write_contents(
         requested=ann,
         memory_budget=memory_budget or DEFAULT_MEMORY_BUDGET,
         previous=_previous_ann(previous),
+        tuning_queries=queries,
     )
+    if used and len(used[-1]) and used[-1].shape[1:] == vectors.shape[1:]:
+        np.save(folder / TUNING_QUERIES, used[-1], allow_pickle=False)
     import faiss
 
     faiss.write_index(index, str(folder / VECTORS))
