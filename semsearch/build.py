@@ -67,6 +67,7 @@ class BuildSummary:
     backend: str
     files: int
     skipped: list[str] = field(default_factory=list)
+    engine: str = "local"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +86,9 @@ class BuildOptions:
     batch_size: int = 32
     progress: bool = True
     wait: bool = False
+    engine: str = "local"  # "ray": encode on a Ray cluster (semsearch.ray_engine)
+    address: str | None = None  # the Ray cluster; None: RAY_ADDRESS, else a local Ray
+    actors: int | None = None  # Ray encoder actors; None: one per CPU of the cluster
 
 
 def _previous(
@@ -205,6 +209,10 @@ def build_index(
         excluded = list(recorded.get("excluded_sources", [])) if recorded and sources else []
         sources = sources or [DEFAULT_SOURCE]
     # Everything that can fail on bad input happens before the index directory is touched.
+    if opts.engine != "local" or opts.address is not None or opts.actors is not None:
+        from .ray_engine import check_options
+
+        check_options(opts.engine, opts.address, opts.actors)
     skip = set(excluded)
     files = [str(p) for p in expand_sources(sources) if str(p) not in skip] if skip else sources
     ingested = read_sources(files, skip_bad=opts.skip_bad)
@@ -237,9 +245,27 @@ def build_index(
                     index_path / CACHE_DIR, enc.fingerprint, f"{choice.backend}-{choice.precision}", enc.dimension
                 )
                 try:
-                    vectors, encoded = encode_with_cache(
-                        enc, dedup.documents, cache, batch_size=opts.batch_size, progress=opts.progress
-                    )
+                    if opts.engine == "ray":
+                        from .ray_engine import encode_with_ray
+
+                        vectors, encoded = encode_with_ray(
+                            choice,
+                            dedup.documents,
+                            cache,
+                            batch_size=opts.batch_size,
+                            progress=opts.progress,
+                            address=opts.address,
+                            actors=opts.actors,
+                            build=writer.path.name,
+                        )
+                    else:
+                        if any((index_path / CACHE_DIR).glob("shards-*")):  # left by a killed Ray build
+                            from .ray_engine import recover_shards
+
+                            recover_shards(cache)
+                        vectors, encoded = encode_with_cache(
+                            enc, dedup.documents, cache, batch_size=opts.batch_size, progress=opts.progress
+                        )
                 finally:
                     cache.close()
 
@@ -301,6 +327,7 @@ def build_index(
         backend=choice.backend,
         files=len(ingested.files),
         skipped=ingested.skipped,
+        engine=opts.engine,
     )
 
 
