@@ -69,6 +69,7 @@ class BuildSummary:
     files: int
     ann: str = ""
     skipped: list[str] = field(default_factory=list)
+    engine: str = "local"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,6 +90,9 @@ class BuildOptions:
     wait: bool = False
     ann: str | None = None  # None: the existing index's choice, else "auto" (by corpus size)
     memory_budget: int | None = None  # bytes of raw vectors before auto picks IVF-PQ; None: the index's
+    engine: str = "local"  # "ray": encode on a Ray cluster (semsearch.ray_engine)
+    address: str | None = None  # the Ray cluster; None: RAY_ADDRESS, else a local Ray
+    actors: int | None = None  # Ray encoder actors; None: one per CPU of the cluster
 
 
 def _previous(
@@ -218,6 +222,10 @@ def build_index(
         excluded = list(recorded.get("excluded_sources", [])) if recorded and sources else []
         sources = sources or [DEFAULT_SOURCE]
     # Everything that can fail on bad input happens before the index directory is touched.
+    if opts.engine != "local" or opts.address is not None or opts.actors is not None:
+        from .ray_engine import check_options
+
+        check_options(opts.engine, opts.address, opts.actors)
     skip = set(excluded)
     files = [str(p) for p in expand_sources(sources) if str(p) not in skip] if skip else sources
     ingested = read_sources(files, skip_bad=opts.skip_bad)
@@ -250,9 +258,27 @@ def build_index(
                     index_path / CACHE_DIR, enc.fingerprint, f"{choice.backend}-{choice.precision}", enc.dimension
                 )
                 try:
-                    vectors, encoded = encode_with_cache(
-                        enc, dedup.documents, cache, batch_size=opts.batch_size, progress=opts.progress
-                    )
+                    if opts.engine == "ray":
+                        from .ray_engine import encode_with_ray
+
+                        vectors, encoded = encode_with_ray(
+                            choice,
+                            dedup.documents,
+                            cache,
+                            batch_size=opts.batch_size,
+                            progress=opts.progress,
+                            address=opts.address,
+                            actors=opts.actors,
+                            build=writer.path.name,
+                        )
+                    else:
+                        if any((index_path / CACHE_DIR).glob("shards-*")):  # left by a killed Ray build
+                            from .ray_engine import recover_shards
+
+                            recover_shards(cache)
+                        vectors, encoded = encode_with_cache(
+                            enc, dedup.documents, cache, batch_size=opts.batch_size, progress=opts.progress
+                        )
                 finally:
                     cache.close()
 
@@ -324,6 +350,7 @@ def build_index(
         files=len(ingested.files),
         ann=AnnSpec.from_dict(contents["ann"]).describe(),
         skipped=ingested.skipped,
+        engine=opts.engine,
     )
 
 

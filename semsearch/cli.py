@@ -179,6 +179,22 @@ def cli() -> None:
 )
 @click.option("--batch-size", type=int, default=32, show_default=True, help="Texts per encoder batch.")
 @click.option("--wait", is_flag=True, help="Wait for another writer of this index instead of failing.")
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where texts are encoded: in this process, or on Ray (pip install 'semsearch[ray]'): a pool of "
+    "encoder actors, one per CPU. Vectors equal a local build's; the cache and the index stay here.",
+)
+@click.option(
+    "--address",
+    metavar="ADDR",
+    help="Ray cluster for --engine ray: ray://HEAD:10001 (Ray Client) or HEAD:6379 on a cluster node "
+    "[default: RAY_ADDRESS, else a Ray started on this machine for the build]. Every node needs "
+    "semsearch[ray] installed.",
+)
+@click.option("--actors", type=int, metavar="N", help="Encoder actors for --engine ray [default: one per CPU].")
 @click.option("--json", "as_json", is_flag=True, help="Print the build summary as one JSON line.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_context
@@ -196,6 +212,9 @@ def index(
     memory_budget: str | None,
     batch_size: int,
     wait: bool,
+    engine: str,
+    address: str | None,
+    actors: int | None,
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -234,6 +253,9 @@ def index(
             wait=wait,
             ann=ann,
             memory_budget=parse_size(memory_budget) if memory_budget is not None else None,
+            engine=engine,
+            address=address,
+            actors=actors,
         ),
         embedder=_embedder(ctx),
     )
@@ -250,7 +272,8 @@ def index(
         f"encoded: {summary.encoded}, from cache: {summary.cached}, added: {summary.added}, removed: {summary.removed}"
     )
     click.echo(f"vectors: {summary.ann}")
-    click.echo(f"index: {summary.index} ({summary.version}, {summary.backend}) in {summary.seconds:.1f} s")
+    on_ray = ", encoded on ray" if summary.engine == "ray" else ""
+    click.echo(f"index: {summary.index} ({summary.version}, {summary.backend}{on_ray}) in {summary.seconds:.1f} s")
 
 
 @cli.command()
