@@ -52,7 +52,7 @@ def contents(index: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     version = index / (index / CURRENT).read_text().strip()
     with Index.open(index) as idx:
         ids = [row[0] for row in idx.store._query("SELECT id FROM documents")]
-        vectors = {i: idx.vectors.reconstruct(doc_num(i)) for i in ids}
+        vectors = {i: idx.vectors.get_one(doc_num(i)) for i in ids}
     return vectors, json.loads((version / "manifest.json").read_text())
 
 
