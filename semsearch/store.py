@@ -513,10 +513,18 @@ def prune_versions(index_dir: Path, *, grace_s: float | None = None) -> None:
     live_seq = _sequence(live)
     older = sorted((p for p in index_dir.glob("v-*") if p.is_dir() and p.name != live), key=lambda p: _sequence(p.name))
     previous = [p for p in older if _sequence(p.name) < live_seq][-KEEP_OLD_VERSIONS:]
+    # A version was replaced when its successor was published; the successor's folder time says when
+    # (a version's own time is its build, which may be long before anyone stopped reading it).
+    versions = (p for p in index_dir.glob("v-*") if p.is_dir() and _sequence(p.name) <= live_seq)
+    published = sorted(versions, key=lambda p: _sequence(p.name))
+    replaced_at: dict[Path, float] = {}
+    for old, successor in zip(published, published[1:], strict=False):
+        with contextlib.suppress(OSError):
+            replaced_at[old] = successor.stat().st_mtime
     now = time.time()
     for old in older:
         unpublished = _sequence(old.name) > live_seq
-        if old in previous or (not unpublished and now - old.stat().st_mtime < grace_s):
+        if old in previous or (not unpublished and now - replaced_at.get(old, 0.0) < grace_s):
             continue
         shutil.rmtree(old, ignore_errors=True)
     for tmp in index_dir.glob(f".{CURRENT}.*.tmp"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -105,6 +106,22 @@ def test_recently_replaced_versions_survive_the_grace_period(
     index = tmp_path / "idx"
     names = [build_index([str(small_corpus)], index, opts(), embedder=fake).version for _ in range(3)]
     assert sorted(p.name for p in index.glob("v-*")) == sorted(names)
+
+
+def test_grace_counts_from_when_a_version_was_replaced_not_built(
+    tmp_path: Path, small_corpus: Path, fake: FakeEmbedder
+) -> None:
+    import os
+
+    index = tmp_path / "idx"
+    names = [build_index([str(small_corpus)], index, opts(), embedder=fake).version for _ in range(2)]
+    hour_ago = time.time() - 3600
+    for name in names:  # both built long ago; the second was replaced only now, by the third
+        os.utime(index / name, (hour_ago, hour_ago))
+    third = build_index([str(small_corpus)], index, opts(), embedder=fake).version
+    fourth = build_index([str(small_corpus)], index, opts(), embedder=fake).version
+    # names[0] was replaced an hour ago: gone. names[1] was replaced a moment ago: kept for its readers.
+    assert sorted(p.name for p in index.glob("v-*")) == sorted([names[1], third, fourth])
 
 
 def test_unpublished_version_is_removed_and_not_kept_as_previous(
