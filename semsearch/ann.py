@@ -27,7 +27,9 @@ ANN_KINDS = ("flat", "ivf", "ivfpq", "hnsw")
 ANN_CHOICES = ("auto", *ANN_KINDS)
 FLAT_MAX_DOCS = 20_000
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of raw float32 vectors an index may keep in RAM
-RECALL_TARGET = 0.95
+# Tuned on 200 sample queries; aiming a little above 0.95 keeps other queries at 0.95 or more (measured:
+# 0.951 on the tuning titles gave 0.944 on 300 other titles).
+RECALL_TARGET = 0.96
 RECALL_SAMPLE = 200
 RECALL_K = 10
 # Trained structures (IVF centroids, PQ codebooks) are reused until the corpus has doubled or halved.
@@ -36,6 +38,8 @@ RERANK_DEPTH = 100
 HNSW_M = 32
 NPROBE_STEPS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096)
 EF_STEPS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+# IVF files at least this big are memory-mapped when opened (see AnnSearcher.open).
+MMAP_MIN_BYTES = 512 << 20
 # Exact search over a filter's documents beats an IVF scan that would mostly skip non-matching ids.
 EXACT_FILTER_MAX = 20_000
 
@@ -353,11 +357,17 @@ class AnnSearcher:
         self.store = store
 
     @classmethod
-    def open(cls, path: Path, spec: AnnSpec, store: VectorStore) -> AnnSearcher:
-        """Open an ANN index file; IVF inverted lists are memory-mapped instead of read into RAM."""
+    def open(cls, path: Path, spec: AnnSpec, store: VectorStore, *, mmap: bool | None = None) -> AnnSearcher:
+        """Open an ANN index file; IVF inverted lists of a big index are memory-mapped, not read into RAM.
+
+        ``mmap=None`` maps IVF files of MMAP_MIN_BYTES or more: measured here, mapped lists cost ~0.3 ms more a
+        query (0.37 vs 0.10 ms p50 at 26k vectors), which only pays off when the file is big.
+        """
         import faiss
 
-        flags = faiss.IO_FLAG_MMAP if spec.kind in ("ivf", "ivfpq") else 0
+        if mmap is None:
+            mmap = path.is_file() and path.stat().st_size >= MMAP_MIN_BYTES
+        flags = faiss.IO_FLAG_MMAP if mmap and spec.kind in ("ivf", "ivfpq") else 0
         try:
             index = faiss.read_index(str(path), flags)
         except Exception as exc:  # faiss raises RuntimeError with a C++ trace

@@ -320,3 +320,18 @@ def test_format_1_index_still_opens(tmp_path: Path) -> None:
     # The next build writes the current format, with its ANN index, from the old one.
     build_index(None, idx_dir, BuildOptions(progress=False), embedder=FakeEmbedder())
     assert read_manifest(current_version(idx_dir))["format_version"] == 2
+
+
+@pytest.mark.parametrize("kind", ["ivf", "ivfpq"])
+def test_memory_mapped_ivf_answers_like_the_loaded_one(kind: str, tmp_path: Path) -> None:
+    x, ids = clustered(2000)
+    index, spec = build_ann(x, ids, requested=kind)
+    faiss.write_index(index, str(tmp_path / "a.faiss"))
+    store = VectorStore(x, ids)
+    mapped = AnnSearcher.open(tmp_path / "a.faiss", spec, store, mmap=True)
+    loaded = AnnSearcher.open(tmp_path / "a.faiss", spec, store, mmap=False)
+    for row in (3, 999):
+        assert mapped.search(x[row], 10) == loaded.search(x[row], 10)
+    (tmp_path / "bad.faiss").write_bytes(b"\0" * 64)
+    with pytest.raises(IndexCorruptError, match="not a readable FAISS index"):
+        AnnSearcher.open(tmp_path / "bad.faiss", spec, store)
