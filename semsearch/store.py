@@ -26,6 +26,7 @@ import os
 import secrets
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -230,6 +231,9 @@ class DocumentStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        # One connection may serve several threads (semsearch serve): sqlite3 connections are not safe for
+        # concurrent use, so queries take turns.
+        self._lock = threading.Lock()
         try:
             self.conn = sqlite3.connect(readonly_uri(path), uri=True, check_same_thread=False)
             self.conn.execute("SELECT count(*) FROM documents").fetchone()
@@ -246,7 +250,8 @@ class DocumentStore:
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
-            return self.conn.execute(sql, params).fetchall()
+            with self._lock:
+                return self.conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise IndexCorruptError(f"{self.path}: {exc}; rebuild with: semsearch index --full") from exc
 
