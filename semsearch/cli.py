@@ -385,6 +385,38 @@ def remove(ids: tuple[str, ...], sources: tuple[str, ...], index_dir: Path, wait
         click.echo(f"removed: {summary.removed}, documents: {summary.documents} ({summary.version})")
 
 
+@cli.command()
+@index_option
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (the default: this machine only)."
+)
+@click.option("--port", type=int, default=8000, show_default=True, help="Port to listen on (0: any free one).")
+@click.option("--access-log", is_flag=True, help="Log every request to stderr.")
+@click.pass_context
+def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log: bool) -> None:
+    """Browse an index in a web browser: a search page at / and a JSON API under /api (docs at /docs).
+
+    Read-only. When `semsearch index` publishes a new version of the index, the server answers
+    from it from the next request on, without a restart.
+    """
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise SemsearchCliError(
+            f"semsearch serve needs the 'serve' extra ({exc.name} is missing): pip install 'semsearch[serve]'"
+        ) from exc
+    from .serve import run_server
+
+    if not 0 <= port <= 65535:
+        raise SemsearchCliError(f"--port must be 0..65535, got {port}")
+
+    def ready(url: str) -> None:
+        click.echo(f"semsearch: serving {index_dir} at {url} (Ctrl-C stops)", err=True)
+
+    run_server(index_dir, host=host, port=port, embedder=_embedder(ctx), access_log=access_log, ready=ready)
+
+
 @cli.command(name="eval")
 @click.argument("data", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--corpus", type=click.Path(dir_okay=False, path_type=Path), help="BEIR corpus.jsonl.")
