@@ -312,7 +312,7 @@ def test_hammer_search_while_versions_publish(index_dir: Path, sources: tuple[Pa
     def hammer(worker: int) -> None:
         with httpx.Client(base_url=base, timeout=30) as http:
             n = 0
-            while not stop.is_set() and n < 2000:
+            while not stop.is_set() and n < 5000:
                 if n % 5 == 4:
                     response = http.get("/api/related/p0", params={"k": 3})
                 else:
@@ -324,15 +324,22 @@ def test_hammer_search_while_versions_publish(index_dir: Path, sources: tuple[Pa
                         versions[response.json()["version"]] += 1
                 n += 1
 
+    def served(version: str) -> None:
+        """Wait until the hammering threads have had answers from this version."""
+        deadline = time.monotonic() + 60
+        while versions[version] < 20:
+            assert time.monotonic() < deadline, (version, versions)
+            time.sleep(0.02)
+
     workers = [threading.Thread(target=hammer, args=(i,)) for i in range(8)]
     try:
         for w in workers:
             w.start()
-        time.sleep(0.3)
+        served((index_dir / "CURRENT").read_text().strip())
         build_index([str(sources[0]), str(sources[1])], index_dir, OPTIONS, embedder=FakeEmbedder())
-        time.sleep(0.3)
+        served((index_dir / "CURRENT").read_text().strip())
         build_index([str(sources[0])], index_dir, OPTIONS, embedder=FakeEmbedder())
-        time.sleep(0.3)
+        served((index_dir / "CURRENT").read_text().strip())
     finally:
         stop.set()
         for w in workers:
