@@ -363,6 +363,33 @@ def verify(index_dir: Path, as_json: bool) -> None:
         sys.exit(1)
 
 
+@cli.command(name="map")
+@index_option
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="map.html",
+    show_default=True,
+    help="HTML file to write.",
+)
+@click.option("--open", "open_", is_flag=True, help="Open the file in a web browser afterwards.")
+def map_(index_dir: Path, out: Path, open_: bool) -> None:
+    """Write the index's map of the corpus as one self-contained HTML file (works offline).
+
+    The map is computed when the index is built: each point is a paper laid out by the similarity
+    of its embedding, coloured by cluster, with clusters named by their most distinctive words.
+    Hover shows a title, click shows the paper, the search box lights up matching titles.
+    """
+    from .corpus_map import write_map_html
+
+    data = write_map_html(index_dir, out)
+    click.echo(f"map: {out} ({data['documents']} documents, {len(data['clusters'])} clusters, {data['method']})")
+    if open_:
+        import webbrowser
+
+        webbrowser.open(out.resolve().as_uri())
+
+
 @cli.command()
 @click.argument("ids", nargs=-1)
 @click.option("--source", "sources", multiple=True, help="Remove what this source file provided (repeatable).")

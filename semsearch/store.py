@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .corpus_map import write_map
 from .errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
 from .records import Document, Provenance
 
@@ -345,7 +346,7 @@ def write_documents(path: Path, documents: Sequence[Document]) -> None:
 def write_contents(folder: Path, documents: Sequence[Document], vectors: np.ndarray) -> dict[str, Any]:
     """Write a version's vectors (row i for documents[i]), document store and BM25 index.
 
-    Returns the manifest entries that describe them ("faiss" and "lexical").
+    Returns the manifest entries that describe them ("faiss", "lexical" and "map").
     """
     ids = np.array([doc_num(d.id) for d in documents], dtype=np.int64)
     faiss_type = write_vectors(folder / VECTORS, ids, vectors)
@@ -353,6 +354,7 @@ def write_contents(folder: Path, documents: Sequence[Document], vectors: np.ndar
     return {
         "faiss": {"type": faiss_type, "metric": "inner_product", "normalized": True},
         "lexical": write_lexical(folder / LEXICAL_DIR, documents),
+        "map": write_map(folder, documents, vectors),
     }
 
 

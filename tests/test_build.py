@@ -29,7 +29,8 @@ def test_build_writes_a_complete_version(tmp_path: Path, small_corpus: Path, fak
     summary = build_index([str(small_corpus)], tmp_path / "idx", opts(), embedder=fake)
     version = live(tmp_path / "idx")
     assert version.name == summary.version
-    assert sorted(p.name for p in version.iterdir()) == ["docs.sqlite", "lexical", "manifest.json", "vectors.faiss"]
+    names = sorted(p.name for p in version.iterdir())
+    assert names == ["docs.sqlite", "lexical", "manifest.json", "map.json", "vectors.faiss"]
     manifest = json.loads((version / "manifest.json").read_text())
     assert manifest["format_version"] == 1
     assert manifest["model"] == {
