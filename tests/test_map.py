@@ -21,6 +21,7 @@ from semsearch.corpus_map import (
     compute_map,
     load_map,
     map_html,
+    place_by_neighbours,
 )
 from semsearch.records import Document
 from semsearch.store import current_version, read_manifest
@@ -151,23 +152,42 @@ def test_auto_method_switches_to_umap_at_the_threshold() -> None:
     assert cluster_count(5) == 2 and cluster_count(91) == 7 and cluster_count(150_000) == 40
 
 
-@pytest.mark.slow  # numba compiles UMAP on first use: 15-30 s on a busy 2-core machine
-def test_umap_layout_separates_blobs() -> None:
+def blob_vectors() -> tuple[np.ndarray, np.ndarray]:
+    """300 unit vectors in three tight blobs (32-d), and the blob of each."""
     rng = np.random.default_rng(0)
     centers = rng.normal(size=(3, 32))
     vectors = np.concatenate([c + 0.15 * rng.normal(size=(100, 32)) for c in centers]).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    docs = [Document(id=f"{i:016x}", text=f"paper {i}", title=None, sources=[]) for i in range(300)]
-    data = compute_map(docs, vectors, method="umap", seed=1)
-    assert data["method"] == "umap"
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True), np.repeat(np.arange(3), 100)
+
+
+def assert_blobs_apart(data: dict, blob: np.ndarray) -> None:
     xy = np.array([p[1:3] for p in data["points"]])
     assert xy.min() >= 0 and xy.max() <= 1
-    blob = np.repeat(np.arange(3), 100)
     means = np.array([xy[blob == b].mean(axis=0) for b in range(3)])
     spread = max(np.linalg.norm(xy[blob == b] - means[b], axis=1).mean() for b in range(3))
     gaps = min(np.linalg.norm(means[a] - means[b]) for a in range(3) for b in range(a + 1, 3))
     assert gaps > 2 * spread, (gaps, spread)
-    assert compute_map(docs, vectors, method="umap", seed=1)["points"] == data["points"]
+
+
+@pytest.mark.slow  # numba compiles UMAP on first use: 15-30 s on a busy 2-core machine
+def test_umap_layout_separates_blobs_fitted_whole_or_on_a_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    vectors, blob = blob_vectors()
+    docs = [Document(id=f"{i:016x}", text=f"paper {i}", title=None, sources=[]) for i in range(300)]
+    whole = compute_map(docs, vectors, method="umap", seed=1)
+    assert whole["method"] == "umap"
+    assert_blobs_apart(whole, blob)
+    monkeypatch.setattr("semsearch.corpus_map.UMAP_FIT_MAX", 150)  # fit 150, place the other 150 by neighbours
+    sampled = compute_map(docs, vectors, method="umap", seed=1)
+    assert sampled["points"] != whole["points"]
+    assert_blobs_apart(sampled, blob)
+    assert compute_map(docs, vectors, method="umap", seed=1) == sampled
+
+
+def test_unfitted_points_land_among_their_nearest_neighbours() -> None:
+    vectors, blob = blob_vectors()
+    fitted_xy = np.array([[0.1, 0.1], [0.9, 0.1], [0.5, 0.9]])[blob]
+    placed = place_by_neighbours(vectors[::2], fitted_xy[::2], vectors[1::2])
+    assert np.allclose(placed, fitted_xy[1::2], atol=1e-6)
 
 
 # ---------------------------------------------------------------- in the index

@@ -132,7 +132,8 @@
       out.lineWidth = 2; out.strokeStyle = color; out.stroke();
     }
 
-    function drawLabels(f) {
+    function drawLabels(f, alpha) {
+      ctx.globalAlpha = alpha;
       ctx.font = "600 13px system-ui, -apple-system, 'Segoe UI', sans-serif";
       ctx.textAlign = "center"; ctx.textBaseline = "middle";
       ctx.lineJoin = "round";
@@ -162,6 +163,7 @@
         ctx.fillStyle = clusterColor(c.id); ctx.fill();
         ctx.lineWidth = 1.5; ctx.strokeStyle = "#ffffff"; ctx.stroke();
       }
+      ctx.globalAlpha = 1;
     }
 
     function draw() {
@@ -185,19 +187,21 @@
         ctx.fillText("The index holds no documents.", width / 2, height / 2);
         return;
       }
-      if (lit) {
-        drawPoints(f, r, null, 0.18, function () { return "#9aa3b2"; });
-        drawPoints(f, r * 1.6, function (k) { return lit[k] === 1; }, 1, clusterColor);
-        // A dark rim makes hits stand out from same-coloured neighbours.
-        ctx.lineWidth = 1; ctx.strokeStyle = "#1d2330";
-        for (var k = 0; k < n && litCount <= 2000; k++) {
-          if (!lit[k]) continue;
-          ctx.beginPath(); ctx.arc(toScreenX(xs[k], f), toScreenY(ys[k], f), r * 1.6, 0, 2 * Math.PI); ctx.stroke();
-        }
-      } else {
+      if (!lit) {
         drawPoints(f, r, null, n > 20000 ? 0.55 : 0.85, clusterColor);
+        drawLabels(f, 1);
+        return;
       }
-      drawLabels(f);
+      // Hits go on top of the (fainter) labels: a lit paper must never hide under a cluster's name.
+      drawPoints(f, r, null, 0.18, function () { return "#9aa3b2"; });
+      drawLabels(f, 0.6);
+      drawPoints(f, r * 1.6, function (k) { return lit[k] === 1; }, 1, clusterColor);
+      // A dark rim makes hits stand out from same-coloured neighbours (skipped when there are too many to matter).
+      ctx.lineWidth = 1; ctx.strokeStyle = "#1d2330";
+      for (var k = 0; k < n && litCount <= 2000; k++) {
+        if (!lit[k]) continue;
+        ctx.beginPath(); ctx.arc(toScreenX(xs[k], f), toScreenY(ys[k], f), r * 1.6, 0, 2 * Math.PI); ctx.stroke();
+      }
     }
 
     function nearest(px, py) {
