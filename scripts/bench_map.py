@@ -70,9 +70,9 @@ def main() -> None:
     docs, vectors = from_index(args.index) if args.index else from_jsonl(args.jsonl, args.limit)
     data = None
     for method in args.method or ["auto"]:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         data = compute_map(docs, vectors, method=method)
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         clusters = [c["label"] for c in data["clusters"][:8]]
         print(
             json.dumps(
@@ -80,6 +80,7 @@ def main() -> None:
                     "documents": len(docs),
                     "method": data["method"],
                     "seconds": round(seconds, 2),
+                    "cpu_seconds": round(cpu, 2),
                     "clusters": len(data["clusters"]),
                     "largest": clusters,
                 }

@@ -378,7 +378,9 @@ def map_(index_dir: Path, out: Path, open_: bool) -> None:
 
     The map is computed when the index is built: each point is a paper laid out by the similarity
     of its embedding, coloured by cluster, with clusters named by their most distinctive words.
-    Hover shows a title, click shows the paper, the search box lights up matching titles.
+    Hover shows a title, click shows the paper, the search box lights up matching titles
+    (map.html#q=WORDS opens with them lit). Layout: PCA below 1,000 documents, else UMAP;
+    set SEMSEARCH_MAP=pca, umap or off when running `semsearch index` to choose.
     """
     from .corpus_map import write_map_html
 
