@@ -31,8 +31,9 @@ from .records import Document
 
 MAP_FILE = "map.json"
 MAP_JS = Path(__file__).parent / "web" / "map.js"
-# Below this many documents the layout is PCA: UMAP's neighbour graph is thin on a few hundred points, and its
-# numba JIT warm-up (several seconds per process) would dominate the seed build (91 documents) and the tests.
+# Below this many documents the layout is PCA (0.2 s for the 91 seeds): on a few hundred points it shows the
+# topics well enough, while UMAP's numba JIT warm-up alone (10 s and more per process) would dominate the seed
+# build and every test that builds an index.
 UMAP_MIN_DOCS = 1000
 # UMAP is fitted on at most this many documents; each of the rest goes to the similarity-weighted mean position
 # of its PLACE_NEIGHBOURS nearest fitted documents (one FAISS search). umap's own ``transform`` does that and then
@@ -108,7 +109,7 @@ def compute_map(
     clusters = []
     for c in range(k):
         members = assignment == c
-        # The median rather than the mean keeps the label on the cluster's points when UMAP splits it in two.
+        # The median, unlike the mean, is not dragged off the cluster by a few far-flung members.
         cx, cy = np.median(xy[members], axis=0) if members.any() else (0.5, 0.5)
         clusters.append(
             {
