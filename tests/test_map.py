@@ -21,6 +21,7 @@ from semsearch.corpus_map import (
     compute_map,
     load_map,
     map_html,
+    normalize,
     place_by_neighbours,
 )
 from semsearch.records import Document
@@ -136,6 +137,15 @@ def test_identical_vectors_sit_in_the_middle() -> None:
     vectors = np.tile(np.eye(1, 8, dtype=np.float32), (5, 1))
     data = compute_map(docs, vectors)
     assert {tuple(p[1:3]) for p in data["points"]} == {(0.5, 0.5)}
+
+
+def test_far_outliers_do_not_squash_a_large_map() -> None:
+    xy = np.random.default_rng(0).uniform(size=(2000, 2))
+    xy[:2] = [[50.0, 50.0], [-40.0, 0.5]]  # UMAP's far-away islands
+    out = normalize(xy)
+    assert out.min() >= 0 and out.max() <= 1
+    assert np.ptp(out[2:], axis=0).min() > 0.95  # the body still fills the frame
+    assert out[0].tolist() == [1.0, 1.0] and out[1][0] == 0.0  # the outliers sit on its edge
 
 
 def test_labels_fall_back_to_opening_words_and_are_short() -> None:
