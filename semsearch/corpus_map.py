@@ -6,7 +6,8 @@ Computed at build time from the documents' vectors and stored in the version fol
      "points": [[doc_id, x, y, cluster], ...],          # x, y in [0, 1]; cluster indexes "clusters"
      "labels": ["title or opening words", ...],          # one per point, at most LABEL_CHARS characters
      "clusters": [{"id": 0, "label": "federated · privacy · clients", "terms": [...],
-                   "x": 0.41, "y": 0.73, "size": 12}, ...]}
+                   "x": 0.41, "y": 0.73, "size": 12}, ...],
+     "fingerprint": "<sha256 of the inputs>"}           # a refresh with the same inputs copies the map
 
 ``map_html`` turns it into one self-contained HTML page (inline CSS, ``web/map.js`` and the data).
 """
@@ -30,6 +31,7 @@ from .errors import IndexCorruptError, SemsearchError
 from .records import Document
 
 MAP_FILE = "map.json"
+MAP_ALGORITHM = 1  # bump when a change to this module changes the maps it computes (stops reuse of old ones)
 MAP_JS = Path(__file__).parent / "web" / "map.js"
 # Below this many documents the layout is PCA (0.2 s for the 91 seeds): on a few hundred points it shows the
 # topics well enough, while UMAP's numba JIT warm-up alone (10 s and more per process) would dominate the seed
@@ -307,21 +309,53 @@ def cluster_terms(
 
 
 def write_map(folder: Path, documents: Sequence[Document], vectors: np.ndarray) -> dict[str, Any]:
-    """Compute and write a version's map.json; returns its manifest entry (method, clusters, seconds)."""
+    """Compute and write a version's map.json; returns its manifest entry (method, clusters, seconds).
+
+    When the live version beside ``folder`` has a map of exactly these documents and vectors (a refresh that
+    changed nothing), that map is copied instead: a UMAP layout costs a minute on a few thousand documents.
+    """
     started = time.perf_counter()
     method = os.environ.get(MAP_ENV, "").strip().lower() or "auto"
     if method not in ("auto", "pca", "umap", "off"):
         raise SemsearchError(f"{MAP_ENV}={method!r} is not a map method; choose auto, pca, umap or off")
     if method == "off":
         return {"file": None, "method": "off", "clusters": 0, "seconds": 0.0}
-    data = compute_map(documents, vectors, method=method)
+    fingerprint = map_fingerprint(documents, vectors, method)
+    data = _live_map(folder, fingerprint)
+    reused = data is not None
+    if data is None:
+        data = {**compute_map(documents, vectors, method=method), "fingerprint": fingerprint}
     (folder / MAP_FILE).write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
     return {
         "file": MAP_FILE,
         "method": data["method"],
         "clusters": len(data["clusters"]),
         "seconds": round(time.perf_counter() - started, 3),
+        "reused": reused,
     }
+
+
+def map_fingerprint(documents: Sequence[Document], vectors: np.ndarray, method: str, seed: int = 0) -> str:
+    """A hash of everything a map depends on: the algorithm, its settings, the documents and their vectors."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{MAP_ALGORITHM}|{method}|{seed}|{UMAP_MIN_DOCS}|{UMAP_FIT_MAX}".encode())
+    for doc in documents:
+        digest.update(f"{doc.id}\0{doc.title or ''}\0".encode())
+    digest.update(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+def _live_map(folder: Path, fingerprint: str) -> dict[str, Any] | None:
+    """The live version's map when it was computed from the same inputs, else None."""
+    from .store import CURRENT
+
+    try:
+        live = (folder.parent / CURRENT).read_text(encoding="utf-8").strip()
+        data = load_map(folder.parent / live) if live and "/" not in live else None
+    except (OSError, UnicodeDecodeError, SemsearchError):
+        return None  # no usable previous map: compute a fresh one
+    return data if data is not None and data.get("fingerprint") == fingerprint else None
 
 
 def load_map(version: Path) -> dict[str, Any] | None:

@@ -214,6 +214,27 @@ def test_build_writes_map_json_recorded_in_the_manifest(built: Path) -> None:
     assert verify_index(built) == []
 
 
+def test_a_refresh_that_changes_nothing_reuses_the_map(
+    built: Path, small_corpus: Path, fake: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = current_version(built)
+    assert read_manifest(first)["map"]["reused"] is False
+    import semsearch.corpus_map as corpus_map
+
+    monkeypatch.setattr(corpus_map, "compute_map", lambda *a, **k: pytest.fail("the map was computed again"))
+    build_index([str(small_corpus)], built, BuildOptions(progress=False), embedder=fake)
+    second = current_version(built)
+    assert second != first and read_manifest(second)["map"]["reused"] is True
+    assert (second / MAP_FILE).read_bytes() == (first / MAP_FILE).read_bytes()
+    assert verify_index(built) == []
+    monkeypatch.undo()
+    small_corpus.write_text(small_corpus.read_text(encoding="utf-8") + "\n\nA new abstract about protein folding.\n")
+    build_index([str(small_corpus)], built, BuildOptions(progress=False), embedder=fake)
+    third = current_version(built)
+    assert read_manifest(third)["map"]["reused"] is False
+    assert load_map(third)["documents"] == 6  # type: ignore[index]
+
+
 def test_map_can_be_turned_off_or_forced_at_build(
     tmp_path: Path, small_corpus: Path, fake: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
