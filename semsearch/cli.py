@@ -404,6 +404,35 @@ def verify(index_dir: Path, as_json: bool) -> None:
         sys.exit(1)
 
 
+@cli.command(name="map")
+@index_option
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="map.html",
+    show_default=True,
+    help="HTML file to write.",
+)
+@click.option("--open", "open_", is_flag=True, help="Open the file in a web browser afterwards.")
+def map_(index_dir: Path, out: Path, open_: bool) -> None:
+    """Write the index's map of the corpus as one self-contained HTML file (works offline).
+
+    The map is computed when the index is built: each point is a paper laid out by the similarity
+    of its embedding, coloured by cluster, with clusters named by their most distinctive words.
+    Hover shows a title, click shows the paper, the search box lights up matching titles
+    (map.html#q=WORDS opens with them lit). Layout: PCA below 1,000 documents, else UMAP;
+    set SEMSEARCH_MAP=pca, umap or off when running `semsearch index` to choose.
+    """
+    from .corpus_map import write_map_html
+
+    data = write_map_html(index_dir, out)
+    click.echo(f"map: {out} ({data['documents']} documents, {len(data['clusters'])} clusters, {data['method']})")
+    if open_:
+        import webbrowser
+
+        webbrowser.open(out.resolve().as_uri())
+
+
 @cli.command()
 @click.argument("ids", nargs=-1)
 @click.option("--source", "sources", multiple=True, help="Remove what this source file provided (repeatable).")
@@ -424,6 +453,38 @@ def remove(ids: tuple[str, ...], sources: tuple[str, ...], index_dir: Path, wait
         click.echo(json.dumps(summary.to_dict()))
     else:
         click.echo(f"removed: {summary.removed}, documents: {summary.documents} ({summary.version})")
+
+
+@cli.command()
+@index_option
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (the default: this machine only)."
+)
+@click.option("--port", type=int, default=8000, show_default=True, help="Port to listen on (0: any free one).")
+@click.option("--access-log", is_flag=True, help="Log every request to stderr.")
+@click.pass_context
+def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log: bool) -> None:
+    """Browse an index in a web browser: a search page at / and a JSON API under /api (docs at /docs).
+
+    Read-only. When `semsearch index` publishes a new version of the index, the server answers
+    from it from the next request on, without a restart.
+    """
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise SemsearchCliError(
+            f"semsearch serve needs the 'serve' extra ({exc.name} is missing): pip install 'semsearch[serve]'"
+        ) from exc
+    from .serve import run_server
+
+    if not 0 <= port <= 65535:
+        raise SemsearchCliError(f"--port must be 0..65535, got {port}")
+
+    def ready(url: str) -> None:
+        click.echo(f"semsearch: serving {index_dir} at {url} (Ctrl-C stops)", err=True)
+
+    run_server(index_dir, host=host, port=port, embedder=_embedder(ctx), access_log=access_log, ready=ready)
 
 
 @cli.command(name="eval")

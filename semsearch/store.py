@@ -28,6 +28,7 @@ import os
 import secrets
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .corpus_map import write_map
 from .errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
 from .records import Document, Provenance
 from .vectors import IDS_FILE, VECTOR_FILE, VectorStore, write_vector_files
@@ -234,6 +236,9 @@ class DocumentStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        # One connection may serve several threads (semsearch serve): sqlite3 connections are not safe for
+        # concurrent use, so queries take turns.
+        self._lock = threading.Lock()
         try:
             self.conn = sqlite3.connect(readonly_uri(path), uri=True, check_same_thread=False)
             self.conn.execute("SELECT count(*) FROM documents").fetchone()
@@ -250,7 +255,8 @@ class DocumentStore:
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
-            return self.conn.execute(sql, params).fetchall()
+            with self._lock:
+                return self.conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise IndexCorruptError(f"{self.path}: {exc}; rebuild with: semsearch index --full") from exc
 
@@ -356,7 +362,7 @@ def write_contents(
     ``previous`` is the live version, whose trained ANN structure is updated rather than trained again
     when it still fits. ``tuning_queries`` (vectors, or a function encoding them) tune the ANN search; they
     are kept in the version so that ``remove``, which loads no encoder, tunes on the same queries.
-    Returns the manifest entries that describe what was written.
+    Returns the manifest entries that describe what was written ("faiss", "ann", "vectors", "lexical", "map").
     """
     from .ann import DEFAULT_MEMORY_BUDGET, build_ann
 
@@ -395,6 +401,7 @@ def write_contents(
         "ann": spec.to_dict(),
         "vectors": {"file": VECTOR_FILE, "ids": IDS_FILE, "rows": int(len(ids))},
         "lexical": write_lexical(folder / LEXICAL_DIR, documents),
+        "map": write_map(folder, documents, vectors),
     }
 
 

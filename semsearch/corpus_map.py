@@ -1,0 +1,510 @@
+"""A 2-D map of the corpus: a layout of every document, k-means clusters labelled with distinctive terms.
+
+Computed at build time from the documents' vectors and stored in the version folder as ``map.json``::
+
+    {"method": "pca" | "umap", "documents": N, "seed": 0,
+     "points": [[doc_id, x, y, cluster], ...],          # x, y in [0, 1]; cluster indexes "clusters"
+     "labels": ["title or opening words", ...],          # one per point, at most LABEL_CHARS characters
+     "clusters": [{"id": 0, "label": "federated · privacy · clients", "terms": [...],
+                   "x": 0.41, "y": 0.73, "size": 12}, ...],
+     "fingerprint": "<sha256 of the inputs>"}           # a refresh with the same inputs copies the map
+
+``map_html`` turns it into one self-contained HTML page (inline CSS, ``web/map.js`` and the data).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import IndexCorruptError, SemsearchError
+from .records import Document
+
+MAP_FILE = "map.json"
+MAP_ALGORITHM = 1  # bump when a change to this module changes the maps it computes (stops reuse of old ones)
+MAP_JS = Path(__file__).parent / "web" / "map.js"
+# Below this many documents the layout is PCA (0.2 s for the 91 seeds): on a few hundred points it shows the
+# topics well enough, while UMAP's numba JIT warm-up alone (10 s and more per process) would dominate the seed
+# build and every test that builds an index.
+UMAP_MIN_DOCS = 1000
+# UMAP is fitted on at most this many documents; each of the rest goes to the similarity-weighted mean position
+# of its PLACE_NEIGHBOURS nearest fitted documents (one FAISS search). umap's own ``transform`` does that and then
+# runs optimisation epochs per point: on 30k documents (10k fitted) it took 617 s on a busy 2-core machine, twice
+# the whole map with this placement; all 155k ML Anthology abstracts then take 116 s, 10k alone about 60 s.
+UMAP_FIT_MAX = 10_000
+PLACE_NEIGHBOURS = 5
+# UMAP's own default for more than 10k points; its 500 for smaller sets more than doubles the optimisation time
+# for no visible gain on a scatter plot.
+UMAP_EPOCHS = 200
+UMAP_NEIGHBORS = 15
+# SEMSEARCH_MAP=pca|umap|off overrides the choice at build time ("off": no map.json, for builds where a
+# minute or more of UMAP on a slow machine is not worth it); unset or "auto" picks by corpus size.
+MAP_ENV = "SEMSEARCH_MAP"
+# Cluster terms are counted on at most this many documents: distinctive terms are stable on a sample, and
+# tokenizing every abstract of a 150k corpus in Python would cost about a minute.
+TERM_SAMPLE_MAX = 20_000
+MAX_CLUSTERS = 40
+TERMS_PER_CLUSTER = 3
+LABEL_CHARS = 90
+OUTLIER_SHARE = 0.001  # per side, see normalize()
+DECIMALS = 4  # 1e-4 of the map's width is far below a pixel; fewer digits keep map.json small
+# Label words: runs of word characters joined by hyphens, so a label reads "fine-tuning" rather than "fine".
+LABEL_TOKEN = re.compile(r"\w+(?:-\w+)*")
+# Words that can be frequent in one cluster by chance but never name a topic. The lexical index's stop list is
+# short on purpose (queries keep "not"); a label has no such need, and small clusters make chance frequent.
+_LABEL_STOP_TEXT = """
+    about above across address addresses after again against aim aims all almost along also although among
+    amongst another any approach approaches based because been before being below best better between both can
+    cannot could demonstrate demonstrated demonstrates despite do does doing done due during each effective
+    efficient either enable enables entire even ever every existing experiments extensive few first from further
+    furthermore given had has have having here how however improve improved improves including introduce
+    introduces its itself just key large less like many may method methods might more most much must new novel
+    now often only other others our over overcome paper particular per perform performance present previous
+    prior problem problems propose proposed provide provides rather recent remain remains result results same
+    several should show showed shown shows significant significantly since so some state-of-the-art still study
+    than them themselves therefore those though three through thus together toward towards two under until up
+    upon use used uses using various very via was we well were what when where whether which while who whose why
+    within without work works would yet you your
+"""
+LABEL_STOPWORDS = frozenset(_LABEL_STOP_TEXT.split())
+
+
+def cluster_count(n: int) -> int:
+    """How many clusters for n documents: about sqrt(n/2), 2 to 40, never more than half the documents."""
+    if n < 4:
+        return 1 if n else 0
+    return max(2, min(MAX_CLUSTERS, round(math.sqrt(n / 2)), n // 2))
+
+
+def choose_method(n: int, method: str = "auto") -> str:
+    """The layout method for n documents: 'auto' picks PCA below UMAP_MIN_DOCS, else UMAP."""
+    if method not in ("auto", "pca", "umap"):
+        raise SemsearchError(f"unknown map method {method!r}; choose auto, pca or umap")
+    if method == "auto":
+        return "umap" if n >= UMAP_MIN_DOCS else "pca"
+    if method == "umap" and n <= UMAP_NEIGHBORS:
+        return "pca"  # UMAP needs more points than neighbours per point to build its graph
+    return method
+
+
+def compute_map(
+    documents: Sequence[Document], vectors: np.ndarray, *, method: str = "auto", seed: int = 0
+) -> dict[str, Any]:
+    """The map of documents (row i of vectors belongs to documents[i]); deterministic for a given seed."""
+    n = len(documents)
+    if vectors.shape[0] != n:
+        raise SemsearchError(f"{vectors.shape[0]} vectors for {n} documents")
+    chosen = choose_method(n, method)
+    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+    xy = _umap_layout(vecs, seed) if chosen == "umap" else _pca_layout(vecs)
+    xy = normalize(xy)
+    assignment, k = _kmeans(vecs, cluster_count(n), seed)
+    terms = cluster_terms(documents, assignment, k, seed=seed)
+    clusters = []
+    for c in range(k):
+        members = assignment == c
+        # The median, unlike the mean, is not dragged off the cluster by a few far-flung members.
+        cx, cy = np.median(xy[members], axis=0) if members.any() else (0.5, 0.5)
+        clusters.append(
+            {
+                "id": c,
+                "label": " · ".join(terms[c]),
+                "terms": terms[c],
+                "x": round(float(cx), DECIMALS),
+                "y": round(float(cy), DECIMALS),
+                "size": int(members.sum()),
+            }
+        )
+    return {
+        "method": chosen,
+        "documents": n,
+        "seed": seed,
+        "points": [
+            [d.id, round(float(x), DECIMALS), round(float(y), DECIMALS), int(c)]
+            for d, (x, y), c in zip(documents, xy, assignment, strict=True)
+        ],
+        "labels": [point_label(d) for d in documents],
+        "clusters": clusters,
+    }
+
+
+def point_label(doc: Document) -> str:
+    """The title, else the abstract's opening words, in at most LABEL_CHARS characters."""
+    label = " ".join((doc.title or doc.text).split())
+    return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1].rsplit(" ", 1)[0] + "…"
+
+
+# ---------------------------------------------------------------- layout
+
+
+def _pca_layout(vecs: np.ndarray) -> np.ndarray:
+    """The first two principal components (zeros where the data has fewer dimensions of variance)."""
+    n = vecs.shape[0]
+    out = np.zeros((n, 2), dtype=np.float64)
+    if n < 2:
+        return out
+    centered = vecs.astype(np.float64) - vecs.mean(axis=0, dtype=np.float64)
+    # Eigenvectors of the d x d covariance: cheap for any n (150k x 384 is one matrix product).
+    values, vectors = np.linalg.eigh(centered.T @ centered)
+    top = vectors[:, np.argsort(values)[::-1][:2]]
+    # An eigenvector's sign is arbitrary; fixing it makes the picture the same on every machine.
+    top *= np.where(top[np.abs(top).argmax(axis=0), range(top.shape[1])] < 0, -1.0, 1.0)
+    projected = centered @ top
+    projected[:, np.abs(projected).max(axis=0) < 1e-9] = 0.0  # no variance left: do not blow up rounding noise
+    out[:, : projected.shape[1]] = projected
+    return out
+
+
+def _umap_layout(vecs: np.ndarray, seed: int) -> np.ndarray:
+    """UMAP (cosine, 15 neighbours), fitted on a sample of at most UMAP_FIT_MAX documents when there are more."""
+    import warnings
+
+    import umap  # imported here: numba's JIT costs seconds, and only large corpora pay for it
+
+    n = vecs.shape[0]
+    reducer = umap.UMAP(
+        n_neighbors=UMAP_NEIGHBORS, min_dist=0.1, metric="cosine", n_epochs=UMAP_EPOCHS, random_state=seed
+    )
+    with warnings.catch_warnings():
+        # "n_jobs value 1 overridden by random_state": determinism is the point of passing a seed.
+        warnings.simplefilter("ignore")
+        if n <= UMAP_FIT_MAX:
+            return np.asarray(reducer.fit_transform(vecs), dtype=np.float64)
+        rng = np.random.default_rng(seed)
+        sample = np.sort(rng.choice(n, UMAP_FIT_MAX, replace=False))
+        out = np.zeros((n, 2), dtype=np.float64)
+        out[sample] = reducer.fit_transform(vecs[sample])
+        rest = np.setdiff1d(np.arange(n), sample)
+        out[rest] = place_by_neighbours(vecs[sample], out[sample], vecs[rest])
+        return out
+
+
+def place_by_neighbours(fitted: np.ndarray, fitted_xy: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Positions for vectors not in a layout: the similarity-weighted mean of their nearest fitted neighbours'."""
+    import faiss
+
+    index = faiss.IndexFlatIP(fitted.shape[1])
+    index.add(np.ascontiguousarray(fitted, dtype=np.float32))
+    k = min(PLACE_NEIGHBOURS, len(fitted))
+    sims, nearest = index.search(np.ascontiguousarray(others, dtype=np.float32), k)
+    weights = np.maximum(sims.astype(np.float64), 1e-6)  # unit vectors: inner product is cosine; floor negatives
+    weights /= weights.sum(axis=1, keepdims=True)
+    return np.einsum("nk,nkd->nd", weights, fitted_xy[nearest])
+
+
+def normalize(xy: np.ndarray) -> np.ndarray:
+    """Scale a layout into [0, 1] with one factor for both axes (keeps the aspect), centred.
+
+    On large corpora the frame is the 0.1st to 99.9th percentile and the few points beyond sit on its edge:
+    UMAP puts small disconnected groups far away, and they would otherwise squash the map into a corner.
+    """
+    if len(xy) == 0:
+        return xy.reshape(0, 2)
+    trim = OUTLIER_SHARE if len(xy) >= 1000 else 0.0
+    low, high = np.quantile(xy, trim, axis=0), np.quantile(xy, 1 - trim, axis=0)
+    span = float((high - low).max())
+    if span <= 0:
+        return np.full_like(xy, 0.5)
+    return np.clip((xy - low) / span + (1.0 - (high - low) / span) / 2, 0.0, 1.0)
+
+
+# ---------------------------------------------------------------- clusters
+
+
+def _kmeans(vecs: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, int]:
+    """Cluster of each vector (spherical k-means: the vectors are unit length, compared by cosine)."""
+    n = vecs.shape[0]
+    if k <= 1:
+        return np.zeros(n, dtype=np.int64), k
+    import faiss
+
+    # min_points_per_centroid=1 silences FAISS's stderr warning on small corpora; FAISS subsamples
+    # max_points_per_centroid (256) points per centroid for training, which bounds the cost on large ones.
+    km = faiss.Kmeans(vecs.shape[1], k, niter=20, seed=seed, spherical=True, min_points_per_centroid=1)
+    km.train(vecs)
+    _, assigned = km.index.search(vecs, 1)
+    labels = assigned[:, 0].astype(np.int64)
+    # Renumber by size (largest first) and drop empty clusters, so ids are dense and stable in meaning.
+    sizes = np.bincount(labels, minlength=k)
+    order = [c for c in np.argsort(-sizes, kind="stable") if sizes[c] > 0]
+    remap = np.full(k, -1, dtype=np.int64)
+    remap[order] = np.arange(len(order))
+    return remap[labels], len(order)
+
+
+def cluster_terms(
+    documents: Sequence[Document], assignment: np.ndarray, k: int, *, seed: int = 0, top: int = TERMS_PER_CLUSTER
+) -> list[list[str]]:
+    """The most distinctive words of each cluster by class-based TF-IDF, shown in their commonest surface form.
+
+    A term's weight in cluster c is (share of c's documents containing it) * log(1 + (N/k) / documents
+    containing it anywhere): BERTopic's c-TF-IDF on document counts, so one abstract repeating a word
+    cannot carry a label. Words are stemmed with the lexical index's Analyzer; its stop words, and
+    LABEL_STOPWORDS, are dropped.
+    """
+    from .lexical import STOPWORDS, Analyzer
+
+    n = len(documents)
+    if k == 0:
+        return []
+    rows = np.arange(n)
+    if n > TERM_SAMPLE_MAX:
+        rows = np.sort(np.random.default_rng(seed).choice(n, TERM_SAMPLE_MAX, replace=False))
+    analyzer = Analyzer()
+    stem_of: dict[str, str] = {}
+    surface: Counter[tuple[str, str]] = Counter()
+    per_cluster: list[Counter[str]] = [Counter() for _ in range(k)]
+    cluster_docs = np.zeros(k, dtype=np.int64)
+    for row in rows:
+        doc = documents[int(row)]
+        text = f"{doc.title} {doc.text}" if doc.title else doc.text
+        words = {
+            w
+            for w in LABEL_TOKEN.findall(text.lower())
+            if len(w) > 1 and w not in STOPWORDS and w not in LABEL_STOPWORDS and not w.isdigit()
+        }
+        new = [w for w in words if w not in stem_of]
+        if new:
+            stem_of.update(analyzer.stem_map(new))
+        stems = {stem_of[w] for w in words}
+        surface.update((stem_of[w], w) for w in words)
+        c = int(assignment[row])
+        per_cluster[c].update(stems)
+        cluster_docs[c] += 1
+    overall: Counter[str] = Counter()
+    for counts in per_cluster:
+        overall.update(counts)
+    shown: dict[str, tuple[int, str]] = {}
+    for (stem, word), count in surface.items():
+        # The commonest surface form; ties go to the shorter, then alphabetical, so the choice is stable.
+        best = shown.get(stem)
+        if best is None or (count, -len(word), word) > (best[0], -len(best[1]), best[1]):
+            shown[stem] = (count, word)
+    average = len(rows) / k
+    out = []
+    for c, counts in enumerate(per_cluster):
+        size = max(int(cluster_docs[c]), 1)
+        # A word from a single abstract says little about a cluster of many; needed only when there are several.
+        floor = 2 if size >= 4 else 1
+        scored = sorted(
+            ((df / size) * math.log(1 + average / overall[t]), t)
+            for t, df in counts.items()
+            if df >= floor and len(t) > 1
+        )
+        out.append([shown[t][1] for _, t in sorted(scored, key=lambda s: (-s[0], s[1]))[:top]])
+    return out
+
+
+# ---------------------------------------------------------------- storage
+
+
+def write_map(folder: Path, documents: Sequence[Document], vectors: np.ndarray) -> dict[str, Any]:
+    """Compute and write a version's map.json; returns its manifest entry (method, clusters, seconds).
+
+    When the live version beside ``folder`` has a map of exactly these documents and vectors (a refresh that
+    changed nothing), that map is copied instead: a UMAP layout costs a minute on a few thousand documents.
+    """
+    started = time.perf_counter()
+    method = os.environ.get(MAP_ENV, "").strip().lower() or "auto"
+    if method not in ("auto", "pca", "umap", "off"):
+        raise SemsearchError(f"{MAP_ENV}={method!r} is not a map method; choose auto, pca, umap or off")
+    if method == "off":
+        return {"file": None, "method": "off", "clusters": 0, "seconds": 0.0}
+    fingerprint = map_fingerprint(documents, vectors, method)
+    data = _live_map(folder, fingerprint)
+    reused = data is not None
+    if data is None:
+        data = {**compute_map(documents, vectors, method=method), "fingerprint": fingerprint}
+    (folder / MAP_FILE).write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    return {
+        "file": MAP_FILE,
+        "method": data["method"],
+        "clusters": len(data["clusters"]),
+        "seconds": round(time.perf_counter() - started, 3),
+        "reused": reused,
+    }
+
+
+def map_fingerprint(documents: Sequence[Document], vectors: np.ndarray, method: str, seed: int = 0) -> str:
+    """A hash of everything a map depends on: the algorithm, its settings, the documents and their vectors."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{MAP_ALGORITHM}|{method}|{seed}|{UMAP_MIN_DOCS}|{UMAP_FIT_MAX}".encode())
+    for doc in documents:
+        digest.update(f"{doc.id}\0{doc.title or ''}\0".encode())
+    digest.update(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+def _live_map(folder: Path, fingerprint: str) -> dict[str, Any] | None:
+    """The live version's map when it was computed from the same inputs, else None."""
+    from .store import CURRENT
+
+    try:
+        live = (folder.parent / CURRENT).read_text(encoding="utf-8").strip()
+        data = load_map(folder.parent / live) if live and "/" not in live else None
+    except (OSError, UnicodeDecodeError, SemsearchError):
+        return None  # no usable previous map: compute a fresh one
+    return data if data is not None and data.get("fingerprint") == fingerprint else None
+
+
+def load_map(version: Path) -> dict[str, Any] | None:
+    """A version's map, or None when the version has none (built before maps existed)."""
+    path = Path(version) / MAP_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexCorruptError(f"{path} is unreadable ({exc}); rebuild with: semsearch index --full") from exc
+    problem = _schema_problem(data)
+    if problem:
+        raise IndexCorruptError(f"{path}: {problem}; rebuild with: semsearch index --full")
+    return data
+
+
+def _schema_problem(data: Any) -> str | None:
+    """What is wrong with a loaded map.json, or None."""
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    for key, kind in (("method", str), ("documents", int), ("points", list), ("labels", list), ("clusters", list)):
+        if not isinstance(data.get(key), kind):
+            return f"{key!r} is missing or malformed"
+    if len(data["points"]) != data["documents"] or len(data["labels"]) != data["documents"]:
+        return f"{len(data['points'])} points and {len(data['labels'])} labels for {data['documents']} documents"
+    bad = next((p for p in data["points"] if not (isinstance(p, list) and len(p) == 4)), None)
+    if bad is not None:
+        return f"malformed point {str(bad)[:40]}"
+    return None
+
+
+# ---------------------------------------------------------------- standalone page
+
+
+def map_html(data: dict[str, Any], *, title: str = "semsearch map", texts: dict[str, str] | None = None) -> str:
+    """One self-contained HTML page showing the map: inline style, script and data, no network access."""
+    payload = {"map": data, "texts": texts or {}}
+    # "</" inside a script element would end it; "\u003c" is the same string to JSON.parse.
+    blob = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    script = MAP_JS.read_text(encoding="utf-8")
+    clusters = len(data["clusters"])
+    subtitle = f"{data['documents']:,} documents · {clusters} clusters · {data['method'].upper()} layout"
+    return _PAGE.format(
+        title=html.escape(title),
+        subtitle=html.escape(subtitle),
+        script=script.replace("</script", "<\\/script"),
+        data=blob,
+    )
+
+
+def write_map_html(index_dir: Path, out: Path, *, snippet_chars: int = 320) -> dict[str, Any]:
+    """Write the live version's map of an index as one HTML file; returns the map's data."""
+    from .store import DOCS, DocumentStore, current_version
+
+    version = current_version(Path(index_dir))
+    data = load_map(version)
+    if data is None:
+        raise SemsearchError(f"{version} has no map (built before maps existed); rebuild it with: semsearch index")
+    # Short texts make the standalone page useful on a click; skipped on huge corpora to keep the file small.
+    texts: dict[str, str] = {}
+    if data["documents"] <= 50_000:
+        store = DocumentStore(version / DOCS)
+        try:
+            for doc in store.iter_documents():
+                text = " ".join(doc.text.split())
+                texts[doc.id] = text if len(text) <= snippet_chars else text[: snippet_chars - 1] + "…"
+        finally:
+            store.close()
+    page = map_html(data, title=f"semsearch map · {Path(index_dir).name}", texts=texts)
+    Path(out).write_text(page, encoding="utf-8")
+    return data
+
+
+_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>
+  html, body {{ margin: 0; height: 100%; font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif;
+    color: #1d2330; background: #f6f7f9; }}
+  body {{ display: grid; grid-template-rows: auto 1fr; grid-template-columns: 1fr 340px; }}
+  header {{ grid-column: 1 / 3; display: flex; gap: 16px; align-items: baseline; padding: 10px 16px;
+    border-bottom: 1px solid #dde1e7; background: #fff; }}
+  header h1 {{ font-size: 16px; margin: 0; }}
+  header .sub {{ color: #5b6475; }}
+  header input {{ margin-left: auto; width: 280px; padding: 5px 8px; border: 1px solid #c9ced8; border-radius: 6px;
+    font: inherit; }}
+  #map {{ position: relative; min-height: 0; }}
+  aside {{ border-left: 1px solid #dde1e7; background: #fff; padding: 14px 16px; overflow: auto; }}
+  aside h2 {{ font-size: 15px; margin: 0 0 6px; }}
+  aside .id {{ font: 12px ui-monospace, monospace; color: #5b6475; }}
+  aside .cluster {{ display: inline-block; margin: 8px 0; padding: 1px 8px; border-radius: 10px; color: #fff;
+    font-size: 12px; }}
+  aside p {{ margin: 6px 0; }}
+  aside .hint {{ color: #5b6475; }}
+</style>
+</head>
+<body>
+<header><h1>{title}</h1><span class="sub">{subtitle}</span>
+<input id="filter" type="search" placeholder="Light up titles containing…" autocomplete="off"></header>
+<div id="map"></div>
+<aside id="side"><p class="hint">Hover a point to see its title; click it to show the paper here.
+Scroll to zoom, drag to pan, double-click to reset.</p></aside>
+<script>{script}</script>
+<script id="map-data" type="application/json">{data}</script>
+<script>
+(function () {{
+  "use strict";
+  var payload = JSON.parse(document.getElementById("map-data").textContent);
+  var data = payload.map, texts = payload.texts;
+  var side = document.getElementById("side");
+  var indexOf = new Map();
+  data.points.forEach(function (p, i) {{ indexOf.set(p[0], i); }});
+  function show(docId) {{
+    var i = indexOf.get(docId);
+    if (i === undefined) return;
+    var cluster = data.clusters[data.points[i][3]];
+    side.textContent = "";
+    var h = document.createElement("h2"); h.textContent = data.labels[i]; side.appendChild(h);
+    var id = document.createElement("div"); id.className = "id"; id.textContent = "id " + docId; side.appendChild(id);
+    if (cluster) {{
+      var c = document.createElement("span"); c.className = "cluster"; c.textContent = cluster.label;
+      c.style.background = SemsearchMap.clusterColor(cluster.id); side.appendChild(c);
+    }}
+    if (texts[docId]) {{ var p = document.createElement("p"); p.textContent = texts[docId]; side.appendChild(p); }}
+  }}
+  var map = SemsearchMap.render(document.getElementById("map"), data, {{ onSelect: show }});
+  var filter = document.getElementById("filter");
+  function apply() {{
+    var q = filter.value.trim().toLowerCase();
+    if (!q) {{ map.clear(); return; }}
+    var ids = [];
+    data.points.forEach(function (p, i) {{
+      if (data.labels[i].toLowerCase().indexOf(q) >= 0 || (texts[p[0]] || "").toLowerCase().indexOf(q) >= 0) {{
+        ids.push(p[0]);
+      }}
+    }});
+    map.highlight(ids);
+  }}
+  filter.addEventListener("input", apply);
+  // map.html#q=privacy opens with those papers lit up; map.html#id=<doc id> with that paper shown.
+  var hash = new URLSearchParams(location.hash.slice(1));
+  if (hash.get("q")) {{ filter.value = hash.get("q"); apply(); }}
+  if (hash.get("id")) {{ map.select(hash.get("id")); show(hash.get("id")); }}
+}})();
+</script>
+</body>
+</html>
+"""

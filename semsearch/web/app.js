@@ -1,0 +1,299 @@
+// semsearch page: hash routes (#q=..., #doc=ID, #related=ID) over the JSON API. Text goes into the page only as
+// text nodes (never innerHTML), so titles and abstracts cannot inject markup.
+"use strict";
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const view = $("view");
+  const form = $("search-form");
+  let mapHandle = null;
+  let litIds = []; // what the map should light up, kept for when the map arrives after the results
+  let pending = 0; // each render bumps it; a response for an older route is dropped
+
+  // el("a", {href: "#"}, "text", child) -> element; strings become text nodes.
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === "className") node.className = value;
+      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function show(...nodes) {
+    view.replaceChildren(...nodes.flat().filter(Boolean));
+  }
+
+  async function api(path) {
+    const response = await fetch(path, { headers: { Accept: "application/json" } });
+    let body = null;
+    try {
+      body = await response.json();
+    } catch (_) {
+      body = null;
+    }
+    if (!response.ok) {
+      const message = body && body.error ? body.error : `HTTP ${response.status}`;
+      const error = new Error(message);
+      error.status = response.status;
+      throw error;
+    }
+    return body;
+  }
+
+  function errorBox(error) {
+    return el("p", { className: "error", role: "alert" }, error.message || String(error));
+  }
+
+  // A sentence with [start, end) code-point spans wrapped in <mark> (Python counts code points, JS strings
+  // count UTF-16 units, so slice an array of code points).
+  function marked(text, spans) {
+    const chars = Array.from(text);
+    const out = [];
+    let last = 0;
+    for (const [start, end] of spans || []) {
+      if (start < last || end > chars.length) continue;
+      out.push(chars.slice(last, start).join(""));
+      out.push(el("mark", {}, chars.slice(start, end).join("")));
+      last = end;
+    }
+    out.push(chars.slice(last).join(""));
+    return out;
+  }
+
+  function shortFile(path) {
+    const parts = String(path).split("/");
+    return parts[parts.length - 1];
+  }
+
+  function sourcesLine(sources) {
+    if (!sources || !sources.length) return null;
+    const items = sources.map((s) => el("code", { title: s.file }, `${shortFile(s.file)}:${s.kind} ${s.number}`));
+    const out = [];
+    items.forEach((item, i) => { if (i) out.push(", "); out.push(item); });
+    return el("span", {}, sources.length > 1 ? "sources " : "source ", out);
+  }
+
+  function scoreText(hit) {
+    const parts = [];
+    if (hit.scores && hit.scores.dense !== undefined) parts.push(`cosine ${hit.scores.dense.toFixed(3)}`);
+    if (hit.scores && hit.scores.lexical !== undefined) parts.push(`BM25 ${hit.scores.lexical.toFixed(2)}`);
+    return { text: hit.score.toFixed(3), title: `${hit.mode} score` + (parts.length ? ` (${parts.join(", ")})` : "") };
+  }
+
+  function docLink(hit, className) {
+    return el("a", { href: "#" + new URLSearchParams({ doc: hit.id }), className }, hit.title || hit.label);
+  }
+
+  function hitCard(hit) {
+    const score = scoreText(hit);
+    let snippet;
+    if (hit.highlights && hit.highlights.length) {
+      snippet = el("p", { className: "snippet" }, marked(hit.highlights[0], (hit.highlight_spans || [])[0]));
+    } else {
+      snippet = el("p", { className: "snippet" }, hit.text.length > 320 ? hit.text.slice(0, 320) + "…" : hit.text);
+    }
+    const collection = hit.metadata && hit.metadata.collection;
+    return el("article", { className: "hit", "data-id": hit.id },
+      el("div", { className: "hit-head" },
+        el("span", { className: "rank" }, `${hit.rank}.`),
+        docLink(hit, "hit-title"),
+        el("span", { className: "score", title: score.title }, score.text)),
+      snippet,
+      el("div", { className: "meta" },
+        sourcesLine(hit.sources),
+        collection ? ` · ${collection}` : null,
+        ` · id `, el("code", {}, hit.id)),
+      el("div", { className: "actions" },
+        el("a", { href: "#" + new URLSearchParams({ related: hit.id }), className: "related" }, "Related papers"),
+        el("a", { href: "#" + new URLSearchParams({ doc: hit.id }), className: "open" }, "Open")));
+  }
+
+  function highlightMap(ids) {
+    litIds = ids;
+    if (mapHandle && typeof mapHandle.highlight === "function") {
+      try { mapHandle.highlight(ids); } catch (e) { console.warn("map highlight failed", e); }
+    }
+  }
+
+  // ------------------------------------------------------------------ routes
+
+  function readForm() {
+    const params = new URLSearchParams();
+    params.set("q", $("q").value.trim());
+    params.set("mode", $("mode").value);
+    params.set("k", $("k").value || "10");
+    for (const clause of $("where").value.split(";").map((s) => s.trim()).filter(Boolean)) params.append("where", clause);
+    if ($("diverse").checked) params.set("diverse", "1");
+    return params;
+  }
+
+  function fillForm(params) {
+    $("q").value = params.get("q") || "";
+    $("mode").value = params.get("mode") || "hybrid";
+    $("k").value = params.get("k") || "10";
+    $("where").value = params.getAll("where").join("; ");
+    $("diverse").checked = params.get("diverse") === "1";
+  }
+
+  async function renderSearch(params, token) {
+    fillForm(params);
+    const query = new URLSearchParams();
+    query.set("q", params.get("q") || "");
+    query.set("k", params.get("k") || "10");
+    query.set("mode", params.get("mode") || "hybrid");
+    for (const clause of params.getAll("where")) query.append("where", clause);
+    if (params.get("diverse") === "1") query.set("diverse", "true");
+    show(el("p", { className: "status" }, "Searching…"));
+    let data;
+    try {
+      data = await api("/api/search?" + query);
+    } catch (error) {
+      if (token === pending) show(errorBox(error));
+      return;
+    }
+    if (token !== pending) return;
+    document.title = `${data.query} · semsearch`;
+    const status = el("p", { className: "status", id: "status" },
+      `${data.hits.length} hit${data.hits.length === 1 ? "" : "s"} · ${data.mode} · ${data.took_ms} ms · ${data.version}`);
+    if (!data.hits.length) {
+      show(status, el("p", { className: "hint" }, "Nothing matched. Try other words, another mode, or fewer filters."));
+    } else {
+      show(status, el("div", { id: "hits" }, data.hits.map(hitCard)));
+    }
+    highlightMap(data.hits.map((h) => h.id));
+  }
+
+  function neighbourList(hits) {
+    return el("ol", {}, hits.map((hit) =>
+      el("li", { "data-id": hit.id },
+        docLink(hit, "neighbour"),
+        el("span", { className: "score", title: "cosine similarity" }, ` ${hit.score.toFixed(3)}`))));
+  }
+
+  async function renderRelated(id, token) {
+    show(el("p", { className: "status" }, "Finding related papers…"));
+    let doc, related;
+    try {
+      [doc, related] = await Promise.all([api(`/api/documents/${encodeURIComponent(id)}`),
+        api(`/api/related/${encodeURIComponent(id)}?k=10`)]);
+    } catch (error) {
+      if (token === pending) show(errorBox(error));
+      return;
+    }
+    if (token !== pending) return;
+    document.title = `Related to ${doc.title || doc.label} · semsearch`;
+    show(
+      el("a", { href: "#", className: "back", onclick: (e) => { e.preventDefault(); history.back(); } }, "← back"),
+      el("p", { className: "status", id: "status" }, "Papers nearest to ",
+        el("a", { href: "#" + new URLSearchParams({ doc: doc.id }) }, doc.title || doc.label), " (cosine similarity)"),
+      el("div", { id: "hits" }, related.hits.map(hitCard)));
+    highlightMap([doc.id, ...related.hits.map((h) => h.id)]);
+  }
+
+  function factsTable(doc) {
+    const rows = [["id", el("code", {}, doc.id)]];
+    for (const [key, value] of Object.entries(doc.metadata || {})) {
+      rows.push([key, typeof value === "object" ? JSON.stringify(value) : String(value)]);
+    }
+    if (doc.external_ids && doc.external_ids.length) rows.push(["external ids", doc.external_ids.join(", ")]);
+    for (const s of doc.sources || []) rows.push(["source", el("code", {}, `${s.file}:${s.kind} ${s.number}`)]);
+    return el("table", { className: "facts" }, rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))));
+  }
+
+  async function renderDocument(id, token) {
+    show(el("p", { className: "status" }, "Loading…"));
+    let doc;
+    try {
+      doc = await api(`/api/documents/${encodeURIComponent(id)}`);
+    } catch (error) {
+      if (token === pending) show(errorBox(error));
+      return;
+    }
+    if (token !== pending) return;
+    document.title = `${doc.title || doc.label} · semsearch`;
+    const neighbours = el("section", { className: "neighbours", id: "neighbours" },
+      el("h2", {}, "Nearest papers"), el("p", { className: "status" }, "Loading…"));
+    show(
+      el("a", { href: "#", className: "back", onclick: (e) => { e.preventDefault(); history.back(); } }, "← back"),
+      el("article", { className: "doc", id: "doc", "data-id": doc.id },
+        el("h1", {}, doc.title || doc.label),
+        el("p", { className: "text" }, doc.text),
+        factsTable(doc)),
+      neighbours);
+    highlightMap([doc.id]);
+    try {
+      const related = await api(`/api/related/${encodeURIComponent(id)}?k=10`);
+      if (token !== pending) return;
+      neighbours.replaceChildren(el("h2", {}, "Nearest papers"), neighbourList(related.hits));
+    } catch (error) {
+      if (token === pending) neighbours.replaceChildren(el("h2", {}, "Nearest papers"), errorBox(error));
+    }
+  }
+
+  function route() {
+    const token = ++pending;
+    const params = new URLSearchParams(location.hash.replace(/^#/, ""));
+    if (params.get("doc")) return renderDocument(params.get("doc"), token);
+    if (params.get("related")) return renderRelated(params.get("related"), token);
+    if (params.get("q")) return renderSearch(params, token);
+    document.title = "semsearch";
+    show(el("p", { className: "hint" },
+      "Type a question and press Enter. Click a title to read the paper and its nearest neighbours."));
+    highlightMap([]);
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const params = readForm();
+    if (!params.get("q")) { $("q").focus(); return; }
+    const hash = "#" + params;
+    if (location.hash === hash) route(); // same search again: hashchange would not fire
+    else location.hash = hash;
+  });
+  window.addEventListener("hashchange", route);
+
+  async function loadInfo() {
+    try {
+      const info = await api("/api/info");
+      $("index-info").textContent =
+        `${info.documents.toLocaleString()} papers · ${info.model} · ${info.version}`;
+    } catch (error) {
+      $("index-info").textContent = `index unavailable: ${error.message}`;
+    }
+  }
+
+  async function loadMap() {
+    // The map is optional: without map.js or without a map in this index version the panel stays hidden.
+    if (!window.SemsearchMap || typeof window.SemsearchMap.render !== "function") return;
+    let data;
+    try {
+      data = await api("/api/map");
+    } catch (_) {
+      return;
+    }
+    const panel = $("map-panel");
+    panel.hidden = false;
+    try {
+      mapHandle = window.SemsearchMap.render($("map"), data, {
+        onSelect: (docId) => { location.hash = "#" + new URLSearchParams({ doc: docId }); },
+      });
+    } catch (error) {
+      console.warn("map render failed", error);
+      panel.hidden = true;
+      mapHandle = null;
+      return;
+    }
+    highlightMap(litIds);
+  }
+
+  loadInfo();
+  route();
+  loadMap();
+})();

@@ -1,0 +1,195 @@
+"""End to end in a browser: `semsearch serve` on the real seed index, driven through Chromium by Playwright."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SEEDS
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+# The network is closed: without these Chromium waits on connections it would make at start-up.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get_json(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`semsearch serve` as a real process on a free loopback port, over the seeds indexed with the real model."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    pytest.importorskip("fastapi", reason="the serve extra is not installed")
+    folder = tmp_path_factory.mktemp("browser")
+    index = folder / "index"
+    built = subprocess.run(
+        [sys.executable, "-m", "semsearch", "index", str(SEEDS), "--index", str(index), "--json"],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr
+    port = _free_port()
+    log = (folder / "serve.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "semsearch", "serve", "--index", str(index), "--port", str(port)],
+        env=ENV,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, (folder / "serve.log").read_text()
+            try:
+                if _get_json(base + "/api/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the server did not answer /api/health in 120 s"
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+        log.close()
+
+
+@pytest.fixture
+def page(server: str) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            pg = browser.new_page(viewport={"width": 1280, "height": 900})
+            pg.set_default_timeout(20_000)
+            yield pg
+        finally:
+            browser.close()
+
+
+def _screenshot(page: Any, tmp_path: Path, name: str) -> Path:
+    """Save a full-page screenshot under tmp_path, and a copy under $SEMSEARCH_SCREENSHOTS when set."""
+    path = tmp_path / name
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 10_000  # a real picture, not a blank page
+    keep = os.environ.get("SEMSEARCH_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(keep) / name)
+    return path
+
+
+def test_search_related_and_document_pages(server: str, page: Any, tmp_path: Path) -> None:
+    outside: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(server) else outside.append(r.url))
+    page_errors: list[str] = []
+    page.on("pageerror", lambda e: page_errors.append(str(e)))
+
+    page.goto(server + "/")
+    page.fill("#q", "federated privacy")
+    page.press("#q", "Enter")
+    page.wait_for_selector(".hit")
+    assert "q=federated+privacy" in page.url
+    hits = page.locator(".hit")
+    assert hits.count() == 10
+    marks = [m.lower() for m in hits.first.locator(".snippet mark").all_inner_texts()]
+    assert marks and set(marks) <= {"federated", "privacy"}, marks
+    assert "FedASK" in page.evaluate("fetch('/api/search?q=federated+privacy&k=1').then(r => r.json())")["hits"][0][
+        "text"
+    ]
+    map_status = _get_json(server + "/api/map")[0]
+    assert page.locator("#map-panel").is_visible() == (map_status == 200)
+    _screenshot(page, tmp_path, "1-results.png")
+
+    first_id = hits.first.get_attribute("data-id")
+    hits.first.locator("a.related").click()
+    page.wait_for_selector("#status:has-text('Papers nearest to')")
+    related = page.locator("#hits .hit")
+    assert related.count() == 10
+    assert first_id not in [related.nth(i).get_attribute("data-id") for i in range(related.count())]
+    _screenshot(page, tmp_path, "2-related.png")
+
+    target = related.first.get_attribute("data-id")
+    related.first.locator("a.hit-title").click()
+    page.wait_for_selector(f"#doc[data-id='{target}']")
+    page.wait_for_selector("#neighbours li")
+    assert len(page.locator("#doc .text").inner_text()) > 200
+    assert "source" in page.locator("#doc .facts").inner_text()
+    assert page.locator("#neighbours li").count() == 10
+    _screenshot(page, tmp_path, "3-document.png")
+
+    # A neighbour opens its own page; back and forward walk the history.
+    neighbour = page.locator("#neighbours li").first
+    other = neighbour.get_attribute("data-id")
+    neighbour.locator("a").click()
+    page.wait_for_selector(f"#doc[data-id='{other}']")
+    page.go_back()
+    page.wait_for_selector(f"#doc[data-id='{target}']")
+    page.go_back()
+    page.wait_for_selector("#status:has-text('Papers nearest to')")
+    page.go_back()
+    page.wait_for_selector(".hit")
+    assert page.input_value("#q") == "federated privacy"
+    page.go_forward()
+    page.wait_for_selector("#status:has-text('Papers nearest to')")
+
+    # A bad parameter shows the server's one-line error.
+    page.goto(server + "/#q=privacy&k=5000")
+    page.wait_for_selector(".error")
+    assert "k: Input should be less than or equal to 1000" in page.locator(".error").inner_text()
+
+    assert outside == [] and page_errors == []
+
+
+def test_api_docs_work_offline(server: str, page: Any, tmp_path: Path) -> None:
+    outside: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(server) else outside.append(r.url))
+    page.goto(server + "/docs")
+    page.wait_for_selector(".swagger-ui .opblock")
+    assert "/api/search" in page.locator(".swagger-ui").inner_text()
+    _screenshot(page, tmp_path, "4-docs.png")
+    assert outside == []
