@@ -35,6 +35,7 @@ RECALL_K = 10
 # Trained structures (IVF centroids, PQ codebooks) are reused until the corpus has doubled or halved.
 RETRAIN_GROWTH = 2.0
 RERANK_DEPTH = 100
+PLATEAU = 0.002  # recall gained by a doubling of nprobe/efSearch below which tuning stops
 HNSW_M = 32
 NPROBE_STEPS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096)
 EF_STEPS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -71,7 +72,12 @@ class AnnSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AnnSpec:
         known = {f.name for f in fields(cls)}
-        spec = cls(**{k: v for k, v in data.items() if k in known})
+        try:
+            spec = cls(**{k: v for k, v in data.items() if k in known})
+        except TypeError as exc:
+            raise IndexCorruptError(
+                f"the manifest's 'ann' entry is malformed ({exc}); rebuild with: semsearch index --full"
+            ) from None
         if spec.kind not in ANN_KINDS:
             raise IndexCorruptError(
                 f"unknown ANN kind {spec.kind!r} in the manifest; rebuild with: semsearch index --full"
@@ -229,9 +235,14 @@ def _update(previous: PreviousAnn, vectors: np.ndarray, ids: np.ndarray) -> Any 
     rows_in_old = old.rows_of(ids)
     common = rows_in_old >= 0
     changed = np.zeros(len(ids), dtype=bool)
-    if common.any():
-        # An id whose vector differs (another title, say) is replaced, not kept stale.
-        changed[common] = np.any(old.matrix[rows_in_old[common]] != vectors[common], axis=1)
+    # An id whose vector differs (another title, say) is replaced, not kept stale; compared in chunks so
+    # that a 1M-vector corpus does not need a second copy of its vectors.
+    for start in range(0, len(ids), 65_536):
+        part = slice(start, start + 65_536)
+        rows = rows_in_old[part]
+        hit = rows >= 0
+        if hit.any():
+            changed[start : start + 65_536][hit] = np.any(old.matrix[rows[hit]] != vectors[part][hit], axis=1)
     gone = np.setdiff1d(old.ids, ids[common & ~changed], assume_unique=True)
     if previous.spec.kind == "hnsw" and len(gone):
         return None
@@ -292,8 +303,9 @@ def _tune(index: Any, spec: AnnSpec, store: VectorStore, queries: np.ndarray | N
     steps: Sequence[int] = EF_STEPS if spec.kind == "hnsw" else [p for p in NPROBE_STEPS if p < spec.nlist]
     if spec.kind != "hnsw":
         steps = [*steps, spec.nlist]
-    recall = 0.0
+    recall = best = 0.0
     for step in steps:
+        previous_step = spec.ef_search if spec.kind == "hnsw" else spec.nprobe
         if spec.kind == "hnsw":
             spec.ef_search = step
         else:
@@ -301,6 +313,15 @@ def _tune(index: Any, spec: AnnSpec, store: VectorStore, queries: np.ndarray | N
         recall = recall_at(AnnSearcher(index, spec, store), queries, own, truth)
         if recall >= RECALL_TARGET:
             break
+        if step >= 16 and recall - best < PLATEAU:
+            # Compressed codes cap recall below the target: scanning more lists only costs time.
+            if spec.kind == "hnsw":
+                spec.ef_search = previous_step
+            else:
+                spec.nprobe = previous_step
+            recall = best
+            break
+        best = recall
     spec.recall_at_10 = round(recall, 4)
     spec.recall_sample = len(queries)
 
@@ -395,18 +416,22 @@ class AnnSearcher:
         if allowed is not None and self.spec.kind != "flat" and len(allowed) <= EXACT_FILTER_MAX:
             return self._exact_subset(query, k, allowed)
         sel = faiss.IDSelectorBatch(allowed) if allowed is not None else None
+        # A filter keeps a fraction of each probed list (or graph neighbourhood): look wider in proportion.
+        widen = self.ntotal / max(1, len(allowed)) if allowed is not None else 1.0
         fetch = max(k, self.spec.rerank) if self.spec.kind == "ivfpq" else k
         if self.spec.kind in ("ivf", "ivfpq"):
-            params: Any = faiss.SearchParametersIVF(sel=sel, nprobe=self.spec.nprobe)  # type: ignore[call-arg]
+            nprobe = min(self.spec.nlist, math.ceil(self.spec.nprobe * widen))
+            params: Any = faiss.SearchParametersIVF(sel=sel, nprobe=nprobe)  # type: ignore[call-arg]
         elif self.spec.kind == "hnsw":
-            params = faiss.SearchParametersHNSW(  # type: ignore[attr-defined]
-                sel=sel, efSearch=max(self.spec.ef_search, k)
-            )
+            ef = min(max(self.ntotal, k), math.ceil(max(self.spec.ef_search, k) * widen))
+            params = faiss.SearchParametersHNSW(sel=sel, efSearch=ef)  # type: ignore[attr-defined]
         else:
             params = faiss.SearchParameters(sel=sel) if sel is not None else None  # type: ignore[call-arg]
         scores, nums = self.index.search(query, fetch, params=params)
         keep = nums[0] >= 0
         found, approx = nums[0][keep], scores[0][keep]
+        if allowed is not None and self.spec.kind != "flat" and len(found) < min(k, len(allowed)):
+            return self._exact_subset(query, k, allowed)  # the widened search still came up short
         if self.spec.kind == "ivfpq":
             # PQ scores are approximations: rank the candidates by their exact cosine.
             approx = self.store.get(found) @ query[0]

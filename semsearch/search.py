@@ -141,7 +141,11 @@ class Index:
         self.close()
 
     def close(self) -> None:
+        """Release the document store and the memory maps (a pruned version's files are freed with them)."""
         self.store.close()
+        self.ann.index = None
+        self.vectors.matrix = np.zeros((0, self.vectors.dimension), dtype=np.float32)
+        self._lexical = None
 
     def __len__(self) -> int:
         return self.ann.ntotal

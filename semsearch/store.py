@@ -379,7 +379,9 @@ def write_contents(
         return used[-1]
 
     ids = np.array([doc_num(d.id) for d in documents], dtype=np.int64)
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(documents), -1)
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if vectors.ndim != 2 or len(vectors) != len(documents):
+        raise ValueError(f"{len(documents)} documents but vectors of shape {vectors.shape}")
     write_vector_files(folder, ids, vectors)
     index, spec = build_ann(
         vectors,
@@ -425,7 +427,7 @@ def _previous_ann(version: Path | None) -> Any:
         store = VectorStore.open(
             version, dimension=int(manifest["model"]["dimension"]), count=int(manifest["counts"]["vectors"])
         )
-    except (IndexCorruptError, IndexFormatError, KeyError, TypeError, ValueError):
+    except (IndexCorruptError, IndexFormatError, KeyError, TypeError, ValueError, EOFError):
         return None  # a damaged previous version is simply not reused
     return PreviousAnn(version / VECTORS, spec, store)
 

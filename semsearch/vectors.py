@@ -40,7 +40,7 @@ class VectorStore:
         try:
             matrix = np.load(path, mmap_mode="r", allow_pickle=False)
             ids = np.load(folder / IDS_FILE, allow_pickle=False)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError) as exc:
             raise IndexCorruptError(f"{path} is not readable ({exc}); rebuild with: semsearch index --full") from exc
         if matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape != (count, dimension):
             raise IndexCorruptError(

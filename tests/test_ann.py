@@ -335,3 +335,58 @@ def test_memory_mapped_ivf_answers_like_the_loaded_one(kind: str, tmp_path: Path
     (tmp_path / "bad.faiss").write_bytes(b"\0" * 64)
     with pytest.raises(IndexCorruptError, match="not a readable FAISS index"):
         AnnSearcher.open(tmp_path / "bad.faiss", spec, store)
+
+
+@pytest.mark.parametrize("kind", ["ivf", "ivfpq", "hnsw"])
+def test_wide_filters_go_through_faiss_and_still_fill_k(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import semsearch.ann as ann
+
+    monkeypatch.setattr(ann, "EXACT_FILTER_MAX", 0)  # force the selector path, as a 1M index's big filter would
+    x, ids = clustered(3000)
+    index, spec = build_ann(x, ids, requested=kind)
+    searcher = AnnSearcher(index, spec, VectorStore(x, ids))
+    allowed = ids[::30]  # 100 of 3,000: a 3% filter
+    for row in (0, 30, 1500, 2970):
+        hits = searcher.search(x[row], 10, allowed)
+        assert len(hits) == 10 and {n for n, _ in hits} <= set(allowed.tolist())
+        assert [n for n, _ in hits][:3] == exact(x[::30], allowed, x[row], 3)
+
+
+def test_removing_every_document_leaves_an_empty_working_index(tmp_path: Path) -> None:
+    corpus = word_corpus(tmp_path / "a.jsonl", 30)
+    idx_dir = tmp_path / "idx"
+    fake = FakeEmbedder()
+    build_index([str(corpus)], idx_dir, BuildOptions(progress=False, ann="ivf"), embedder=fake)
+    with Index.open(idx_dir, embedder=fake) as idx:
+        ids = [h.id for h in idx.search(abstract(0), 30, mode="dense")]
+    assert len(ids) == 30
+    remove_documents(idx_dir, ids=ids)
+    with Index.open(idx_dir, embedder=fake) as idx:
+        assert len(idx) == 0 and idx.search("anything", 5) == []
+
+
+def test_ivf_remove_keeps_training_and_shrinking_by_half_retrains(tmp_path: Path) -> None:
+    corpus = word_corpus(tmp_path / "a.jsonl", 400)
+    idx_dir = tmp_path / "idx"
+    fake = FakeEmbedder()
+    build_index([str(corpus)], idx_dir, BuildOptions(progress=False, ann="ivf"), embedder=fake)
+    with Index.open(idx_dir, embedder=fake) as idx:
+        few = [h.id for h in idx.search(abstract(1), 10, mode="dense")]
+    remove_documents(idx_dir, ids=few)
+    assert read_manifest(current_version(idx_dir))["ann"]["reused_training"] is True
+    small = word_corpus(tmp_path / "b.jsonl", 150)
+    build_index([str(small)], idx_dir, BuildOptions(progress=False), embedder=fake)
+    ann = read_manifest(current_version(idx_dir))["ann"]
+    assert ann["reused_training"] is False and ann["trained_on"] == 150
+
+
+def test_malformed_ann_entry_is_a_one_line_error(tmp_path: Path) -> None:
+    corpus = word_corpus(tmp_path / "a.jsonl", 20)
+    idx_dir = tmp_path / "idx"
+    build_index([str(corpus)], idx_dir, BuildOptions(progress=False), embedder=FakeEmbedder())
+    version = current_version(idx_dir)
+    manifest = json.loads((version / "manifest.json").read_text())
+    manifest["ann"] = {"nprobe": 3}
+    (version / "manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(cli, ["query", "x", "--index", str(idx_dir)], obj={"embedder": FakeEmbedder()})
+    assert result.exit_code == 2 and "'ann' entry is malformed" in result.output and "Traceback" not in result.output
