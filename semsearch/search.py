@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ DEFAULT_INDEX = Path("indexes") / "default"
 MODES = ("hybrid", "dense", "lexical")
 DIVERSITY_LAMBDA = 0.5  # equal weight to relevance (min-max scaled over the pool) and novelty
 MAX_K = 10_000
+FILTER_CACHE = 32  # --where answers an open Index remembers
 
 
 def default_index_path() -> Path:
@@ -110,6 +112,8 @@ class Index:
         self.manifest = manifest
         self._embedder = embedder
         self._lexical: LexicalIndex | None = None
+        self._filters: dict[tuple[str, ...], np.ndarray] = {}
+        self._filters_lock = threading.Lock()
         check_file_sizes(version, manifest)
         self.ann, self.vectors = open_version_vectors(version, manifest)
         self.store = DocumentStore(version / DOCS)
@@ -304,11 +308,24 @@ class Index:
         return {int(lex.ids[r]): float(scores[r]) for r in rows[order]}
 
     def _allowed(self, where: Sequence[str]) -> np.ndarray | None:
-        """FAISS ids of the documents that meet every --where clause (None: no filter)."""
+        """FAISS ids of the documents that meet every --where clause (None: no filter).
+
+        A filter reads every document once (seconds at 157k), so a long-lived Index (a server, a notebook)
+        keeps the last few filters' answers; a version never changes, so they cannot go stale.
+        """
         if not where:
             return None
-        holds = matcher(parse_where(where))
-        return np.array([doc_num(d.id) for d in self.store.iter_documents() if holds(d)], dtype=np.int64)
+        key = tuple(where)
+        with self._filters_lock:
+            found = self._filters.pop(key, None)
+        if found is None:
+            holds = matcher(parse_where(where))
+            found = np.array([doc_num(d.id) for d in self.store.iter_documents() if holds(d)], dtype=np.int64)
+        with self._filters_lock:  # a server's threads share the Index
+            self._filters[key] = found  # most recently used last
+            while len(self._filters) > FILTER_CACHE:
+                self._filters.pop(next(iter(self._filters)))
+        return found
 
     def _finish(
         self,

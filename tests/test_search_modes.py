@@ -145,6 +145,23 @@ def test_filter_operators(index: Index) -> None:
     assert ids("venue=nowhere") == set()
 
 
+def test_filter_answers_are_remembered_per_index(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    import semsearch.search as search_module
+
+    first = {h.id for h in index.search("learning", 20, mode="dense", where=["venue=ICLR"])}
+    reads = []
+    real = index.store.iter_documents
+    monkeypatch.setattr(index.store, "iter_documents", lambda *a, **k: reads.append(1) or real(*a, **k))
+    assert {h.id for h in index.search("kernels", 20, mode="hybrid", where=["venue=ICLR"])} <= first
+    assert reads == []  # the same filter again: no scan of the documents
+    index.search("learning", 5, where=["year>2021"])
+    assert reads == [1]
+    monkeypatch.setattr(search_module, "FILTER_CACHE", 1)
+    index.search("learning", 5, where=["year=2021"])  # evicts the older filters
+    index.search("learning", 5, where=["venue=ICLR"])
+    assert reads == [1, 1, 1]
+
+
 def test_min_score(index: Index) -> None:
     hits = index.search("graph neural networks", 10, mode="dense", min_score=0.3)
     assert hits and all(h.score >= 0.3 for h in hits)
