@@ -61,14 +61,6 @@ def percentile_ms(samples: Sequence[float], q: float) -> float:
     return round(float(np.percentile(np.asarray(samples) * 1e3, q)), 3)
 
 
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 # ---------------------------------------------------------------- vectors
 
 

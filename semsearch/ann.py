@@ -390,16 +390,12 @@ class AnnSearcher:
         """
         import faiss
 
+        from .store import read_faiss
+
         if mmap is None:
             mmap = path.is_file() and path.stat().st_size >= MMAP_MIN_BYTES
         flags = faiss.IO_FLAG_MMAP if mmap and spec.kind in ("ivf", "ivfpq") else 0
-        try:
-            index = faiss.read_index(str(path), flags)
-        except Exception as exc:  # faiss raises RuntimeError with a C++ trace
-            raise IndexCorruptError(
-                f"{path} is not a readable FAISS index; rebuild with: semsearch index --full"
-            ) from exc
-        return cls(index, spec, store)
+        return cls(read_faiss(path, flags), spec, store)
 
     @property
     def ntotal(self) -> int:
@@ -468,18 +464,14 @@ def open_version_vectors(version: Path, manifest: dict[str, Any]) -> tuple[AnnSe
     count = int(manifest["counts"]["vectors"])
     if "ann" not in manifest:
         index = read_faiss(version / VECTORS)
-        if index.d != dimension:
-            raise IndexCorruptError(
-                f"{version / VECTORS} holds {index.d}-d vectors but the manifest says {dimension}; "
-                "rebuild with: semsearch index --full"
-            )
         store = VectorStore.from_flat_faiss(index)
-        return AnnSearcher(index, AnnSpec(kind="flat", recall_at_10=1.0), store), store
-    if not isinstance(manifest["ann"], dict):
+        searcher = AnnSearcher(index, AnnSpec(kind="flat", recall_at_10=1.0), store)
+    elif not isinstance(manifest["ann"], dict):
         raise IndexCorruptError(f"{version}: 'ann' is malformed in the manifest; rebuild with: semsearch index --full")
-    spec = AnnSpec.from_dict(manifest["ann"])
-    store = VectorStore.open(version, dimension=dimension, count=count)
-    searcher = AnnSearcher.open(version / VECTORS, spec, store)
+    else:
+        spec = AnnSpec.from_dict(manifest["ann"])
+        store = VectorStore.open(version, dimension=dimension, count=count)
+        searcher = AnnSearcher.open(version / VECTORS, spec, store)
     if searcher.dimension != dimension:
         raise IndexCorruptError(
             f"{version / VECTORS} holds {searcher.dimension}-d vectors but the manifest says {dimension}; "

@@ -221,12 +221,12 @@ def check_file_hashes(version: Path, manifest: dict[str, Any]) -> list[str]:
     return problems
 
 
-def read_faiss(path: Path) -> Any:
-    """Load a FAISS index file, turning FAISS's errors into IndexCorruptError."""
+def read_faiss(path: Path, flags: int = 0) -> Any:
+    """Load a FAISS index file (``flags``: FAISS IO flags), turning FAISS's errors into IndexCorruptError."""
     import faiss
 
     try:
-        return faiss.read_index(str(path))
+        return faiss.read_index(str(path), flags)
     except Exception as exc:  # faiss raises RuntimeError with a C++ trace
         raise IndexCorruptError(f"{path} is not a readable FAISS index; rebuild with: semsearch index --full") from exc
 
@@ -364,7 +364,7 @@ def write_contents(
     are kept in the version so that ``remove``, which loads no encoder, tunes on the same queries.
     Returns the manifest entries that describe what was written ("faiss", "ann", "vectors", "lexical", "map").
     """
-    from .ann import DEFAULT_MEMORY_BUDGET, build_ann
+    from .ann import DEFAULT_MEMORY_BUDGET, build_ann, factory_string
 
     used: list[np.ndarray] = []
 
@@ -399,18 +399,12 @@ def write_contents(
     del index
     write_documents(folder / DOCS, documents)
     return {
-        "faiss": {"type": _faiss_type(spec), "metric": "inner_product", "normalized": True},
+        "faiss": {"type": factory_string(spec), "metric": "inner_product", "normalized": True},
         "ann": spec.to_dict(),
         "vectors": {"file": VECTOR_FILE, "ids": IDS_FILE, "rows": int(len(ids))},
         "lexical": write_lexical(folder / LEXICAL_DIR, documents),
         "map": write_map(folder, documents, vectors),
     }
-
-
-def _faiss_type(spec: Any) -> str:
-    from .ann import factory_string
-
-    return str(factory_string(spec))
 
 
 def _previous_ann(version: Path | None) -> Any:

@@ -284,13 +284,19 @@ def test_cli_rejects_bad_ann_options(tmp_path: Path, args: list[str], message: s
     assert "Traceback" not in result.output and not (tmp_path / "idx").exists()
 
 
-def test_vectors_file_of_the_wrong_shape_is_reported(tmp_path: Path) -> None:
-    corpus = word_corpus(tmp_path / "a.jsonl", 50)
+def built_version(tmp_path: Path, n: int) -> tuple[Path, Path, dict]:
+    """An auto index of n word-corpus abstracts: its directory, live version folder and manifest."""
     idx_dir = tmp_path / "idx"
-    build_index([str(corpus)], idx_dir, BuildOptions(progress=False), embedder=FakeEmbedder())
+    build_index(
+        [str(word_corpus(tmp_path / "a.jsonl", n))], idx_dir, BuildOptions(progress=False), embedder=FakeEmbedder()
+    )
     version = current_version(idx_dir)
+    return idx_dir, version, json.loads((version / "manifest.json").read_text())
+
+
+def test_vectors_file_of_the_wrong_shape_is_reported(tmp_path: Path) -> None:
+    idx_dir, version, manifest = built_version(tmp_path, 50)
     np.save(version / VECTOR_FILE, np.zeros((50, 8), np.float32))
-    manifest = json.loads((version / "manifest.json").read_text())
     manifest["files"][VECTOR_FILE]["size"] = (version / VECTOR_FILE).stat().st_size
     (version / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexCorruptError, match="expected float32 \\(50, 64\\)"):
@@ -301,11 +307,7 @@ def test_vectors_file_of_the_wrong_shape_is_reported(tmp_path: Path) -> None:
 
 def test_format_1_index_still_opens(tmp_path: Path) -> None:
     """A version written before vectors.npy existed (one exact IDMap2 index) is read as exact search."""
-    corpus = word_corpus(tmp_path / "a.jsonl", 50)
-    idx_dir = tmp_path / "idx"
-    build_index([str(corpus)], idx_dir, BuildOptions(progress=False), embedder=FakeEmbedder())
-    version = current_version(idx_dir)
-    manifest = json.loads((version / "manifest.json").read_text())
+    idx_dir, version, manifest = built_version(tmp_path, 50)
     for name in (VECTOR_FILE, "ids.npy"):
         (version / name).unlink()
         del manifest["files"][name]
@@ -381,11 +383,7 @@ def test_ivf_remove_keeps_training_and_shrinking_by_half_retrains(tmp_path: Path
 
 
 def test_malformed_ann_entry_is_a_one_line_error(tmp_path: Path) -> None:
-    corpus = word_corpus(tmp_path / "a.jsonl", 20)
-    idx_dir = tmp_path / "idx"
-    build_index([str(corpus)], idx_dir, BuildOptions(progress=False), embedder=FakeEmbedder())
-    version = current_version(idx_dir)
-    manifest = json.loads((version / "manifest.json").read_text())
+    idx_dir, version, manifest = built_version(tmp_path, 20)
     manifest["ann"] = {"nprobe": 3}
     (version / "manifest.json").write_text(json.dumps(manifest))
     result = CliRunner().invoke(cli, ["query", "x", "--index", str(idx_dir)], obj={"embedder": FakeEmbedder()})
