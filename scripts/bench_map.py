@@ -31,7 +31,9 @@ def from_index(index_dir: str) -> tuple[list[Document], np.ndarray]:
     """An index's documents and their vectors, in the same order."""
     import faiss
 
-    from semsearch.store import DOCS, VECTORS, DocumentStore, current_version, doc_num, read_faiss
+    from semsearch.ann import VECTORS, read_faiss
+    from semsearch.documents import DocumentStore
+    from semsearch.layout import DOCS, current_version, doc_num
 
     version = current_version(Path(index_dir))
     store = DocumentStore(version / DOCS)

@@ -28,10 +28,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from semsearch.beir import load_beir  # noqa: E402
 from semsearch.fusion import convex, rrf  # noqa: E402
 from semsearch.highlight import best_sentences, highlight, matched_terms  # noqa: E402
 from semsearch.lexical import Analyzer, BM25Params, LexicalIndex  # noqa: E402
-from semsearch.metrics import evaluate, load_beir, ndcg_at_k  # noqa: E402
+from semsearch.metrics import evaluate, ndcg_at_k  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "scifact"
 CACHE_DOCS = Path("/tmp/scifact_minilm_docs.npy")

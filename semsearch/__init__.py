@@ -9,9 +9,9 @@ with Index.open("indexes/default") as index:
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from typing import TYPE_CHECKING, Any
+
+from .version import __version__
 
 # Names are imported on first use (PEP 562) so that `semsearch --help` and the query path
 # do not pay for the build pipeline's imports.

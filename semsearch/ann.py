@@ -11,6 +11,7 @@ documents rebuilds its graph.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -21,7 +22,11 @@ from typing import Any
 import numpy as np
 
 from .errors import IndexCorruptError, InputError
+from .manifest import Manifest
 from .vectors import VectorStore
+
+VECTORS = "vectors.faiss"  # the ANN index file of a version
+TUNING_QUERIES = "tuning_queries.npy"  # encoded sample queries the search was tuned on
 
 ANN_KINDS = ("flat", "ivf", "ivfpq", "hnsw")
 ANN_CHOICES = ("auto", *ANN_KINDS)
@@ -390,8 +395,6 @@ class AnnSearcher:
         """
         import faiss
 
-        from .store import read_faiss
-
         if mmap is None:
             mmap = path.is_file() and path.stat().st_size >= MMAP_MIN_BYTES
         flags = faiss.IO_FLAG_MMAP if mmap and spec.kind in ("ivf", "ivfpq") else 0
@@ -456,20 +459,28 @@ class AnnSearcher:
         return [(int(nums[i]), float(scores[i])) for i in order]
 
 
-def open_version_vectors(version: Path, manifest: dict[str, Any]) -> tuple[AnnSearcher, VectorStore]:
-    """The ANN searcher and exact vectors of a version (format 1 versions hold one exact FAISS index)."""
-    from .store import VECTORS, read_faiss
+def read_faiss(path: Path, flags: int = 0) -> Any:
+    """Load a FAISS index file (``flags``: FAISS IO flags), turning FAISS's errors into IndexCorruptError."""
+    import faiss
 
-    dimension = int(manifest["model"]["dimension"])
-    count = int(manifest["counts"]["vectors"])
-    if "ann" not in manifest:
+    try:
+        return faiss.read_index(str(path), flags)
+    except Exception as exc:  # faiss raises RuntimeError with a C++ trace
+        raise IndexCorruptError(f"{path} is not a readable FAISS index; rebuild with: semsearch index --full") from exc
+
+
+def open_version_vectors(version: Path, manifest: Manifest) -> tuple[AnnSearcher, VectorStore]:
+    """The ANN searcher and exact vectors of a version (format 1 versions hold one exact FAISS index)."""
+    dimension = manifest.model.dimension
+    count = manifest.counts.vectors
+    if manifest.ann is None:
         index = read_faiss(version / VECTORS)
         store = VectorStore.from_flat_faiss(index)
         searcher = AnnSearcher(index, AnnSpec(kind="flat", recall_at_10=1.0), store)
-    elif not isinstance(manifest["ann"], dict):
+    elif not isinstance(manifest.ann, dict):
         raise IndexCorruptError(f"{version}: 'ann' is malformed in the manifest; rebuild with: semsearch index --full")
     else:
-        spec = AnnSpec.from_dict(manifest["ann"])
+        spec = AnnSpec.from_dict(manifest.ann)
         store = VectorStore.open(version, dimension=dimension, count=count)
         searcher = AnnSearcher.open(version / VECTORS, spec, store)
     if searcher.dimension != dimension:
@@ -478,3 +489,64 @@ def open_version_vectors(version: Path, manifest: dict[str, Any]) -> tuple[AnnSe
             "rebuild with: semsearch index --full"
         )
     return searcher, store
+
+
+def previous_ann(version: Path, manifest: Manifest) -> PreviousAnn | None:
+    """The live version's ANN index and exact vectors, when they can seed an incremental update."""
+    if not isinstance(manifest.ann, dict):
+        return None
+    try:
+        spec = AnnSpec.from_dict(manifest.ann)
+        store = VectorStore.open(version, dimension=manifest.model.dimension, count=manifest.counts.vectors)
+    except (IndexCorruptError, KeyError, TypeError, ValueError, EOFError):
+        return None  # a damaged previous version is simply not reused
+    return PreviousAnn(version / VECTORS, spec, store)
+
+
+def write_ann(
+    folder: Path,
+    vectors: np.ndarray,
+    ids: np.ndarray,
+    *,
+    requested: str = "auto",
+    memory_budget: int | None = None,
+    previous: PreviousAnn | None = None,
+    tuning_queries: QuerySource | None = None,
+    fallback_queries: Path | None = None,
+) -> dict[str, Any]:
+    """Build the version's ANN index and write its files; returns the manifest's "faiss" and "ann" entries.
+
+    ``tuning_queries`` (vectors, or a function encoding them) tune the search; without them the ones kept in
+    ``fallback_queries`` (the previous version's folder) are used, so ``remove``, which loads no encoder,
+    tunes on the same queries. They are kept in this version for the same reason.
+    """
+    import faiss
+
+    used: list[np.ndarray] = []
+
+    def queries() -> np.ndarray:
+        found = tuning_queries() if callable(tuning_queries) else tuning_queries
+        kept = fallback_queries / TUNING_QUERIES if fallback_queries is not None else None
+        if found is None and kept is not None and kept.is_file():
+            with contextlib.suppress(OSError, ValueError):
+                found = np.load(kept, allow_pickle=False)
+        if found is None:
+            found = np.zeros((0, vectors.shape[1]), dtype=np.float32)
+        used.append(np.ascontiguousarray(found, dtype=np.float32))
+        return used[-1]
+
+    index, spec = build_ann(
+        vectors,
+        ids,
+        requested=requested,
+        memory_budget=memory_budget or DEFAULT_MEMORY_BUDGET,
+        previous=previous,
+        tuning_queries=queries,
+    )
+    if used and len(used[-1]) and used[-1].shape[1:] == vectors.shape[1:]:
+        np.save(folder / TUNING_QUERIES, used[-1], allow_pickle=False)
+    faiss.write_index(index, str(folder / VECTORS))
+    return {
+        "faiss": {"type": factory_string(spec), "metric": "inner_product", "normalized": True},
+        "ann": spec.to_dict(),
+    }

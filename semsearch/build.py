@@ -3,49 +3,31 @@
 from __future__ import annotations
 
 import shutil
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import __version__
 from .ann import AnnSpec, query_like_texts
-from .cache import EmbeddingCache, embedding_key
+from .cache import EmbeddingCache
+from .contents import write_contents
 from .dedup import deduplicate
 from .embed import DEFAULT_MODEL, Embedder
-from .encoders import BACKENDS, EncoderChoice, check_embedder, open_build_encoder
-from .errors import (
-    IndexCorruptError,
-    IndexFormatError,
-    IndexLockedError,
-    IndexNotFoundError,
-    ModelMismatchError,
-    SemsearchError,
-)
+from .encoders import BACKENDS, EncoderChoice, open_build_encoder
+from .encoding import encode_with_cache
+from .errors import IndexLockedError, ModelMismatchError, SemsearchError
+from .fileio import utc_now
 from .freshness import absolute_source_args
 from .ingest import expand_sources, read_sources
-from .records import Document
-from .store import (
-    CACHE_DIR,
-    DOCS,
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    DocumentStore,
-    VersionWriter,
-    current_version,
-    read_manifest,
-    utc_now,
-    write_contents,
-    writer_lock,
-)
+from .layout import CACHE_DIR
+from .manifest import Counts, Manifest, ModelInfo
+from .records import DedupResult, IngestResult
+from .version import __version__
+from .versions import PreviousVersion, VersionWriter, new_version
 
-# Texts handed to the encoder per progress step; each chunk is cached at once, so an
-# interrupted build resumes from the last finished chunk.
-ENCODE_CHUNK = 256
 DEFAULT_SOURCE = "seeds"
 
 
@@ -95,104 +77,139 @@ class BuildOptions:
     actors: int | None = None  # Ray encoder actors; None: one per CPU of the cluster
 
 
-def _previous(
-    index_dir: Path, *, tolerate_damage: bool = False
-) -> tuple[Path | None, dict[str, Any] | None, set[str]]:
-    """The live version, its manifest and its document ids, or (None, None, set()) when there is none.
-
-    With ``tolerate_damage`` (``--full``), a damaged or unreadable index counts as absent, so that the
-    rebuild that every "corrupt" message recommends really recovers it.
-    """
-    try:
-        version = current_version(index_dir)
-        return version, read_manifest(version), _previous_ids(version)
-    except IndexNotFoundError:
-        return None, None, set()
-    except (IndexCorruptError, IndexFormatError):
-        if tolerate_damage:
-            return None, None, set()
-        raise
-
-
-def _encoder_settings(opts: BuildOptions, manifest: dict[str, Any] | None) -> tuple[str, str]:
+def _encoder_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, str]:
     """Backend and precision: as asked, else as the index was built (a refresh keeps its encoder)."""
-    model = (manifest or {}).get("model", {})
-    backend = opts.backend or (model.get("backend") if model.get("backend") in BACKENDS else None) or "onnx"
-    precision = opts.precision or (model.get("precision") if model.get("backend") == backend else None) or "int8"
-    return backend, precision
+    model = manifest.model if manifest is not None else None
+    recorded = model.backend if model is not None and model.backend in BACKENDS else None
+    backend = opts.backend or recorded or "onnx"
+    kept = model.precision if model is not None and model.backend == backend else None
+    return backend, opts.precision or kept or "int8"
 
 
-def _ann_settings(opts: BuildOptions, manifest: dict[str, Any] | None) -> tuple[str, int | None]:
+def _ann_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, int | None]:
     """ANN type and memory budget: as asked, else as the index was built (a refresh keeps them)."""
-    recorded = (manifest or {}).get("ann")
-    recorded = recorded if isinstance(recorded, dict) else {}
+    recorded = manifest.ann if manifest is not None and isinstance(manifest.ann, dict) else {}
     ann = opts.ann or str(recorded.get("requested") or "auto")
     budget = opts.memory_budget or recorded.get("memory_budget") or None
     return ann, int(budget) if budget else None
 
 
-def _check_model(requested: str | None, manifest: dict[str, Any] | None, full: bool) -> str:
+def _check_model(requested: str | None, manifest: Manifest | None, full: bool) -> str:
     """The model to build with; refuses to mix models in one index unless --full."""
     if manifest is None:
         return requested or DEFAULT_MODEL
-    existing = str(manifest["model"]["name"])
+    existing = manifest.model.name
     if requested is None or requested == existing:
         return existing
     if full:
         return requested
     raise ModelMismatchError(
-        f"the index was built with model {existing!r} ({manifest['model']['dimension']}-d), not {requested!r}; "
+        f"the index was built with model {existing!r} ({manifest.model.dimension}-d), not {requested!r}; "
         "rebuild it with --full to switch models"
     )
 
 
-def encode_with_cache(
-    embedder: Embedder,
-    documents: Sequence[Document],
-    cache: EmbeddingCache,
-    *,
-    batch_size: int,
-    progress: bool,
+@dataclass
+class _Read:
+    """The build's input, read and deduplicated before the index directory is touched."""
+
+    sources: list[str]  # the arguments as given (recorded for refreshes)
+    excluded: list[str]  # files `semsearch remove --source` took out, still left out
+    ingested: IngestResult
+    dedup: DedupResult
+
+
+def _read_input(sources: Sequence[str] | None, index_path: Path, opts: BuildOptions) -> _Read:
+    """Resolve the sources (a refresh re-reads the recorded ones), read and deduplicate them."""
+    excluded: list[str] = []
+    if sources is None:
+        live = PreviousVersion.load(index_path, tolerate_damage=True)
+        recorded = live.manifest if live is not None else None
+        sources = list(recorded.source_args) if recorded else []
+        # Files taken out with `semsearch remove --source` stay out of refreshes until named again.
+        excluded = list(recorded.excluded_sources) if recorded and sources else []
+        sources = sources or [DEFAULT_SOURCE]
+    if opts.engine != "local" or opts.address is not None or opts.actors is not None:
+        from .ray_engine import check_options
+
+        check_options(opts.engine, opts.address, opts.actors)
+    skip = set(excluded)
+    files = [str(p) for p in expand_sources(sources) if str(p) not in skip] if skip else list(sources)
+    ingested = read_sources(files, skip_bad=opts.skip_bad)
+    return _Read(list(sources), excluded, ingested, deduplicate(ingested.records, near=opts.near))
+
+
+def _open_encoder(
+    opts: BuildOptions, previous: PreviousVersion | None, writer: VersionWriter, embedder: Embedder | None
+) -> EncoderChoice:
+    """The build's encoder: the caller's, or the index's model (ONNX export written into the new version)."""
+    manifest = previous.manifest if previous is not None else None
+    backend, precision = _encoder_settings(opts, manifest)
+    if embedder is not None:
+        if manifest is not None and not opts.full:
+            manifest.model.check_embedder(embedder.name, embedder.fingerprint, embedder.dimension)
+        model_name = embedder.name
+    else:
+        model_name = _check_model(opts.model, manifest, opts.full)
+    return open_build_encoder(
+        model_name,
+        backend=backend,
+        precision=precision,
+        out_dir=writer.path,
+        previous_version=previous.path if previous is not None else None,
+        embedder=embedder,
+    )
+
+
+def _encode(
+    choice: EncoderChoice, read: _Read, index_path: Path, writer: VersionWriter, opts: BuildOptions
 ) -> tuple[np.ndarray, int]:
-    """Vectors for the documents in order, encoding only texts the cache lacks; returns (vectors, encoded)."""
-    texts = [d.embedding_text() for d in documents]
-    keys = [embedding_key(t) for t in texts]
-    known = cache.get_many(keys)
-    missing = sorted({k: i for i, k in enumerate(keys) if k not in known}.values())
-    if missing:
-        bar = _progress_bar(len(missing), progress)
-        for start in range(0, len(missing), ENCODE_CHUNK):
-            chunk = missing[start : start + ENCODE_CHUNK]
-            vectors = embedder.encode([texts[i] for i in chunk], batch_size=batch_size)
-            if vectors.shape != (len(chunk), embedder.dimension):
-                raise SemsearchError(
-                    f"encoder returned shape {vectors.shape}, expected ({len(chunk)}, {embedder.dimension})"
-                )
-            pairs = [(keys[i], vectors[j]) for j, i in enumerate(chunk)]
-            cache.put_many(pairs)
-            known.update(pairs)
-            bar(len(chunk))
-        bar(0, close=True)
-    out = np.zeros((len(documents), embedder.dimension), dtype=np.float32)
-    for row, key in enumerate(keys):
-        out[row] = known[key]
-    return out, len(missing)
+    """Vectors for every document through the embedding cache, locally or on Ray; returns (vectors, encoded)."""
+    enc = choice.embedder
+    runtime = f"{choice.backend}-{choice.precision}"
+    cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, runtime, enc.dimension)
+    try:
+        if opts.engine == "ray":
+            from .ray_engine import encode_with_ray
+
+            return encode_with_ray(
+                choice,
+                read.dedup.documents,
+                cache,
+                batch_size=opts.batch_size,
+                progress=opts.progress,
+                address=opts.address,
+                actors=opts.actors,
+                build=writer.path.name,
+            )
+        if any((index_path / CACHE_DIR).glob("shards-*")):  # left by a killed Ray build
+            from .ray_engine import recover_shards
+
+            recover_shards(cache)
+        return encode_with_cache(enc, read.dedup.documents, cache, batch_size=opts.batch_size, progress=opts.progress)
+    finally:
+        cache.close()
 
 
-def _progress_bar(total: int, enabled: bool) -> Callable[..., None]:
-    """A tqdm bar on stderr that knows its total, or a no-op when disabled or stderr is not a terminal."""
-    if not enabled or total < 64 or not sys.stderr.isatty():
-        return lambda n, close=False: None
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, unit="doc", desc="encoding", file=sys.stderr, dynamic_ncols=True)
-
-    def update(n: int, close: bool = False) -> None:
-        bar.update(n)
-        if close:
-            bar.close()
-
-    return update
+def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], started: float) -> Manifest:
+    enc, dedup = choice.embedder, read.dedup
+    return Manifest(
+        model=ModelInfo(enc.name, enc.fingerprint, enc.dimension, choice.backend, choice.precision),
+        counts=Counts(
+            read=dedup.read,
+            documents=len(dedup.documents),
+            exact_duplicates=dedup.exact_duplicates,
+            near_duplicates=dedup.near_duplicates,
+            vectors=len(dedup.documents),
+        ),
+        sources=list(read.ingested.files),
+        semsearch_version=__version__,
+        built_at=utc_now(),
+        build_seconds=round(time.perf_counter() - started, 3),
+        source_args=absolute_source_args(read.sources),
+        excluded_sources=read.excluded,
+        **contents,
+    )
 
 
 def build_index(
@@ -214,117 +231,29 @@ def build_index(
     opts = options or BuildOptions()
     started = time.perf_counter()
     index_path = Path(index_dir)
-    excluded: list[str] = []
-    if sources is None:
-        _, recorded, _ = _previous(index_path, tolerate_damage=True)
-        sources = list(recorded.get("source_args", [])) if recorded else []
-        # Files taken out with `semsearch remove --source` stay out of refreshes until named again.
-        excluded = list(recorded.get("excluded_sources", [])) if recorded and sources else []
-        sources = sources or [DEFAULT_SOURCE]
     # Everything that can fail on bad input happens before the index directory is touched.
-    if opts.engine != "local" or opts.address is not None or opts.actors is not None:
-        from .ray_engine import check_options
-
-        check_options(opts.engine, opts.address, opts.actors)
-    skip = set(excluded)
-    files = [str(p) for p in expand_sources(sources) if str(p) not in skip] if skip else sources
-    ingested = read_sources(files, skip_bad=opts.skip_bad)
-    dedup = deduplicate(ingested.records, near=opts.near)
+    read = _read_input(sources, index_path, opts)
+    documents = read.dedup.documents
 
     fresh = not index_path.exists()
     try:
-        with writer_lock(index_path, wait=opts.wait):
-            prev_version, prev_manifest, previous_ids = _previous(index_path, tolerate_damage=opts.full)
-            backend, precision = _encoder_settings(opts, prev_manifest)
-            if embedder is not None:
-                model_name = embedder.name
-                if prev_manifest is not None and not opts.full:
-                    check_embedder(prev_manifest, embedder)
-            else:
-                model_name = _check_model(opts.model, prev_manifest, opts.full)
-
-            writer = VersionWriter.create(index_path)
-            try:
-                choice: EncoderChoice = open_build_encoder(
-                    model_name,
-                    backend=backend,
-                    precision=precision,
-                    out_dir=writer.path,
-                    previous_version=prev_version,
-                    embedder=embedder,
-                )
-                enc = choice.embedder
-                cache = EmbeddingCache(
-                    index_path / CACHE_DIR, enc.fingerprint, f"{choice.backend}-{choice.precision}", enc.dimension
-                )
-                try:
-                    if opts.engine == "ray":
-                        from .ray_engine import encode_with_ray
-
-                        vectors, encoded = encode_with_ray(
-                            choice,
-                            dedup.documents,
-                            cache,
-                            batch_size=opts.batch_size,
-                            progress=opts.progress,
-                            address=opts.address,
-                            actors=opts.actors,
-                            build=writer.path.name,
-                        )
-                    else:
-                        if any((index_path / CACHE_DIR).glob("shards-*")):  # left by a killed Ray build
-                            from .ray_engine import recover_shards
-
-                            recover_shards(cache)
-                        vectors, encoded = encode_with_cache(
-                            enc, dedup.documents, cache, batch_size=opts.batch_size, progress=opts.progress
-                        )
-                finally:
-                    cache.close()
-
-                ann, budget = _ann_settings(opts, prev_manifest)
-                contents = write_contents(
-                    writer.path,
-                    dedup.documents,
-                    vectors,
-                    ann=ann,
-                    memory_budget=budget,
-                    previous=None if opts.full else prev_version,
-                    tuning_queries=lambda: enc.encode(query_like_texts(dedup.documents), batch_size=opts.batch_size),
-                )
-
-                new_ids = {d.id for d in dedup.documents}
-                manifest = {
-                    "format": FORMAT_NAME,
-                    "format_version": FORMAT_VERSION,
-                    "semsearch_version": __version__,
-                    "built_at": utc_now(),
-                    "build_seconds": 0.0,
-                    "model": {
-                        "name": enc.name,
-                        "fingerprint": enc.fingerprint,
-                        "dimension": enc.dimension,
-                        "backend": choice.backend,
-                        "precision": choice.precision,
-                    },
-                    **contents,
-                    "counts": {
-                        "read": dedup.read,
-                        "documents": len(dedup.documents),
-                        "exact_duplicates": dedup.exact_duplicates,
-                        "near_duplicates": dedup.near_duplicates,
-                        "vectors": len(dedup.documents),
-                    },
-                    "source_args": absolute_source_args(sources),
-                    "excluded_sources": excluded,
-                    "sources": [f.to_dict() for f in ingested.files],
-                    "files": {},
-                }
-                manifest["build_seconds"] = round(time.perf_counter() - started, 3)
-                final = writer.publish(manifest)
-            except BaseException:
-                writer.abandon()
-                raise
+        with new_version(index_path, wait=opts.wait) as writer:
+            previous = PreviousVersion.load(index_path, tolerate_damage=opts.full)
+            choice = _open_encoder(opts, previous, writer, embedder)
+            vectors, encoded = _encode(choice, read, index_path, writer, opts)
+            ann, budget = _ann_settings(opts, previous.manifest if previous is not None else None)
+            contents = write_contents(
+                writer.path,
+                documents,
+                vectors,
+                ann=ann,
+                memory_budget=budget,
+                previous=previous,
+                retrain=opts.full,
+                tuning_queries=lambda: choice.embedder.encode(query_like_texts(documents), batch_size=opts.batch_size),
+            )
+            previous_ids = previous.ids if previous is not None else set()
+            final = writer.publish(_manifest(read, choice, contents, started))
     except IndexLockedError:
         raise
     except SemsearchError:
@@ -333,30 +262,23 @@ def build_index(
             shutil.rmtree(index_path, ignore_errors=True)
         raise
 
+    new_ids = {d.id for d in documents}
     return BuildSummary(
-        read=dedup.read,
-        documents=len(dedup.documents),
-        duplicates=dedup.exact_duplicates,
-        near_duplicates=dedup.near_duplicates,
+        read=read.dedup.read,
+        documents=len(documents),
+        duplicates=read.dedup.exact_duplicates,
+        near_duplicates=read.dedup.near_duplicates,
         encoded=encoded,
-        cached=len(dedup.documents) - encoded,
+        cached=len(documents) - encoded,
         added=len(new_ids - previous_ids),
         removed=len(previous_ids - new_ids),
         seconds=round(time.perf_counter() - started, 3),
         index=str(index_path),
         version=final.name,
-        model=enc.name,
+        model=choice.embedder.name,
         backend=choice.backend,
-        files=len(ingested.files),
+        files=len(read.ingested.files),
         ann=AnnSpec.from_dict(contents["ann"]).describe(),
-        skipped=ingested.skipped,
+        skipped=read.ingested.skipped,
         engine=opts.engine,
     )
-
-
-def _previous_ids(version: Path) -> set[str]:
-    store = DocumentStore(version / DOCS)
-    try:
-        return {r[0] for r in store._query("SELECT id FROM documents")}
-    finally:
-        store.close()

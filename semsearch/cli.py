@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from . import __version__
 from .errors import SemsearchError
+from .version import __version__
 
 HELP_SCORES = (
     "Scores by --mode: dense is the cosine similarity of unit-length embeddings (-1..1; about 0.5+ is usually on "
@@ -423,7 +423,7 @@ def map_(index_dir: Path, out: Path, open_: bool) -> None:
     (map.html#q=WORDS opens with them lit). Layout: PCA below 1,000 documents, else UMAP;
     set SEMSEARCH_MAP=pca, umap or off when running `semsearch index` to choose.
     """
-    from .corpus_map import write_map_html
+    from .map_page import write_map_html
 
     data = write_map_html(index_dir, out)
     click.echo(f"map: {out} ({data['documents']} documents, {len(data['clusters'])} clusters, {data['method']})")
@@ -469,14 +469,9 @@ def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log:
     Read-only. When `semsearch index` publishes a new version of the index, the server answers
     from it from the next request on, without a restart.
     """
-    try:
-        import fastapi  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError as exc:
-        raise SemsearchCliError(
-            f"semsearch serve needs the 'serve' extra ({exc.name} is missing): pip install 'semsearch[serve]'"
-        ) from exc
-    from .serve import run_server
+    from .serve import check_installed, run_server
+
+    check_installed()
 
     if not 0 <= port <= 65535:
         raise SemsearchCliError(f"--port must be 0..65535, got {port}")

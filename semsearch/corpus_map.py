@@ -9,12 +9,11 @@ Computed at build time from the documents' vectors and stored in the version fol
                    "x": 0.41, "y": 0.73, "size": 12}, ...],
      "fingerprint": "<sha256 of the inputs>"}           # a refresh with the same inputs copies the map
 
-``map_html`` turns it into one self-contained HTML page (inline CSS, ``web/map.js`` and the data).
+``map_page.map_html`` turns it into one self-contained HTML page; the server's page draws it with ``web/map.js``.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -32,7 +31,6 @@ from .records import Document
 
 MAP_FILE = "map.json"
 MAP_ALGORITHM = 1  # bump when a change to this module changes the maps it computes (stops reuse of old ones)
-MAP_JS = Path(__file__).parent / "web" / "map.js"
 # Below this many documents the layout is PCA (0.2 s for the 91 seeds): on a few hundred points it shows the
 # topics well enough, while UMAP's numba JIT warm-up alone (10 s and more per process) would dominate the seed
 # build and every test that builds an index.
@@ -308,11 +306,13 @@ def cluster_terms(
 # ---------------------------------------------------------------- storage
 
 
-def write_map(folder: Path, documents: Sequence[Document], vectors: np.ndarray) -> dict[str, Any]:
+def write_map(
+    folder: Path, documents: Sequence[Document], vectors: np.ndarray, *, previous: Path | None = None
+) -> dict[str, Any]:
     """Compute and write a version's map.json; returns its manifest entry (method, clusters, seconds).
 
-    When the live version beside ``folder`` has a map of exactly these documents and vectors (a refresh that
-    changed nothing), that map is copied instead: a UMAP layout costs a minute on a few thousand documents.
+    When the ``previous`` version has a map of exactly these documents and vectors (a refresh that changed
+    nothing), that map is copied instead: a UMAP layout costs a minute on a few thousand documents.
     """
     started = time.perf_counter()
     method = os.environ.get(MAP_ENV, "").strip().lower() or "auto"
@@ -321,7 +321,7 @@ def write_map(folder: Path, documents: Sequence[Document], vectors: np.ndarray) 
     if method == "off":
         return {"file": None, "method": "off", "clusters": 0, "seconds": 0.0}
     fingerprint = map_fingerprint(documents, vectors, method)
-    data = _live_map(folder, fingerprint)
+    data = _previous_map(previous, fingerprint)
     reused = data is not None
     if data is None:
         data = {**compute_map(documents, vectors, method=method), "fingerprint": fingerprint}
@@ -346,14 +346,13 @@ def map_fingerprint(documents: Sequence[Document], vectors: np.ndarray, method: 
     return digest.hexdigest()
 
 
-def _live_map(folder: Path, fingerprint: str) -> dict[str, Any] | None:
-    """The live version's map when it was computed from the same inputs, else None."""
-    from .store import CURRENT
-
+def _previous_map(previous: Path | None, fingerprint: str) -> dict[str, Any] | None:
+    """The previous version's map when it was computed from the same inputs, else None."""
+    if previous is None:
+        return None
     try:
-        live = (folder.parent / CURRENT).read_text(encoding="utf-8").strip()
-        data = load_map(folder.parent / live) if live and "/" not in live else None
-    except (OSError, UnicodeDecodeError, SemsearchError):
+        data = load_map(previous)
+    except (OSError, SemsearchError):
         return None  # no usable previous map: compute a fresh one
     return data if data is not None and data.get("fingerprint") == fingerprint else None
 
@@ -386,125 +385,3 @@ def _schema_problem(data: Any) -> str | None:
     if bad is not None:
         return f"malformed point {str(bad)[:40]}"
     return None
-
-
-# ---------------------------------------------------------------- standalone page
-
-
-def map_html(data: dict[str, Any], *, title: str = "semsearch map", texts: dict[str, str] | None = None) -> str:
-    """One self-contained HTML page showing the map: inline style, script and data, no network access."""
-    payload = {"map": data, "texts": texts or {}}
-    # "</" inside a script element would end it; "\u003c" is the same string to JSON.parse.
-    blob = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    script = MAP_JS.read_text(encoding="utf-8")
-    clusters = len(data["clusters"])
-    subtitle = f"{data['documents']:,} documents · {clusters} clusters · {data['method'].upper()} layout"
-    return _PAGE.format(
-        title=html.escape(title),
-        subtitle=html.escape(subtitle),
-        script=script.replace("</script", "<\\/script"),
-        data=blob,
-    )
-
-
-def write_map_html(index_dir: Path, out: Path, *, snippet_chars: int = 320) -> dict[str, Any]:
-    """Write the live version's map of an index as one HTML file; returns the map's data."""
-    from .store import DOCS, DocumentStore, current_version
-
-    version = current_version(Path(index_dir))
-    data = load_map(version)
-    if data is None:
-        raise SemsearchError(f"{version} has no map (built before maps existed); rebuild it with: semsearch index")
-    # Short texts make the standalone page useful on a click; skipped on huge corpora to keep the file small.
-    texts: dict[str, str] = {}
-    if data["documents"] <= 50_000:
-        store = DocumentStore(version / DOCS)
-        try:
-            for doc in store.iter_documents():
-                text = " ".join(doc.text.split())
-                texts[doc.id] = text if len(text) <= snippet_chars else text[: snippet_chars - 1] + "…"
-        finally:
-            store.close()
-    page = map_html(data, title=f"semsearch map · {Path(index_dir).name}", texts=texts)
-    Path(out).write_text(page, encoding="utf-8")
-    return data
-
-
-_PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title}</title>
-<style>
-  html, body {{ margin: 0; height: 100%; font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif;
-    color: #1d2330; background: #f6f7f9; }}
-  body {{ display: grid; grid-template-rows: auto 1fr; grid-template-columns: 1fr 340px; }}
-  header {{ grid-column: 1 / 3; display: flex; gap: 16px; align-items: baseline; padding: 10px 16px;
-    border-bottom: 1px solid #dde1e7; background: #fff; }}
-  header h1 {{ font-size: 16px; margin: 0; }}
-  header .sub {{ color: #5b6475; }}
-  header input {{ margin-left: auto; width: 280px; padding: 5px 8px; border: 1px solid #c9ced8; border-radius: 6px;
-    font: inherit; }}
-  #map {{ position: relative; min-height: 0; }}
-  aside {{ border-left: 1px solid #dde1e7; background: #fff; padding: 14px 16px; overflow: auto; }}
-  aside h2 {{ font-size: 15px; margin: 0 0 6px; }}
-  aside .id {{ font: 12px ui-monospace, monospace; color: #5b6475; }}
-  aside .cluster {{ display: inline-block; margin: 8px 0; padding: 1px 8px; border-radius: 10px; color: #fff;
-    font-size: 12px; }}
-  aside p {{ margin: 6px 0; }}
-  aside .hint {{ color: #5b6475; }}
-</style>
-</head>
-<body>
-<header><h1>{title}</h1><span class="sub">{subtitle}</span>
-<input id="filter" type="search" placeholder="Light up titles containing…" autocomplete="off"></header>
-<div id="map"></div>
-<aside id="side"><p class="hint">Hover a point to see its title; click it to show the paper here.
-Scroll to zoom, drag to pan, double-click to reset.</p></aside>
-<script>{script}</script>
-<script id="map-data" type="application/json">{data}</script>
-<script>
-(function () {{
-  "use strict";
-  var payload = JSON.parse(document.getElementById("map-data").textContent);
-  var data = payload.map, texts = payload.texts;
-  var side = document.getElementById("side");
-  var indexOf = new Map();
-  data.points.forEach(function (p, i) {{ indexOf.set(p[0], i); }});
-  function show(docId) {{
-    var i = indexOf.get(docId);
-    if (i === undefined) return;
-    var cluster = data.clusters[data.points[i][3]];
-    side.textContent = "";
-    var h = document.createElement("h2"); h.textContent = data.labels[i]; side.appendChild(h);
-    var id = document.createElement("div"); id.className = "id"; id.textContent = "id " + docId; side.appendChild(id);
-    if (cluster) {{
-      var c = document.createElement("span"); c.className = "cluster"; c.textContent = cluster.label;
-      c.style.background = SemsearchMap.clusterColor(cluster.id); side.appendChild(c);
-    }}
-    if (texts[docId]) {{ var p = document.createElement("p"); p.textContent = texts[docId]; side.appendChild(p); }}
-  }}
-  var map = SemsearchMap.render(document.getElementById("map"), data, {{ onSelect: show }});
-  var filter = document.getElementById("filter");
-  function apply() {{
-    var q = filter.value.trim().toLowerCase();
-    if (!q) {{ map.clear(); return; }}
-    var ids = [];
-    data.points.forEach(function (p, i) {{
-      if (data.labels[i].toLowerCase().indexOf(q) >= 0 || (texts[p[0]] || "").toLowerCase().indexOf(q) >= 0) {{
-        ids.push(p[0]);
-      }}
-    }});
-    map.highlight(ids);
-  }}
-  filter.addEventListener("input", apply);
-  // map.html#q=privacy opens with those papers lit up; map.html#id=<doc id> with that paper shown.
-  var hash = new URLSearchParams(location.hash.slice(1));
-  if (hash.get("q")) {{ filter.value = hash.get("q"); apply(); }}
-  if (hash.get("id")) {{ map.select(hash.get("id")); show(hash.get("id")); }}
-}})();
-</script>
-</body>
-</html>
-"""

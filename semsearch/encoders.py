@@ -12,14 +12,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .embed import Embedder
 from .errors import ExportUnsupportedError, IndexCorruptError, ModelLoadError, ModelMismatchError, SemsearchError
-from .store import ENCODER_DIR
+from .layout import ENCODER_DIR
+from .manifest import Manifest, ModelInfo
+from .onnx_backend import PRECISIONS
 
 BACKENDS = ("onnx", "torch")
-PRECISIONS = ("fp32", "int8")
 Notify = Callable[[str], None]
 
 
@@ -104,34 +104,24 @@ def open_build_encoder(
     return EncoderChoice(SentenceTransformerEmbedder(model_name), "torch", "fp32")
 
 
-def check_requested_model(manifest: dict[str, Any], model: str) -> None:
+def check_requested_model(manifest: Manifest, model: str) -> None:
     """Raise ModelMismatchError when a caller asks for another model than the index's."""
-    info = manifest["model"]
-    if model != info["name"]:
+    info = manifest.model
+    if model != info.name:
         raise ModelMismatchError(
-            f"the index was built with model {info['name']!r} ({info['dimension']}-d), not {model!r}; "
+            f"the index was built with model {info.name!r} ({info.dimension}-d), not {model!r}; "
             f"query without --model, or rebuild with: semsearch index --full --model {model}"
         )
 
 
-def check_embedder(manifest: dict[str, Any], embedder: Embedder) -> None:
-    """Raise ModelMismatchError when an encoder would not reproduce the index's vectors."""
-    info = manifest["model"]
-    if embedder.fingerprint != info["fingerprint"] or embedder.dimension != info["dimension"]:
-        raise ModelMismatchError(
-            f"the index was built with model {info['name']!r} ({info['dimension']}-d), "
-            f"not {embedder.name!r} ({embedder.dimension}-d); rebuild it with --full to switch models"
-        )
-
-
-def open_query_encoder(manifest: dict[str, Any], version: Path, *, notify: Notify = stderr_notice) -> Embedder:
+def open_query_encoder(manifest: Manifest, version: Path, *, notify: Notify = stderr_notice) -> Embedder:
     """The encoder that reproduces the index's vectors for queries (ONNX export first, torch as fallback)."""
-    info = manifest["model"]
-    if info.get("backend") == "onnx":
+    info = manifest.model
+    if info.backend == "onnx":
         from .onnx_backend import OnnxEmbedder
 
         try:
-            return OnnxEmbedder.load(version / ENCODER_DIR, str(info.get("precision", "int8")))
+            return OnnxEmbedder.load(version / ENCODER_DIR, info.precision or "int8")
         except IndexCorruptError as exc:
             fallback = _torch_fallback(info)
             if fallback is None:
@@ -140,23 +130,21 @@ def open_query_encoder(manifest: dict[str, Any], version: Path, *, notify: Notif
             return fallback
     from .embed import SentenceTransformerEmbedder
 
-    loaded = SentenceTransformerEmbedder(str(info["name"]))
-    if loaded.fingerprint != info["fingerprint"] or loaded.dimension != info["dimension"]:
+    loaded = SentenceTransformerEmbedder(info.name)
+    if not info.matches(loaded.fingerprint, loaded.dimension):
         raise ModelMismatchError(
-            f"model {info['name']!r} on this machine differs from the one that built the index; "
+            f"model {info.name!r} on this machine differs from the one that built the index; "
             "rebuild with: semsearch index --full"
         )
     return loaded
 
 
-def _torch_fallback(info: dict[str, Any]) -> Embedder | None:
+def _torch_fallback(info: ModelInfo) -> Embedder | None:
     """sentence-transformers with the index's model, when it loads here and matches the index."""
     from .embed import SentenceTransformerEmbedder
 
     try:
-        loaded = SentenceTransformerEmbedder(str(info["name"]))
+        loaded = SentenceTransformerEmbedder(info.name)
     except ModelLoadError:
         return None
-    if loaded.fingerprint != info["fingerprint"] or loaded.dimension != info["dimension"]:
-        return None
-    return loaded
+    return loaded if info.matches(loaded.fingerprint, loaded.dimension) else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -10,12 +9,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .beir import read_qrels, read_queries
 from .build import BuildOptions, build_index
 from .embed import Embedder
 from .errors import IndexNotFoundError, InputError
+from .layout import current_version
+from .manifest import Manifest
 from .metrics import evaluate
 from .search import MODES, Index
-from .store import current_version, read_manifest
 
 DEPTH = 100  # Recall@100 needs the top 100
 
@@ -50,42 +51,6 @@ class EvalData:
         return cls(corpus, queries, qrels)
 
 
-def _lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8-sig").splitlines()
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-
-
-def read_queries(path: Path) -> dict[str, str]:
-    """BEIR queries.jsonl: query id -> text."""
-    out = {}
-    for number, line in enumerate(_lines(path), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-            out[str(obj["_id"])] = str(obj["text"])
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise InputError(f"{path}:line {number}: not a BEIR query ({exc})") from exc
-    return out
-
-
-def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """BEIR qrels TSV (header ``query-id corpus-id score``): query id -> {doc id: grade}."""
-    out: dict[str, dict[str, int]] = {}
-    for number, line in enumerate(_lines(path), start=1):
-        cells = line.split("\t")
-        if number == 1 and not cells[-1].strip().lstrip("-").isdigit():
-            continue  # the header
-        if len(cells) < 3 or not cells[2].strip().lstrip("-").isdigit():
-            if line.strip():
-                raise InputError(f"{path}:line {number}: expected query-id<TAB>corpus-id<TAB>score")
-            continue
-        out.setdefault(cells[0], {})[cells[1]] = int(cells[2])
-    return out
-
-
 def _reusable(index_dir: Path, corpus: Path, options: BuildOptions, embedder: Embedder | None) -> bool:
     """Whether index_dir can answer for this corpus as it is; raises if it holds something else.
 
@@ -94,18 +59,18 @@ def _reusable(index_dir: Path, corpus: Path, options: BuildOptions, embedder: Em
     from .freshness import absolute_source_args, stale_sources
 
     try:
-        manifest = read_manifest(current_version(index_dir))
+        manifest = Manifest.read(current_version(index_dir))
     except IndexNotFoundError:
         return False
-    if manifest.get("source_args") != absolute_source_args([str(corpus)]):
+    if manifest.source_args != absolute_source_args([str(corpus)]):
         raise InputError(f"{index_dir} holds other sources than {corpus}; choose another --index for eval")
-    model = manifest["model"]
-    wanted_name = embedder.name if embedder is not None else options.model or model["name"]
-    same_encoder = wanted_name == model["name"] and (
+    model = manifest.model
+    wanted_name = embedder.name if embedder is not None else options.model or model.name
+    same_encoder = wanted_name == model.name and (
         embedder is not None
         or (
-            (options.backend or model.get("backend")) == model.get("backend")
-            and (options.precision or model.get("precision")) == model.get("precision")
+            (options.backend or model.backend) == model.backend
+            and (options.precision or model.precision) == model.precision
         )
     )
     return same_encoder and not any(stale_sources(manifest).values())

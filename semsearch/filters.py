@@ -14,6 +14,7 @@ from .records import Document
 # Longest operators first so that ">=" is not read as ">".
 _CLAUSE = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|!=|=|>|<|~)\s*(.*?)\s*$")
 OPERATORS = ("=", "!=", ">=", "<=", ">", "<", "~")
+MAX_CLAUSE_CHARS = 500  # a filter value is a name or a number, not a text: longer is a mistake (or an attack)
 WHERE_HELP = (
     "FIELD OP VALUE with OP one of = != >= <= > < ~ (contains); numbers compare as numbers, text ignores case. "
     "Fields: any metadata key (venue, year, authors, ...), title, collection, id, and file (the source path; "
@@ -37,6 +38,8 @@ def parse_where(clauses: Sequence[str]) -> list[Clause]:
     """Parse ``--where`` strings; raises QueryError naming the malformed one."""
     parsed = []
     for text in clauses:
+        if len(text) > MAX_CLAUSE_CHARS:
+            raise QueryError(f"a where clause is {len(text)} characters; the limit is {MAX_CLAUSE_CHARS}")
         match = _CLAUSE.match(text)
         if not match or not match.group(3):
             raise QueryError(f"malformed --where {text!r}: expected FIELD OP VALUE, e.g. year>=2024 or venue=neurips")

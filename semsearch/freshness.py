@@ -6,12 +6,12 @@ import glob
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from .errors import InputError
+from .fileio import file_sha256
 from .ingest import expand_sources
+from .manifest import Manifest
 from .records import SourceFile
-from .store import file_sha256
 
 
 def absolute_source_args(sources: Sequence[str]) -> list[str]:
@@ -35,11 +35,11 @@ def _file_changed(path: Path, recorded: SourceFile) -> bool:
         return True
 
 
-def stale_sources(manifest: dict[str, Any]) -> dict[str, list[str]]:
+def stale_sources(manifest: Manifest) -> dict[str, list[str]]:
     """Source files that are new, changed or missing since the build (empty lists when fresh)."""
-    recorded = {s["path"]: SourceFile.from_dict(s) for s in manifest.get("sources", [])}
+    recorded = {s.path: s for s in manifest.sources}
     current: set[str] = set()
-    for arg in manifest.get("source_args", []):
+    for arg in manifest.source_args:
         if not os.path.exists(arg) and not glob.has_magic(arg):
             continue  # the files it named show up as missing below
         try:
@@ -47,7 +47,7 @@ def stale_sources(manifest: dict[str, Any]) -> dict[str, list[str]]:
         except InputError:
             continue
     report: dict[str, list[str]] = {"new": [], "changed": [], "missing": []}
-    excluded = set(manifest.get("excluded_sources", []))
+    excluded = set(manifest.excluded_sources)
     for path in sorted(current - recorded.keys() - excluded):
         report["new"].append(path)
     for path, source in sorted(recorded.items()):

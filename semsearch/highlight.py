@@ -135,25 +135,33 @@ def best_sentences(
     return [text[spans[j][0] : spans[j][1]] for j in order[:n]]
 
 
+def matching_words(text: str, wanted: set[str], analyzer: Analyzer) -> list[tuple[int, int, str]]:
+    """(start, end, stem) of every whole word of text whose stem is wanted; stop words never match.
+
+    The one stem matcher behind highlighting, matched terms and the server's highlight spans.
+    """
+    initials = {t[0] for t in wanted if t}
+    found = [(m.start(), m.end(), m.group().lower()) for m in TOKEN_PATTERN.finditer(text)]
+    found = [f for f in found if f[2][0] in initials and f[2] not in STOPWORDS]
+    stem_of = analyzer.stem_map([w for _, _, w in found])
+    return [(start, end, stem_of[word]) for start, end, word in found if stem_of[word] in wanted]
+
+
 def matched_terms(text: str, query: str, *, analyzer: Analyzer | None = None) -> list[str]:
     """The query's words whose stems occur in text, each in its first surface form in the text, in query order."""
     analyzer = analyzer or Analyzer()
-    wanted = set(analyzer(query))
-    if not wanted:
-        return []
-    initials = {t[0] for t in wanted}
-    words = [w for w in TOKEN_PATTERN.findall(text) if w[0].lower() in initials and w.lower() not in STOPWORDS]
-    stems = analyzer.stem_map([w.lower() for w in words])
+    stems = analyzer(query)
     surface: dict[str, str] = {}
-    for word in words:
-        stem = stems[word.lower()]
-        if stem in wanted:
-            surface.setdefault(stem, word)
-    out: dict[str, None] = {}
-    for stem in analyzer(query):
-        if stem in surface:
-            out.setdefault(surface[stem], None)
-    return list(out)
+    for start, end, stem in matching_words(text, set(stems), analyzer):
+        surface.setdefault(stem, text[start:end])
+    return list(dict.fromkeys(surface[stem] for stem in stems if stem in surface))
+
+
+def highlight_spans(sentences: Sequence[str], query: str, *, analyzer: Analyzer | None = None) -> list[list[list[int]]]:
+    """Per sentence, the [start, end) of each word whose stem is a query stem (what a page wraps in <mark>)."""
+    analyzer = analyzer or Analyzer()
+    wanted = set(analyzer(query))
+    return [[[start, end] for start, end, _ in matching_words(text, wanted, analyzer)] for text in sentences]
 
 
 def highlight(text: str, terms: Sequence[str], style: str = "ansi", *, analyzer: Analyzer | None = None) -> str:
@@ -169,15 +177,10 @@ def highlight(text: str, terms: Sequence[str], style: str = "ansi", *, analyzer:
     lowered = [t.lower() for t in terms]
     # Accept both words and stems: re-stemming a stem can change it ("advertis" -> "adverti"), so keep the term too.
     stems = set(lowered) | set(analyzer.stem_words(lowered))
-    initials = {t[0] for t in stems if t}
-    found = [(m.start(), m.end(), m.group().lower()) for m in TOKEN_PATTERN.finditer(text)]
-    found = [f for f in found if f[2][0] in initials and f[2] not in STOPWORDS]
-    stem_of = analyzer.stem_map([w for _, _, w in found])
     parts: list[str] = []
     last = 0
-    for start, end, word in found:
-        if stem_of[word] in stems:
-            parts += [text[last:start], ANSI_MATCH, text[start:end], ANSI_RESET]
-            last = end
+    for start, end, _ in matching_words(text, stems, analyzer):
+        parts += [text[last:start], ANSI_MATCH, text[start:end], ANSI_RESET]
+        last = end
     parts.append(text[last:])
     return "".join(parts)

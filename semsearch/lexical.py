@@ -335,6 +335,16 @@ class LexicalIndex:
         return np.array([rows.get(int(d), -1) for d in ids], dtype=np.int64)
 
 
+def write_lexical(folder: Path, ids: Sequence[int] | np.ndarray, documents: Sequence[Any]) -> dict[str, Any]:
+    """Build and save the BM25 index of documents (anything with ``title`` and ``text``) under their ids.
+
+    Returns the manifest's "lexical" entry.
+    """
+    lexical = LexicalIndex.build(ids, [lexical_text(d.title, d.text) for d in documents])
+    lexical.save(folder)
+    return {"bm25": asdict(lexical.params), "terms": len(lexical.vocab)}
+
+
 def _term_ids(texts: Sequence[str], analyzer: Analyzer, vocab: dict[str, int]) -> list[list[int]]:
     """Each text as term ids (the analyzer's tokens), adding new stems to ``vocab``."""
     # Same result as analyzer(text) per text, but each distinct word is stemmed and looked up once: the

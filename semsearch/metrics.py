@@ -1,4 +1,4 @@
-"""Retrieval metrics as trec_eval computes them (nDCG@k, Recall@k, MRR@k) and a BEIR queries/qrels reader.
+"""Retrieval metrics as trec_eval computes them (nDCG@k, Recall@k, MRR@k); ``beir.py`` reads the judgments.
 
 A run maps a query id to its ranked document ids (best first); qrels map a query id to {document id: grade}.
 Documents with a grade <= 0 are not relevant. Queries without any relevant document are left out of the means.
@@ -6,13 +6,8 @@ Documents with a grade <= 0 are not relevant. Queries without any relevant docum
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-
-from .errors import InputError
 
 Run = Mapping[str, Sequence[str]]
 Qrels = Mapping[str, Mapping[str, int]]
@@ -69,44 +64,3 @@ def evaluate(run: Run, qrels: Qrels) -> dict[str, float]:
         totals["mrr@10"] += mrr_at_k(ranked, judged, 10)
     n = len(queries)
     return {name: (total / n if n else 0.0) for name, total in totals.items()}
-
-
-def load_beir(folder: Path, split: str = "test") -> tuple[dict[str, str], dict[str, dict[str, int]]]:
-    """(queries, qrels) of a BEIR split: the queries that split judges, and its ``qrels/<split>.tsv``."""
-    folder = Path(folder)
-    qrels_path = folder / "qrels" / f"{split}.tsv"
-    qrels: dict[str, dict[str, int]] = {}
-    try:
-        with qrels_path.open(encoding="utf-8", newline="") as f:
-            for n, row in enumerate(csv.reader(f, delimiter="\t"), start=1):
-                if not row or (n == 1 and row[0] == "query-id"):
-                    continue
-                if len(row) != 3:
-                    raise InputError(f"{qrels_path}:line {n}: expected query-id, corpus-id, score")
-                try:
-                    grade = int(row[2])
-                except ValueError:
-                    raise InputError(f"{qrels_path}:line {n}: score {row[2]!r} is not an integer") from None
-                qrels.setdefault(row[0], {})[row[1]] = grade
-    except OSError as exc:
-        raise InputError(f"cannot read {qrels_path}: {exc.strerror or exc}") from None
-    queries_path = folder / "queries.jsonl"
-    queries: dict[str, str] = {}
-    try:
-        with queries_path.open(encoding="utf-8") as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                    qid, text = str(record["_id"]), str(record["text"])
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    raise InputError(f"{queries_path}:line {n}: expected a JSON object with _id and text") from None
-                if qid in qrels:
-                    queries[qid] = text
-    except OSError as exc:
-        raise InputError(f"cannot read {queries_path}: {exc.strerror or exc}") from None
-    missing = sorted(set(qrels) - set(queries))
-    if missing:
-        raise InputError(f"{qrels_path} judges {len(missing)} queries absent from {queries_path}, e.g. {missing[0]}")
-    return queries, qrels

@@ -32,7 +32,7 @@ import numpy as np
 
 from .embed import SentenceTransformerEmbedder, fingerprint_folder, normalize_rows, resolve_model
 from .errors import ExportUnsupportedError, IndexCorruptError, ModelLoadError
-from .store import file_sha256
+from .fileio import atomic_path, file_sha256, write_bytes_atomic
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -174,22 +174,6 @@ def _file_entry(path: Path) -> dict[str, Any]:
     return {"sha256": file_sha256(path), "size": path.stat().st_size}
 
 
-def _tmp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = _tmp_path(path)
-    try:
-        with tmp.open("wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -244,22 +228,20 @@ def quantize_int8(src: Path, dst: Path, *, keep_fp32: Sequence[str] = ()) -> Non
     """Dynamically quantize an fp32 ONNX model to int8 weights (per-channel), leaving ``keep_fp32`` nodes."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    tmp = _tmp_path(dst)
     previous = logging.root.manager.disable
     logging.disable(logging.WARNING)  # quantize_dynamic logs a generic "consider pre-processing" warning
     try:
-        quantize_dynamic(
-            str(src),
-            str(tmp),
-            weight_type=QuantType.QInt8,
-            # Per-tensor weights lose too much here (cosine ~0.88 on abstracts); per-channel keeps ~0.99.
-            per_channel=True,
-            nodes_to_exclude=list(keep_fp32),
-        )
-        os.replace(tmp, dst)
+        with atomic_path(dst) as tmp:
+            quantize_dynamic(
+                str(src),
+                str(tmp),
+                weight_type=QuantType.QInt8,
+                # Per-tensor weights lose too much here (cosine ~0.88 on abstracts); per-channel keeps ~0.99.
+                per_channel=True,
+                nodes_to_exclude=list(keep_fp32),
+            )
     finally:
         logging.disable(previous)
-        tmp.unlink(missing_ok=True)
 
 
 def _probe_cosines(folder: Path, spec: EncoderSpec, reference: np.ndarray, texts: Sequence[str]) -> dict[str, float]:
@@ -344,7 +326,7 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
     # Truncation and padding are decided at encode time from the spec, not baked into the file.
     tok.no_truncation()
     tok.no_padding()
-    _write_atomic(out_dir / TOKENIZER_FILE, tok.to_str().encode("utf-8"))
+    write_bytes_atomic(out_dir / TOKENIZER_FILE, tok.to_str().encode("utf-8"))
 
     files = {name: _file_entry(out_dir / name) for name in [model_filename(p) for p in wanted] + [TOKENIZER_FILE]}
     spec = EncoderSpec(
@@ -369,7 +351,7 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
             f"ONNX export of {model!r} disagrees with torch (min cosine {check['fp32']}) - use the torch backend"
         )
     spec = replace(spec, export_check=check)
-    _write_atomic(out_dir / SPEC_FILE, (json.dumps(spec.to_dict(), indent=2) + "\n").encode("utf-8"))
+    write_bytes_atomic(out_dir / SPEC_FILE, (json.dumps(spec.to_dict(), indent=2) + "\n").encode("utf-8"))
     return spec
 
 
@@ -397,24 +379,19 @@ def _export_transformer(hf_model: Any, inputs: tuple[str, ...], path: Path) -> N
     mask[1, 9:] = 0  # a padded row, so masking is traced from real data
     dummy = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
     axes = {name: {0: "batch", 1: "sequence"} for name in (*inputs, "token_embeddings")}
-    tmp = _tmp_path(path)
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tracer warnings about Python-side shape checks
-            torch.onnx.export(
-                wrapper,
-                tuple(dummy[name] for name in inputs),
-                str(tmp),
-                input_names=list(inputs),
-                output_names=["token_embeddings"],
-                dynamic_axes=axes,
-                opset_version=OPSET,
-                do_constant_folding=True,
-                dynamo=False,  # the dynamo exporter needs onnxscript (not a dependency); TorchScript suffices
-            )
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(path) as tmp, torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer warnings about Python-side shape checks
+        torch.onnx.export(
+            wrapper,
+            tuple(dummy[name] for name in inputs),
+            str(tmp),
+            input_names=list(inputs),
+            output_names=["token_embeddings"],
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            do_constant_folding=True,
+            dynamo=False,  # the dynamo exporter needs onnxscript (not a dependency); TorchScript suffices
+        )
     if original and hasattr(hf_model, "set_attn_implementation"):
         with contextlib.suppress(Exception):  # leave the caller's model as it was
             hf_model.set_attn_implementation(original)

@@ -31,12 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
-from .cache import EmbeddingCache, embedding_key
+from .cache import EmbeddingCache
 from .embed import Embedder
 from .encoders import EncoderChoice
+from .encoding import CachePlan, progress_bar
 from .errors import ModelLoadError, SemsearchError
 from .records import Document
+from .version import __version__
 
 # Ray reserves this many CPUs per actor (each runs one ONNX thread). With whole CPUs, a pool of one actor
 # per CPU leaves Ray Data's own tasks none, which was measured to stall local Ray on a 2-core machine.
@@ -269,26 +270,20 @@ def encode_with_ray(
     build: str = "build",
 ) -> tuple[np.ndarray, int]:
     """Like ``encode_with_cache``, with the missing texts encoded on Ray; returns (vectors, encoded)."""
-    from . import build as build_module
-
-    chunk_size = build_module.ENCODE_CHUNK
     enc = choice.embedder
     recover_shards(cache)
-    texts = [d.embedding_text() for d in documents]
-    keys = [embedding_key(t) for t in texts]
-    known = cache.get_many(keys)
-    # The same selection and order as encode_with_cache, so chunks (and int8 vectors) match a local build.
-    missing = sorted({k: i for i, k in enumerate(keys) if k not in known}.values())
-    if missing:
-        chunks = [missing[s : s + chunk_size] for s in range(0, len(missing), chunk_size)]
+    # The same plan and chunks as encode_with_cache, so batches (and int8 vectors) match a local build.
+    plan = CachePlan.make(documents, cache)
+    if plan.missing:
+        chunks = list(plan.chunks())
         shards = cache.path.parent / f"{SHARDS_PREFIX}{build}"
         shards.mkdir(parents=True, exist_ok=True)
         (shards / _META).write_text(json.dumps({"cache": cache.path.name, "dimension": enc.dimension}))
-        bar = build_module._progress_bar(len(missing), progress)
+        bar = progress_bar(len(plan.missing), progress)
         try:
             with ray_session(address) as ray:
                 for seq, (got_keys, vectors) in enumerate(
-                    _run(ray, choice, [[(keys[i], texts[i]) for i in c] for c in chunks], batch_size, actors)
+                    _run(ray, choice, [[(plan.keys[i], plan.texts[i]) for i in c] for c in chunks], batch_size, actors)
                 ):
                     if vectors.shape != (len(got_keys), enc.dimension):
                         raise RayEngineError(f"Ray returned vectors of shape {vectors.shape} for {len(got_keys)} texts")
@@ -299,14 +294,11 @@ def encode_with_ray(
             bar(0, close=True)
             # Every shard written is committed to the cache by now; only a killed process leaves shards behind.
             shutil.rmtree(shards, ignore_errors=True)
-        known = cache.get_many(keys)
-    lost = sum(1 for k in dict.fromkeys(keys) if k not in known)
+        plan.known = cache.get_many(plan.keys)
+    lost = plan.absent()
     if lost:
         raise RayEngineError(f"Ray returned no vector for {lost} texts; run the build again to encode them")
-    out = np.zeros((len(documents), enc.dimension), dtype=np.float32)
-    for row, key in enumerate(keys):
-        out[row] = known[key]
-    return out, len(missing)
+    return plan.matrix(enc.dimension), len(plan.missing)
 
 
 def _run(

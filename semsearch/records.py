@@ -99,6 +99,18 @@ class Document:
         """The text given to the encoder: title and abstract, as BEIR/MTEB join them."""
         return f"{self.title} {self.text}" if self.title else self.text
 
+    def to_dict(self) -> dict[str, Any]:
+        """The document as the API and ``--json`` show it."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "label": self.label(),
+            "text": self.text,
+            "sources": [s.to_dict() for s in self.sources],
+            "external_ids": self.external_ids,
+            "metadata": self.metadata,
+        }
+
     def label(self, width: int = 80) -> str:
         """The title, or the abstract's opening words when there is no title."""
         if self.title:

@@ -5,27 +5,20 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .ann import open_version_vectors
+from .contents import write_contents
+from .documents import DocumentStore
 from .encoders import copy_encoder
 from .errors import InputError, UnknownDocumentError
+from .fileio import utc_now
+from .layout import DOCS, ENCODER_DIR, current_version, doc_num
+from .manifest import FORMAT_VERSION, Manifest
 from .records import Document
-from .store import (
-    DOCS,
-    ENCODER_DIR,
-    FORMAT_VERSION,
-    DocumentStore,
-    VersionWriter,
-    current_version,
-    doc_num,
-    read_manifest,
-    utc_now,
-    write_contents,
-    writer_lock,
-)
+from .versions import PreviousVersion, new_version
 
 
 @dataclass
@@ -41,9 +34,9 @@ class RemoveSummary:
         return asdict(self)
 
 
-def _resolve_source(given: str, manifest: dict[str, Any], files: set[str]) -> tuple[str, set[str]]:
+def _resolve_source(given: str, manifest: Manifest, files: set[str]) -> tuple[str, set[str]]:
     """The recorded absolute path a user's path names, and the provenance file names that mean it."""
-    recorded = [str(s["path"]) for s in manifest["sources"]]
+    recorded = [s.path for s in manifest.sources]
     wanted = os.path.abspath(given)
     matches = [p for p in recorded if p == wanted] or [p for p in recorded if given in files and _same(p, given)]
     if not matches:
@@ -69,9 +62,10 @@ def remove_documents(
     if not ids and not sources:
         raise InputError("name documents (ids) or --source files to remove")
     current_version(index_path)  # no index here: fail before the lock file is created
-    with writer_lock(index_path, wait=wait):
-        version = current_version(index_path)
-        manifest = read_manifest(version)
+    with new_version(index_path, wait=wait) as writer:
+        previous = PreviousVersion.load(index_path)
+        assert previous is not None  # current_version above found it, and only writers (locked out) remove it
+        version, manifest = previous.path, previous.manifest
         store = DocumentStore(version / DOCS)
         try:
             drop: set[str] = set()
@@ -99,35 +93,30 @@ def remove_documents(
         _, exact = open_version_vectors(version, manifest)
         kept_vecs = exact.get([doc_num(d.id) for d in kept])
 
-        writer = VersionWriter.create(index_path)
-        try:
-            if (version / ENCODER_DIR).is_dir():
-                copy_encoder(version / ENCODER_DIR, writer.path / ENCODER_DIR)
-            ann = manifest.get("ann", {})
-            contents = write_contents(
-                writer.path,
-                kept,
-                kept_vecs,
-                ann=str(ann.get("requested", "auto")),
-                memory_budget=ann.get("memory_budget") or None,
-                previous=version,
-            )
-            removed = len(documents) - len(kept)
-            counts = dict(manifest["counts"])
-            counts.update(documents=len(kept), vectors=len(kept))
-            new_manifest = {
-                **manifest,
-                "format_version": FORMAT_VERSION,
-                "built_at": utc_now(),
-                "counts": counts,
-                **contents,
-                "sources": [s for s in manifest["sources"] if s["path"] not in gone_paths],
+        if (version / ENCODER_DIR).is_dir():
+            copy_encoder(version / ENCODER_DIR, writer.path / ENCODER_DIR)
+        ann = manifest.ann or {}
+        contents = write_contents(
+            writer.path,
+            kept,
+            kept_vecs,
+            ann=str(ann.get("requested", "auto")),
+            memory_budget=ann.get("memory_budget") or None,
+            previous=previous,
+        )
+        removed = len(documents) - len(kept)
+        counts = replace(manifest.counts, documents=len(kept), vectors=len(kept))
+        final = writer.publish(
+            replace(
+                manifest,
+                format_version=FORMAT_VERSION,
+                built_at=utc_now(),
+                counts=counts,
+                sources=[s for s in manifest.sources if s.path not in gone_paths],
                 # Later refreshes from the recorded sources leave these out until they are named again.
-                "excluded_sources": sorted(set(manifest.get("excluded_sources", [])) | gone_paths),
-                "files": {},
-            }
-            final = writer.publish(new_manifest)
-        except BaseException:
-            writer.abandon()
-            raise
+                excluded_sources=sorted(set(manifest.excluded_sources) | gone_paths),
+                files={},
+                **contents,
+            )
+        )
     return RemoveSummary(removed, len(kept), final.name, round(time.perf_counter() - started, 3))

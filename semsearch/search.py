@@ -5,33 +5,25 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .ann import open_version_vectors
+from .ann import VECTORS, open_version_vectors
 from .dedup import is_near_duplicate, text_hash
+from .documents import DocumentStore
 from .embed import Embedder
-from .encoders import check_embedder, check_requested_model, open_query_encoder
+from .encoders import check_requested_model, open_query_encoder
 from .errors import IndexCorruptError, QueryError, UnknownDocumentError
 from .filters import matcher, parse_where
 from .fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex, mmr
 from .highlight import best_sentences, matched_terms
+from .layout import DOCS, LEXICAL_DIR, current_version, doc_id_from_num, doc_num
 from .lexical import Analyzer
+from .manifest import Manifest
 from .records import Document, Hit, SourceFile
-from .store import (
-    DOCS,
-    LEXICAL_DIR,
-    VECTORS,
-    DocumentStore,
-    check_file_sizes,
-    current_version,
-    doc_id_from_num,
-    doc_num,
-    read_manifest,
-)
 
 if TYPE_CHECKING:
     from .lexical import LexicalIndex
@@ -39,7 +31,9 @@ if TYPE_CHECKING:
 DEFAULT_INDEX = Path("indexes") / "default"
 MODES = ("hybrid", "dense", "lexical")
 DIVERSITY_LAMBDA = 0.5  # equal weight to relevance (min-max scaled over the pool) and novelty
-MAX_K = 10_000
+# One bound for every face (library, CLI, server, MCP): a ranked list is read by a person or an agent, and past
+# a thousand hits it is an export, not a search.
+MAX_K = 1000
 FILTER_CACHE = 32  # --where answers an open Index remembers
 
 
@@ -79,6 +73,34 @@ class IndexInfo:
         return out
 
 
+@dataclass
+class Ranking:
+    """One request's candidates, best first, with the scores seen on the way and what was asked."""
+
+    ranked: list[tuple[int, float]]  # (FAISS id, score in the mode's units)
+    dense: dict[int, float]  # cosines of the dense candidates
+    lexical: dict[int, float]  # BM25 scores of the lexical candidates
+    vector: np.ndarray | None  # the query (or paper) vector; None for a lexical search without MMR
+    text: str  # the query text ("" for related)
+    mode: str
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a ranking becomes hits: how many, a score floor, MMR, and whether to explain each hit."""
+
+    k: int
+    min_score: float | None = None
+    diverse: bool = False
+    diversity: float = DIVERSITY_LAMBDA
+    explain: bool = True
+
+    @property
+    def want(self) -> int:
+        """Candidates to rank: k, or MMR's pool when --diverse."""
+        return _pool_size(self.k) if self.diverse else self.k
+
+
 def _check_k(k: int) -> None:
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise QueryError(f"k must be a positive integer, got {k!r}")
@@ -102,7 +124,7 @@ class Index:
         self,
         path: Path,
         version: Path,
-        manifest: dict[str, Any],
+        manifest: Manifest,
         *,
         embedder: Embedder | None = None,
         model: str | None = None,
@@ -114,10 +136,10 @@ class Index:
         self._lexical: LexicalIndex | None = None
         self._filters: dict[tuple[str, ...], np.ndarray] = {}
         self._filters_lock = threading.Lock()
-        check_file_sizes(version, manifest)
+        manifest.check_file_sizes(version)
         self.ann, self.vectors = open_version_vectors(version, manifest)
         self.store = DocumentStore(version / DOCS)
-        expected = int(manifest["counts"]["vectors"])
+        expected = manifest.counts.vectors
         if self.ann.ntotal != expected or self.store.count() != expected:
             raise IndexCorruptError(
                 f"{version} holds {self.ann.ntotal} vectors and {self.store.count()} documents, "
@@ -127,7 +149,7 @@ class Index:
         if model is not None:
             check_requested_model(manifest, model)
         if embedder is not None:
-            check_embedder(manifest, embedder)
+            manifest.model.check_embedder(embedder.name, embedder.fingerprint, embedder.dimension)
 
     @classmethod
     def open(
@@ -136,7 +158,7 @@ class Index:
         """Open the live version of the index at ``path`` (default: $SEMSEARCH_INDEX or indexes/default)."""
         index_path = Path(path) if path is not None else default_index_path()
         version = current_version(index_path)
-        return cls(index_path, version, read_manifest(version), embedder=embedder, model=model)
+        return cls(index_path, version, Manifest.read(version), embedder=embedder, model=model)
 
     def __enter__(self) -> Index:
         return self
@@ -168,23 +190,23 @@ class Index:
         return IndexInfo(
             path=str(self.path),
             version=self.version.name,
-            format_version=int(m["format_version"]),
-            model=str(m["model"]["name"]),
-            fingerprint=str(m["model"]["fingerprint"]),
-            dimension=int(m["model"]["dimension"]),
-            backend=str(m["model"].get("backend", "")),
-            precision=str(m["model"].get("precision", "")),
-            documents=int(m["counts"]["documents"]),
-            read=int(m["counts"]["read"]),
-            exact_duplicates=int(m["counts"]["exact_duplicates"]),
-            near_duplicates=int(m["counts"]["near_duplicates"]),
-            faiss=str(m.get("faiss", {}).get("type", "")),
+            format_version=m.format_version,
+            model=m.model.name,
+            fingerprint=m.model.fingerprint,
+            dimension=m.model.dimension,
+            backend=m.model.backend,
+            precision=m.model.precision,
+            documents=m.counts.documents,
+            read=m.counts.read,
+            exact_duplicates=m.counts.exact_duplicates,
+            near_duplicates=m.counts.near_duplicates,
+            faiss=str(m.faiss.get("type", "")),
             ann=self.ann.spec.describe(),
             ann_spec=self.ann.spec.to_dict(),
-            built_at=str(m.get("built_at", "")),
-            build_seconds=float(m.get("build_seconds", 0.0)),
+            built_at=m.built_at,
+            build_seconds=m.build_seconds,
             size_bytes=size,
-            sources=[SourceFile.from_dict(s) for s in m["sources"]],
+            sources=list(m.sources),
         )
 
     def stale_sources(self) -> dict[str, list[str]]:
@@ -250,9 +272,8 @@ class Index:
             raise QueryError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
         allowed = self._allowed(where)
         vector = self.encode_query(text) if mode != "lexical" or diverse else None
-        want = _pool_size(k) if diverse else k
-        ranked, dense, lexical = self._rank(text, vector, mode, allowed, want)
-        return self._finish(ranked, dense, lexical, vector, text, mode, k, min_score, diverse, diversity, explain)
+        shape = Shape(k, min_score, diverse, diversity, explain)
+        return self._finish(self._rank(text, vector, mode, allowed, shape.want), shape)
 
     def _rank(
         self,
@@ -262,7 +283,7 @@ class Index:
         allowed: np.ndarray | None,
         want: int,
         exclude: frozenset[int] = frozenset(),
-    ) -> tuple[list[tuple[int, float]], dict[int, float], dict[int, float]]:
+    ) -> Ranking:
         """Candidates best first as (FAISS id, score), with the dense and lexical scores seen on the way."""
         pool = len(self) if allowed is None else len(allowed)
         # Hybrid fuses deep lists (tuned on SciFact train: see semsearch.fusion); single modes need only k.
@@ -270,7 +291,7 @@ class Index:
         dense: dict[int, float] = {}
         lexical: dict[int, float] = {}
         if depth == 0:
-            return [], dense, lexical
+            return Ranking([], dense, lexical, vector, text, mode)
         if mode in ("dense", "hybrid") and vector is not None:
             dense = self._dense_top(vector, depth, allowed, exclude)
         if mode in ("lexical", "hybrid"):
@@ -281,7 +302,7 @@ class Index:
             ranked = sorted(lexical.items(), key=lambda item: (-item[1], item[0]))
         else:
             ranked = convex(dense, lexical, DEFAULT_ALPHA, DEFAULT_NORM)
-        return ranked, dense, lexical
+        return Ranking(ranked, dense, lexical, vector, text, mode)
 
     def _dense_top(
         self, vector: np.ndarray, depth: int, allowed: np.ndarray | None, exclude: frozenset[int]
@@ -327,24 +348,12 @@ class Index:
                 self._filters.pop(next(iter(self._filters)))
         return found
 
-    def _finish(
-        self,
-        ranked: list[tuple[int, float]],
-        dense: dict[int, float],
-        lexical: dict[int, float],
-        vector: np.ndarray | None,
-        text: str,
-        mode: str,
-        k: int,
-        min_score: float | None,
-        diverse: bool,
-        diversity: float,
-        explain: bool,
-    ) -> list[Hit]:
+    def _finish(self, ranking: Ranking, shape: Shape) -> list[Hit]:
         """Apply --min-score and MMR, fetch the documents, and explain each hit."""
-        if min_score is not None:
-            ranked = [(n, s) for n, s in ranked if s >= min_score]
-        if diverse and vector is not None and len(ranked) > 1:
+        ranked, vector, k = ranking.ranked, ranking.vector, shape.k
+        if shape.min_score is not None:
+            ranked = [(n, s) for n, s in ranked if s >= shape.min_score]
+        if shape.diverse and vector is not None and len(ranked) > 1:
             pool = ranked[: _pool_size(k)]
             nums = [n for n, _ in pool]
             vecs = self.vectors.get(nums)
@@ -352,13 +361,13 @@ class Index:
             span = float(rel.max() - rel.min())
             # MMR mixes relevance with cosine redundancy, so bring relevance to [0, 1] whatever the mode.
             rel = (rel - rel.min()) / span if span > 0 else np.ones_like(rel)
-            order = mmr(vector, vecs, nums, k, diversity, relevance=rel.tolist())
+            order = mmr(vector, vecs, nums, k, shape.diversity, relevance=rel.tolist())
             score_of = dict(pool)
             ranked = [(n, score_of[n]) for n in order]
         ranked = ranked[:k]
         docs = self.store.get_many([n for n, _ in ranked])
-        analyzer = Analyzer() if explain else None
-        terms = analyzer(text) if analyzer is not None else []
+        analyzer = Analyzer() if shape.explain else None
+        terms = analyzer(ranking.text) if analyzer is not None else []
         hits = []
         for rank, (num, score) in enumerate(ranked, start=1):
             doc = docs.get(num)
@@ -367,23 +376,24 @@ class Index:
                     f"{self.version / VECTORS} has id {doc_id_from_num(num)} that the document store lacks; "
                     "rebuild with: semsearch index --full"
                 )
-            hit = _hit(rank, score, doc, mode)
-            hit.scores = self._breakdown(num, vector, dense, lexical, mode)
+            hit = _hit(rank, score, doc, ranking.mode)
+            hit.scores = self._breakdown(num, ranking)
             if analyzer is not None:
                 hit.highlights = best_sentences(doc.text, terms, n=1, analyzer=analyzer)
-                hit.matched_terms = matched_terms(doc.embedding_text(), text, analyzer=analyzer)
+                hit.matched_terms = matched_terms(doc.embedding_text(), ranking.text, analyzer=analyzer)
             hits.append(hit)
         return hits
 
-    def _breakdown(
-        self, num: int, vector: np.ndarray | None, dense: dict[int, float], lexical: dict[int, float], mode: str
-    ) -> dict[str, float]:
+    def _breakdown(self, num: int, ranking: Ranking) -> dict[str, float]:
         """The hit's cosine and BM25 scores (what the fused score was made of)."""
         out: dict[str, float] = {}
-        if vector is not None:
-            out["dense"] = round(dense[num] if num in dense else float(self.vectors.get_one(num) @ vector[0]), 6)
-        if mode != "dense":
-            out["lexical"] = round(lexical.get(num, 0.0), 6)
+        if ranking.vector is not None:
+            cosine = ranking.dense.get(num)
+            if cosine is None:
+                cosine = float(self.vectors.get_one(num) @ ranking.vector[0])
+            out["dense"] = round(cosine, 6)
+        if ranking.mode != "dense":
+            out["lexical"] = round(ranking.lexical.get(num, 0.0), 6)
         return out
 
     def related(
@@ -402,9 +412,8 @@ class Index:
         num = doc_num(doc.id)
         vector = self.vectors.get_one(num).reshape(1, -1)
         allowed = self._allowed(where)
-        want = _pool_size(k) if diverse else k
-        ranked, dense, lexical = self._rank("", vector, "dense", allowed, want, frozenset([num]))
-        return self._finish(ranked, dense, lexical, vector, "", "dense", k, min_score, diverse, diversity, False)
+        shape = Shape(k, min_score, diverse, diversity, explain=False)
+        return self._finish(self._rank("", vector, "dense", allowed, shape.want, frozenset([num])), shape)
 
     def related_to_text(
         self,
@@ -422,16 +431,16 @@ class Index:
         vector = self.encode_query(text)
         allowed = self._allowed(where)
         own = text_hash(text)
-        want = _pool_size(k) if diverse else k
+        shape = Shape(k, min_score, diverse, diversity, explain=False)
         # Copies of the given abstract rank first: look a little deeper, and deeper still if that was not enough.
         for extra in (5, len(self)):
-            ranked, dense, lexical = self._rank(text, vector, "dense", allowed, want + extra)
-            docs = self.store.get_many([n for n, _ in ranked])
-            copies = frozenset(n for n, _ in ranked if _same_paper(docs[n].text, own, text))
-            kept = [(n, s) for n, s in ranked if n not in copies]
-            if len(kept) >= want or len(ranked) < want + extra:
+            ranking = self._rank(text, vector, "dense", allowed, shape.want + extra)
+            docs = self.store.get_many([n for n, _ in ranking.ranked])
+            copies = frozenset(n for n, _ in ranking.ranked if _same_paper(docs[n].text, own, text))
+            kept = [(n, s) for n, s in ranking.ranked if n not in copies]
+            if len(kept) >= shape.want or len(ranking.ranked) < shape.want + extra:
                 break
-        return self._finish(kept, dense, lexical, vector, text, "dense", k, min_score, diverse, diversity, False)
+        return self._finish(replace(ranking, ranked=kept), shape)
 
 
 def _pool_size(k: int) -> int:

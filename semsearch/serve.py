@@ -5,10 +5,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
-import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,23 +21,35 @@ from .errors import (
     SemsearchError,
     UnknownDocumentError,
 )
-from .search import Index
-from .store import CURRENT, current_version, read_manifest
+from .highlight import highlight_spans
+from .live import LiveIndex
+from .search import MAX_K
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from .embed import Embedder
-    from .records import Document
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
 MAX_QUERY_CHARS = 1000  # longer text is an abstract, not a query: use `semsearch related --file`
-MAX_K = 1000
 MAX_WHERE = 20
-MAX_WHERE_CHARS = 500
-RETRY_FAILED_S = 5.0  # a version that failed to open is tried again after this long, not on every request
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
+
+
+class ServeUnavailableError(SemsearchError):
+    """The server was asked for, but its extra (fastapi, uvicorn) is not installed."""
+
+
+def check_installed() -> None:
+    """Raise a one-line error naming the extra when the server's packages are missing."""
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ServeUnavailableError(
+            f"semsearch serve needs the 'serve' extra ({exc.name} is missing): pip install 'semsearch[serve]'"
+        ) from exc
 
 log = logging.getLogger("semsearch.serve")
 
@@ -62,168 +72,6 @@ def status_of(exc: SemsearchError) -> int:
         if isinstance(exc, kind):
             return status
     return 500
-
-
-@dataclass
-class _Loaded:
-    """One opened index version with the requests now using it."""
-
-    index: Index
-    name: str
-    info: dict[str, Any]
-    refs: int = 0
-    retired: bool = False
-    corpus_map: Any = field(default=None)
-    map_loaded: bool = False
-
-
-def _pointer(index_dir: Path) -> str:
-    """The version name in CURRENT ('' when there is none, e.g. a bare version folder)."""
-    try:
-        return (index_dir / CURRENT).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
-
-
-def _reusable_encoder(previous: _Loaded | None, manifest: dict[str, Any]) -> Embedder | None:
-    """The previous version's query encoder when the new version was built with the same model and runtime."""
-    if previous is None:
-        return None
-    old, new = previous.index.manifest["model"], manifest["model"]
-    same = all(old.get(key) == new.get(key) for key in ("name", "fingerprint", "dimension", "backend", "precision"))
-    return previous.index.embedder if same else None  # loaded when that version was opened
-
-
-class LiveIndex:
-    """The index a server answers from: follows CURRENT, swaps in new versions, closes old ones when idle.
-
-    Every request reads CURRENT (a few bytes). When it names a new version, that request opens it (reusing
-    the loaded query encoder when the model is the same) while the others keep answering from the old one;
-    the swap is atomic, and the old version is closed once its last request has finished.
-    """
-
-    def __init__(self, path: str | Path, *, embedder: Embedder | None = None) -> None:
-        self.path = Path(path)
-        self._embedder = embedder
-        self._lock = threading.Lock()  # guards _live and the reference counts
-        self._opening = threading.Lock()  # one thread opens a new version; the rest keep serving
-        self._failed: tuple[str, float] | None = None
-        version = current_version(self.path)
-        self._live = self._open(version)
-
-    @property
-    def version(self) -> str:
-        """The name of the version requests are answered from."""
-        return self._live.name
-
-    def _open(self, version: Path, previous: _Loaded | None = None) -> _Loaded:
-        manifest = read_manifest(version)
-        embedder = self._embedder or _reusable_encoder(previous, manifest)
-        index = Index(self.path, version, manifest, embedder=embedder)
-        try:
-            # Load everything now: no request pays for it, and the files may be pruned while this version serves.
-            _ = index.lexical
-            _ = index.embedder
-            info = index.info().to_dict()
-        except BaseException:
-            index.close()
-            raise
-        return _Loaded(index=index, name=version.name, info=info)
-
-    def refresh(self) -> None:
-        """Swap in the version CURRENT names, if it is new and opens; otherwise keep the live one."""
-        name = _pointer(self.path)
-        if not name or name == self._live.name:
-            return
-        if self._failed and self._failed[0] == name and time.monotonic() - self._failed[1] < RETRY_FAILED_S:
-            return
-        if not self._opening.acquire(blocking=False):
-            return  # another request is opening it; answer from the live version meanwhile
-        try:
-            if name == self._live.name:
-                return
-            try:
-                loaded = self._open(self.path / name, self._live)
-            except (SemsearchError, OSError) as exc:
-                # A version pruned or replaced mid-open, or a damaged one: keep serving the live version.
-                log.warning("cannot open %s (%s); still serving %s", name, exc, self._live.name)
-                self._failed = (name, time.monotonic())
-                return
-            with self._lock:
-                old, self._live = self._live, loaded
-                old.retired = True
-                idle = old.refs == 0
-            if idle:
-                old.index.close()
-            log.info("now serving %s (was %s)", loaded.name, old.name)
-        finally:
-            self._opening.release()
-
-    @contextlib.contextmanager
-    def use(self) -> Iterator[_Loaded]:
-        """The live version, held open until the block ends."""
-        self.refresh()
-        with self._lock:
-            loaded = self._live
-            loaded.refs += 1
-        try:
-            yield loaded
-        finally:
-            with self._lock:
-                loaded.refs -= 1
-                idle = loaded.retired and loaded.refs == 0
-            if idle:
-                loaded.index.close()
-
-    def close(self) -> None:
-        """Close the live version (server shutdown)."""
-        with self._lock:
-            self._live.retired = True
-            idle = self._live.refs == 0
-        if idle:
-            self._live.index.close()
-
-
-def corpus_map(loaded: _Loaded) -> dict[str, Any] | None:
-    """The version's corpus map (semsearch.corpus_map), read once per version; None when it has none."""
-    if not loaded.map_loaded:
-        try:
-            module: Any = importlib.import_module(".corpus_map", __package__)
-        except ImportError:
-            loaded.corpus_map = None
-        else:
-            loaded.corpus_map = module.load_map(loaded.index.version)
-        loaded.map_loaded = True
-    return loaded.corpus_map
-
-
-def add_highlight_spans(rows: list[dict[str, Any]], query: str) -> None:
-    """Give each hit ``highlight_spans``: per highlighted sentence, the [start, end) of each word to <mark>.
-
-    The words are those whose stem is a query stem, as the terminal highlights them; the page cannot stem.
-    """
-    from .lexical import Analyzer
-
-    analyzer = Analyzer()
-    wanted = set(analyzer(query))
-    for row in rows:
-        row["highlight_spans"] = [
-            [[s, e] for s, e, stem in analyzer.spans(text) if stem in wanted] for text in row["highlights"]
-        ]
-
-
-def document_dict(doc: Document, version: str) -> dict[str, Any]:
-    """A document as the API returns it."""
-    return {
-        "id": doc.id,
-        "title": doc.title,
-        "label": doc.label(),
-        "text": doc.text,
-        "sources": [s.to_dict() for s in doc.sources],
-        "external_ids": doc.external_ids,
-        "metadata": doc.metadata,
-        "version": version,
-    }
 
 
 def _error(status: int, message: str, **extra: Any) -> Any:
@@ -297,7 +145,7 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
     from pydantic import BaseModel
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    from . import __version__
+    from .version import __version__
 
     class ApiError(BaseModel):
         """Every error: the HTTP status, one readable line, and the kind of error."""
@@ -351,11 +199,6 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
         log.exception("unexpected error")
         return _error(500, f"internal error: {type(exc).__name__}")
 
-    def check_where(where: list[str]) -> None:
-        for clause in where:
-            if len(clause) > MAX_WHERE_CHARS:
-                raise QueryError(f"a where clause is {len(clause)} characters; the limit is {MAX_WHERE_CHARS}")
-
     @app.get("/api/search", summary="Papers that best answer a query")
     def search(
         q: str = Query(
@@ -369,12 +212,12 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
         diverse: bool = Query(False, description="Re-rank with maximal marginal relevance."),
         min_score: float | None = Query(None, allow_inf_nan=False, description="Drop hits scoring below this."),
     ) -> dict[str, Any]:
-        check_where(where)
         start = time.perf_counter()
         with live.use() as loaded:
             hits = loaded.index.search(q, k, mode=mode, where=where, diverse=diverse, min_score=min_score)
             rows = [h.to_dict() for h in hits]
-        add_highlight_spans(rows, q)
+        for row in rows:
+            row["highlight_spans"] = highlight_spans(row["highlights"], q)
         return {
             "query": q,
             "k": k,
@@ -392,7 +235,6 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
         k: int = Query(10, ge=1, le=MAX_K),
         where: list[str] = Query([], max_length=MAX_WHERE),
     ) -> dict[str, Any]:
-        check_where(where)
         with live.use() as loaded:
             hits = loaded.index.related(doc_id, k, where=where)
         return {"id": doc_id, "k": k, "version": loaded.name, "hits": [h.to_dict() for h in hits]}
@@ -400,7 +242,7 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
     @app.get("/api/documents/{doc_id}", summary="One document: text, title, metadata, sources")
     def document(doc_id: str = PathParam(..., max_length=200)) -> dict[str, Any]:
         with live.use() as loaded:
-            return document_dict(loaded.index.get(doc_id), loaded.name)
+            return {**loaded.index.get(doc_id).to_dict(), "version": loaded.name}
 
     @app.get("/api/info", summary="What the index holds: model, documents, sources, size, build time")
     def info() -> dict[str, Any]:
@@ -415,7 +257,7 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
     @app.get("/api/map", summary="The corpus map (2-d layout of the documents) of the served version")
     def corpus_map_endpoint() -> dict[str, Any]:
         with live.use() as loaded:
-            data = corpus_map(loaded)
+            data = loaded.corpus_map()
         if data is None:
             raise StarletteHTTPException(404, "this index has no map; rebuild it with semsearch index")
         return data

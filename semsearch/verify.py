@@ -5,17 +5,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .ann import open_version_vectors
+from .ann import VECTORS, open_version_vectors
 from .errors import SemsearchError
-from .store import (
-    DOCS,
-    ENCODER_DIR,
-    VECTORS,
-    check_file_hashes,
-    current_version,
-    read_manifest,
-    readonly_uri,
-)
+from .fileio import readonly_uri
+from .layout import DOCS, ENCODER_DIR, current_version
+from .manifest import Manifest
 from .vectors import VECTOR_FILE
 
 
@@ -23,14 +17,14 @@ def verify_index(index_dir: str | Path) -> list[str]:
     """Every problem found in the live version of an index, one line each; an empty list means sound."""
     try:
         version = current_version(Path(index_dir))
-        manifest = read_manifest(version)
+        manifest = Manifest.read(version)
     except SemsearchError as exc:
         return [str(exc)]
-    problems = check_file_hashes(version, manifest)
+    problems = manifest.check_file_hashes(version)
     if problems:
         return problems  # the rest would only repeat what a damaged file breaks
-    expected = int(manifest["counts"]["vectors"])
-    model = manifest["model"]
+    expected = manifest.counts.vectors
+    model = manifest.model
     try:
         searcher, exact = open_version_vectors(version, manifest)
     except SemsearchError as exc:
@@ -42,8 +36,8 @@ def verify_index(index_dir: str | Path) -> list[str]:
         if differ:
             problems.append(f"{version / VECTORS}: {len(differ)} ids differ from {VECTOR_FILE}")
     problems += _check_store(version / DOCS, expected, {int(i) for i in exact.ids})
-    if model.get("backend") == "onnx":
-        problems += _check_encoder(version / ENCODER_DIR, str(model["fingerprint"]))
+    if model.backend == "onnx":
+        problems += _check_encoder(version / ENCODER_DIR, model.fingerprint)
     return problems
 
 

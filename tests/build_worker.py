@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import FakeEmbedder  # noqa: E402
 
-import semsearch.build  # noqa: E402
+import semsearch.encoding  # noqa: E402
 from semsearch import BuildOptions, SemsearchError, build_index  # noqa: E402
 
 
@@ -41,7 +41,7 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=0.01)
     parser.add_argument("--chunk", type=int, default=256)
     args = parser.parse_args()
-    semsearch.build.ENCODE_CHUNK = args.chunk
+    semsearch.encoding.ENCODE_CHUNK = args.chunk
     try:
         summary = build_index(
             args.sources, args.index, BuildOptions(progress=False, wait=args.wait), embedder=SlowFake(args.delay)

@@ -25,9 +25,10 @@ from semsearch.ann import (
 from semsearch.build import BuildOptions, build_index
 from semsearch.cli import cli
 from semsearch.errors import IndexCorruptError, InputError
+from semsearch.layout import current_version
+from semsearch.manifest import read_manifest
 from semsearch.remove import remove_documents
 from semsearch.search import Index
-from semsearch.store import current_version, read_manifest
 from semsearch.vectors import VECTOR_FILE, VectorStore
 
 KINDS = ["flat", "ivf", "ivfpq", "hnsw"]
@@ -231,8 +232,8 @@ def test_index_of_each_kind_answers_refreshes_and_removes(kind: str, tmp_path: P
     second = build_index([str(corpus), str(extra)], idx_dir, BuildOptions(progress=False), embedder=fake)
     assert second.ann.startswith(kind) and second.added == 40
     manifest = read_manifest(current_version(idx_dir))
-    assert manifest["ann"]["kind"] == kind
-    assert manifest["ann"]["reused_training"] is (kind in ("ivf", "ivfpq", "hnsw"))
+    assert manifest.ann is not None and manifest.ann["kind"] == kind
+    assert manifest.ann["reused_training"] is (kind in ("ivf", "ivfpq", "hnsw"))
     with Index.open(idx_dir, embedder=fake) as idx:
         hit = idx.search(abstract(7, seed=5), 1, mode="dense")[0]
         assert hit.title == "Paper 5-7"
@@ -254,7 +255,7 @@ def test_auto_kind_is_recorded_and_switchable(tmp_path: Path) -> None:
     assert build_index([str(corpus)], idx_dir, BuildOptions(progress=False), embedder=fake).ann.startswith("flat")
     switched = build_index(None, idx_dir, BuildOptions(progress=False, ann="ivf"), embedder=fake)
     assert switched.ann.startswith("ivf") and switched.encoded == 0
-    assert read_manifest(current_version(idx_dir))["ann"]["requested"] == "ivf"
+    assert read_manifest(current_version(idx_dir)).to_dict()["ann"]["requested"] == "ivf"
 
 
 def test_cli_ann_option_and_info_line(tmp_path: Path) -> None:
@@ -321,7 +322,7 @@ def test_format_1_index_still_opens(tmp_path: Path) -> None:
         assert idx.related(hit.id, 3)
     # The next build writes the current format, with its ANN index, from the old one.
     build_index(None, idx_dir, BuildOptions(progress=False), embedder=FakeEmbedder())
-    assert read_manifest(current_version(idx_dir))["format_version"] == 2
+    assert read_manifest(current_version(idx_dir)).to_dict()["format_version"] == 2
 
 
 @pytest.mark.parametrize("kind", ["ivf", "ivfpq"])
@@ -375,10 +376,10 @@ def test_ivf_remove_keeps_training_and_shrinking_by_half_retrains(tmp_path: Path
     with Index.open(idx_dir, embedder=fake) as idx:
         few = [h.id for h in idx.search(abstract(1), 10, mode="dense")]
     remove_documents(idx_dir, ids=few)
-    assert read_manifest(current_version(idx_dir))["ann"]["reused_training"] is True
+    assert read_manifest(current_version(idx_dir)).to_dict()["ann"]["reused_training"] is True
     small = word_corpus(tmp_path / "b.jsonl", 150)
     build_index([str(small)], idx_dir, BuildOptions(progress=False), embedder=fake)
-    ann = read_manifest(current_version(idx_dir))["ann"]
+    ann = read_manifest(current_version(idx_dir)).to_dict()["ann"]
     assert ann["reused_training"] is False and ann["trained_on"] == 150
 
 

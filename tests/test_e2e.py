@@ -49,7 +49,7 @@ def test_federated_privacy_finds_fedask(seed_index: Path, mode: str) -> None:
     assert hits[0]["matched_terms"] and hits[0]["highlights"]
 
 
-def test_query_path_imports_no_torch(seed_index: Path) -> None:
+def test_query_path_imports_no_torch_nor_the_map_builder(seed_index: Path) -> None:
     code = (
         "import sys, json\n"
         "from click.testing import CliRunner\n"
@@ -61,7 +61,8 @@ def test_query_path_imports_no_torch(seed_index: Path) -> None:
         "hits = json.loads(r.output)\n"
         f"r3 = CliRunner().invoke(cli, ['related', hits[0]['id'], '--index', {str(seed_index)!r}, '--json'])\n"
         "assert r3.exit_code == 0, r3.output\n"
-        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]\n"
+        "banned = ('torch', 'sentence_transformers', 'transformers', 'umap', 'semsearch.corpus_map', 'semsearch.build')\n"
+        "heavy = [m for m in banned if m in sys.modules]\n"
         "print(json.dumps(heavy))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=300)
@@ -93,7 +94,9 @@ def test_torch_backend_agrees_with_onnx(seed_index: Path, tmp_path: Path) -> Non
     )
     torch_hits = json.loads(semsearch("query", "federated privacy", "--index", str(index), "--json", "-k", "3").stdout)
     assert onnx_hits[0]["id"] == torch_hits[0]["id"]
-    assert abs(onnx_hits[0]["score"] - torch_hits[0]["score"]) < 0.03
+    # The cosines are what the backends produce; hybrid z-scores stretch their small int8/fp32 gaps
+    # (measured: 0.036 apart in hybrid score for a 0.00x gap in cosine).
+    assert abs(onnx_hits[0]["scores"]["dense"] - torch_hits[0]["scores"]["dense"]) < 0.03
 
 
 def _broken_copy(seed_index: Path, tmp_path: Path) -> tuple[Path, Path]:

@@ -13,6 +13,7 @@ from test_search_modes import beir
 
 from semsearch import BuildOptions
 from semsearch.build import _encoder_settings
+from semsearch.manifest import Counts, Manifest, ModelInfo
 
 
 @pytest.fixture
@@ -93,12 +94,16 @@ def test_remove_source_from_another_directory_and_refresh(
     assert json.loads(again.stdout)["documents"] == 5
 
 
+def _manifest(backend: str, precision: str) -> Manifest:
+    return Manifest(model=ModelInfo("m", "f", 4, backend, precision), counts=Counts(0, 0, 0, 0, 0))
+
+
 def test_refresh_keeps_the_index_encoder_settings() -> None:
-    manifest = {"model": {"name": "m", "backend": "onnx", "precision": "fp32"}}
+    manifest = _manifest("onnx", "fp32")
     assert _encoder_settings(BuildOptions(), manifest) == ("onnx", "fp32")
     assert _encoder_settings(BuildOptions(precision="int8"), manifest) == ("onnx", "int8")
     assert _encoder_settings(BuildOptions(backend="torch"), manifest) == ("torch", "int8")
-    assert _encoder_settings(BuildOptions(), {"model": {"backend": "fake", "precision": "fp32"}}) == ("onnx", "int8")
+    assert _encoder_settings(BuildOptions(), _manifest("fake", "fp32")) == ("onnx", "int8")
     assert _encoder_settings(BuildOptions(), None) == ("onnx", "int8")
 
 

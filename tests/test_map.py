@@ -20,12 +20,13 @@ from semsearch.corpus_map import (
     cluster_count,
     compute_map,
     load_map,
-    map_html,
     normalize,
     place_by_neighbours,
 )
+from semsearch.layout import current_version
+from semsearch.manifest import read_manifest
+from semsearch.map_page import map_html
 from semsearch.records import Document
-from semsearch.store import current_version, read_manifest
 from semsearch.verify import verify_index
 
 TOPICS = {
@@ -206,11 +207,11 @@ def test_unfitted_points_land_among_their_nearest_neighbours() -> None:
 def test_build_writes_map_json_recorded_in_the_manifest(built: Path) -> None:
     version = current_version(built)
     manifest = read_manifest(version)
-    assert manifest["map"]["method"] == "pca" and manifest["map"]["clusters"] == 2
-    assert manifest["map"]["seconds"] >= 0
-    assert MAP_FILE in manifest["files"]  # so verify and the load-time size check cover it
+    assert manifest.map["method"] == "pca" and manifest.map["clusters"] == 2
+    assert manifest.map["seconds"] >= 0
+    assert MAP_FILE in manifest.files  # so verify and the load-time size check cover it
     data = load_map(version)
-    assert data is not None and data["documents"] == manifest["counts"]["documents"] == 5
+    assert data is not None and data["documents"] == manifest.counts.documents == 5
     assert verify_index(built) == []
 
 
@@ -218,20 +219,20 @@ def test_a_refresh_that_changes_nothing_reuses_the_map(
     built: Path, small_corpus: Path, fake: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = current_version(built)
-    assert read_manifest(first)["map"]["reused"] is False
+    assert read_manifest(first).to_dict()["map"]["reused"] is False
     import semsearch.corpus_map as corpus_map
 
     monkeypatch.setattr(corpus_map, "compute_map", lambda *a, **k: pytest.fail("the map was computed again"))
     build_index([str(small_corpus)], built, BuildOptions(progress=False), embedder=fake)
     second = current_version(built)
-    assert second != first and read_manifest(second)["map"]["reused"] is True
+    assert second != first and read_manifest(second).to_dict()["map"]["reused"] is True
     assert (second / MAP_FILE).read_bytes() == (first / MAP_FILE).read_bytes()
     assert verify_index(built) == []
     monkeypatch.undo()
     small_corpus.write_text(small_corpus.read_text(encoding="utf-8") + "\n\nA new abstract about protein folding.\n")
     build_index([str(small_corpus)], built, BuildOptions(progress=False), embedder=fake)
     third = current_version(built)
-    assert read_manifest(third)["map"]["reused"] is False
+    assert read_manifest(third).to_dict()["map"]["reused"] is False
     assert load_map(third)["documents"] == 6  # type: ignore[index]
 
 
@@ -241,7 +242,7 @@ def test_map_can_be_turned_off_or_forced_at_build(
     monkeypatch.setenv("SEMSEARCH_MAP", "off")
     build_index([str(small_corpus)], tmp_path / "off", BuildOptions(progress=False), embedder=fake)
     version = current_version(tmp_path / "off")
-    assert load_map(version) is None and read_manifest(version)["map"]["method"] == "off"
+    assert load_map(version) is None and read_manifest(version).to_dict()["map"]["method"] == "off"
     assert verify_index(tmp_path / "off") == []
     monkeypatch.setenv("SEMSEARCH_MAP", "sideways")
     with pytest.raises(SemsearchError, match="SEMSEARCH_MAP='sideways'"):
@@ -303,7 +304,7 @@ def test_map_command_without_an_index(tmp_path: Path) -> None:
 def test_map_command_on_an_index_built_before_maps(built: Path, tmp_path: Path) -> None:
     version = current_version(built)
     (version / MAP_FILE).unlink()
-    manifest = read_manifest(version)
+    manifest = read_manifest(version).to_dict()
     del manifest["files"][MAP_FILE], manifest["map"]
     (version / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     result = run(["map", "--index", str(built), "--out", str(tmp_path / "m.html")])

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from semsearch.beir import load_beir
 from semsearch.errors import InputError
 from semsearch.metrics import (
     dcg,
     evaluate,
-    load_beir,
     mrr_at_k,
     ndcg_at_k,
     rank_scores,

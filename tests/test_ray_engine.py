@@ -18,12 +18,12 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import PAPERS, SEEDS, FakeEmbedder
 
-from semsearch import BuildOptions, Index, SemsearchError, build_index
-from semsearch import build as build_module
+from semsearch import BuildOptions, Index, SemsearchError, build_index, encoding
 from semsearch.cache import EmbeddingCache, embedding_key
 from semsearch.cli import cli
 from semsearch.encoders import EncoderChoice
 from semsearch.errors import ModelLoadError
+from semsearch.layout import CACHE_DIR, CURRENT, doc_num
 from semsearch.ray_engine import (
     EncoderActor,
     RayEngineError,
@@ -32,7 +32,6 @@ from semsearch.ray_engine import (
     ray_failure,
     write_shard,
 )
-from semsearch.store import CACHE_DIR, CURRENT, doc_num
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="ray is not installed: pip install 'semsearch[ray]'")
@@ -85,7 +84,7 @@ def local_ray() -> Iterator[ModuleType]:
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> int:
     """Chunks of 2 texts, so the five-paper corpus spans three chunks (and several actor calls)."""
-    monkeypatch.setattr(build_module, "ENCODE_CHUNK", 2)
+    monkeypatch.setattr(encoding, "ENCODE_CHUNK", 2)
     return 2
 
 
@@ -320,7 +319,7 @@ def test_real_model_on_ray_equals_the_single_process_build(
     # Chunks of 32 split the 91 seed documents into 3 chunks: the int8 vectors of a text depend on its
     # batch-mates, so bitwise equality proves the actors saw exactly the local build's chunks.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(build_module, "ENCODE_CHUNK", 32)
+    monkeypatch.setattr(encoding, "ENCODE_CHUNK", 32)
     local = build_index([str(SEEDS)], tmp_path / "local", opts())
     # The Ray index starts as a copy without the cache: --full re-encodes everything yet reuses the export.
     shutil.copytree(tmp_path / "local", tmp_path / "ray", ignore=shutil.ignore_patterns(CACHE_DIR))

@@ -23,7 +23,8 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from semsearch import BuildOptions, build_index  # noqa: E402
-from semsearch.serve import MAX_QUERY_CHARS, LiveIndex, create_app  # noqa: E402
+from semsearch.live import LiveIndex  # noqa: E402
+from semsearch.serve import MAX_QUERY_CHARS, create_app  # noqa: E402
 
 OPTIONS = BuildOptions(progress=False)
 EXTRA = {

@@ -1,0 +1,232 @@
+"""A version's manifest (``manifest.json``): read, validated and written in one place, as one typed record.
+
+Every module asks a ``Manifest`` for what it needs (``manifest.model.dimension``, ``manifest.counts.vectors``)
+instead of digging in a dict. Keys this release does not know are kept in ``extra`` and written back, so a
+newer writer's additions survive a ``remove`` run by an older one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import IndexCorruptError, IndexFormatError, ModelMismatchError
+from .fileio import file_sha256
+from .layout import ENCODER_DIR, MANIFEST
+from .records import SourceFile
+
+FORMAT_NAME = "semsearch-index"
+FORMAT_VERSION = 2  # 2: vectors.npy + ids.npy beside an ANN index of any kind
+REBUILD = "rebuild with: semsearch index --full"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The encoder that made a version's vectors; queries must use the same one."""
+
+    name: str
+    fingerprint: str
+    dimension: int
+    backend: str = ""
+    precision: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def matches(self, fingerprint: str, dimension: int) -> bool:
+        """Whether an encoder with this fingerprint and dimension reproduces these vectors."""
+        return fingerprint == self.fingerprint and dimension == self.dimension
+
+    def same_encoder(self, other: ModelInfo) -> bool:
+        """Whether an encoder loaded for ``other`` reproduces this version's vectors (model and runtime)."""
+        return self == other
+
+    def check_embedder(self, name: str, fingerprint: str, dimension: int) -> None:
+        """Raise ModelMismatchError when an encoder would not reproduce these vectors."""
+        if not self.matches(fingerprint, dimension):
+            raise ModelMismatchError(
+                f"the index was built with model {self.name!r} ({self.dimension}-d), "
+                f"not {name!r} ({dimension}-d); rebuild it with --full to switch models"
+            )
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What a build read and kept."""
+
+    read: int
+    documents: int
+    exact_duplicates: int
+    near_duplicates: int
+    vectors: int
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class Manifest:
+    """Everything a version records about itself; ``files`` is filled in by the version writer at publish."""
+
+    model: ModelInfo
+    counts: Counts
+    sources: list[SourceFile] = field(default_factory=list)
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+    semsearch_version: str = ""
+    built_at: str = ""
+    build_seconds: float = 0.0
+    source_args: list[str] = field(default_factory=list)
+    excluded_sources: list[str] = field(default_factory=list)
+    faiss: dict[str, Any] = field(default_factory=dict)
+    ann: dict[str, Any] | None = None  # AnnSpec.to_dict(); absent in format 1
+    vectors: dict[str, Any] | None = None
+    lexical: dict[str, Any] = field(default_factory=dict)
+    map: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, keys in the order manifest.json has always had."""
+        out: dict[str, Any] = {
+            "format": FORMAT_NAME,
+            "format_version": self.format_version,
+            "semsearch_version": self.semsearch_version,
+            "built_at": self.built_at,
+            "build_seconds": self.build_seconds,
+            "model": self.model.to_dict(),
+            "faiss": self.faiss,
+        }
+        if self.ann is not None:
+            out["ann"] = self.ann
+        if self.vectors is not None:
+            out["vectors"] = self.vectors
+        out.update(lexical=self.lexical, map=self.map, counts=self.counts.to_dict())
+        out.update(
+            source_args=self.source_args,
+            excluded_sources=self.excluded_sources,
+            sources=[s.to_dict() for s in self.sources],
+            files=self.files,
+        )
+        out.update(self.extra)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    def updated(self, **changes: Any) -> Manifest:
+        """A copy with some fields replaced (the next version of an unchanged index, say)."""
+        return replace(self, **changes)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = MANIFEST) -> Manifest:
+        """Validate a parsed manifest.json; raises IndexCorruptError naming what is wrong."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+            raise IndexCorruptError(f"{where} is not a semsearch manifest")
+        version_no = data.get("format_version")
+        if not isinstance(version_no, int):
+            raise IndexCorruptError(f"{where} has no format_version")
+        if version_no > FORMAT_VERSION:
+            raise IndexFormatError(
+                f"{where} is format version {version_no}, newer than this semsearch reads ({FORMAT_VERSION}); "
+                "upgrade semsearch"
+            )
+        shape = {
+            "model": (dict, ("name", "fingerprint", "dimension")),
+            "counts": (dict, tuple(f.name for f in fields(Counts))),
+            "files": (dict, ()),
+            "sources": (list, ()),
+        }
+        for key, (kind, parts) in shape.items():
+            value = data.get(key)
+            if not isinstance(value, kind) or any(p not in value for p in parts):
+                raise IndexCorruptError(f"{where}: {key!r} is missing or malformed; {REBUILD}")
+        try:
+            model = _model(data["model"])
+            counts = Counts(**{f.name: _int(data["counts"][f.name]) for f in fields(Counts)})
+            files = data["files"]
+            sources = [SourceFile.from_dict(s) for s in data["sources"]]
+            known = {f.name for f in fields(cls)} | {"format"}
+            return cls(
+                model=model,
+                counts=counts,
+                sources=sources,
+                files=files,
+                format_version=version_no,
+                semsearch_version=str(data.get("semsearch_version", "")),
+                built_at=str(data.get("built_at", "")),
+                build_seconds=float(data.get("build_seconds", 0.0)),
+                source_args=[str(s) for s in data.get("source_args", [])],
+                excluded_sources=[str(s) for s in data.get("excluded_sources", [])],
+                faiss=dict(data.get("faiss") or {}),
+                ann=data.get("ann"),
+                vectors=data.get("vectors"),
+                lexical=dict(data.get("lexical") or {}),
+                map=dict(data.get("map") or {}),
+                extra={k: v for k, v in data.items() if k not in known},
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise IndexCorruptError(f"{where}: malformed entry ({type(exc).__name__}: {exc}); {REBUILD}") from None
+
+    @classmethod
+    def read(cls, version: Path) -> Manifest:
+        """Load and check a version's manifest."""
+        path = version / MANIFEST
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise IndexCorruptError(f"{path} is missing; {REBUILD}") from exc
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise IndexCorruptError(f"{path} is unreadable ({exc}); {REBUILD}") from exc
+        return cls.from_dict(data, str(path))
+
+    def check_file_sizes(self, version: Path) -> None:
+        """Cheap load-time check: every recorded file exists with its recorded size (catches truncation).
+
+        The encoder's files are left to the encoder's own loader, which can fall back to the source model.
+        """
+        for name, meta in self.files.items():
+            if name.startswith(f"{ENCODER_DIR}/"):
+                continue
+            path = version / name
+            if not path.is_file():
+                raise IndexCorruptError(f"{path} is missing; {REBUILD}")
+            if path.stat().st_size != meta["size"]:
+                raise IndexCorruptError(
+                    f"{path} is {path.stat().st_size} bytes, expected {meta['size']} (truncated or changed); {REBUILD}"
+                )
+
+    def check_file_hashes(self, version: Path) -> list[str]:
+        """Full check: every recorded file's sha256; returns one problem line per mismatch."""
+        problems = []
+        for name, meta in self.files.items():
+            path = version / name
+            if not path.is_file():
+                problems.append(f"{path}: missing")
+            elif file_sha256(path) != meta["sha256"]:
+                problems.append(f"{path}: checksum mismatch")
+        return problems
+
+
+def read_manifest(version: Path) -> Manifest:
+    """Load and check a version's manifest."""
+    return Manifest.read(version)
+
+
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"'counts' holds {value!r}, not a count")
+    return value
+
+
+def _model(data: Any) -> ModelInfo:
+    if not isinstance(data, dict):
+        raise TypeError("model")
+    return ModelInfo(
+        name=str(data["name"]),
+        fingerprint=str(data["fingerprint"]),
+        dimension=int(data["dimension"]),
+        backend=str(data.get("backend") or ""),
+        precision=str(data.get("precision") or ""),
+    )
