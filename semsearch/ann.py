@@ -23,13 +23,12 @@ import numpy as np
 
 from .errors import IndexCorruptError, InputError
 from .manifest import Manifest
+from .options import ANN_CHOICES, ANN_KINDS
 from .vectors import VectorStore
 
 VECTORS = "vectors.faiss"  # the ANN index file of a version
 TUNING_QUERIES = "tuning_queries.npy"  # encoded sample queries the search was tuned on
 
-ANN_KINDS = ("flat", "ivf", "ivfpq", "hnsw")
-ANN_CHOICES = ("auto", *ANN_KINDS)
 FLAT_MAX_DOCS = 20_000
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of raw float32 vectors an index may keep in RAM
 # Tuned on 200 sample queries; aiming a little above 0.95 keeps other queries at 0.95 or more (measured:

@@ -24,6 +24,7 @@ from .freshness import absolute_source_args
 from .ingest import expand_sources, read_sources
 from .layout import CACHE_DIR
 from .manifest import Counts, Manifest, ModelInfo
+from .options import DEFAULT_BATCH_SIZE
 from .records import DedupResult, IngestResult
 from .version import __version__
 from .versions import PreviousVersion, VersionWriter, new_version
@@ -67,7 +68,7 @@ class BuildOptions:
     full: bool = False
     skip_bad: bool = False
     near: bool = True
-    batch_size: int = 32
+    batch_size: int = DEFAULT_BATCH_SIZE
     progress: bool = True
     wait: bool = False
     ann: str | None = None  # None: the existing index's choice, else "auto" (by corpus size)

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from . import options
 from .errors import SemsearchError
 from .version import __version__
 
@@ -53,8 +54,8 @@ def index_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         "--index",
         "index_dir",
         type=click.Path(file_okay=False, path_type=Path),
-        envvar="SEMSEARCH_INDEX",
-        default="indexes/default",
+        envvar=options.INDEX_ENV,
+        default=options.DEFAULT_INDEX,
         show_default=True,
         help="Index directory (or set SEMSEARCH_INDEX).",
     )(fn)
@@ -76,7 +77,9 @@ def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def k_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     # A plain int (not IntRange) so that a bad k gets the library's one-line error.
-    return click.option("-k", "k", type=int, default=10, show_default=True, help="How many hits to return.")(fn)
+    return click.option(
+        "-k", "k", type=int, default=options.DEFAULT_K, show_default=True, help=f"How many hits (1..{options.MAX_K})."
+    )(fn)
 
 
 def shaping_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -153,13 +156,13 @@ def cli() -> None:
 @click.option("--model", help="sentence-transformers model name or path [default: the index's, else all-MiniLM-L6-v2].")
 @click.option(
     "--backend",
-    type=click.Choice(["onnx", "torch"]),
+    type=click.Choice(options.BACKENDS),
     help="Encoder runtime [default: the index's, else onnx]. onnx exports the model into the index so "
     "queries never load torch.",
 )
 @click.option(
     "--precision",
-    type=click.Choice(["int8", "fp32"]),
+    type=click.Choice(options.PRECISIONS),
     help="ONNX weights [default: the index's, else int8]: int8 is smaller and faster; fp32 matches torch closely.",
 )
 @click.option("--full", is_flag=True, help="Rebuild from scratch (and allow switching models).")
@@ -167,7 +170,7 @@ def cli() -> None:
 @click.option("--no-near", is_flag=True, help="Merge only exact duplicates, not near-duplicates.")
 @click.option(
     "--ann",
-    type=click.Choice(["auto", "flat", "ivf", "ivfpq", "hnsw"]),
+    type=click.Choice(options.ANN_CHOICES),
     help="Vector index [default: the index's, else auto]: auto is exact (flat) up to 20,000 documents, IVF "
     "above, IVF-PQ with exact re-ranking when the raw vectors exceed --memory-budget. hnsw on request.",
 )
@@ -177,12 +180,14 @@ def cli() -> None:
     help="RAM for raw vectors before auto switches to compressed IVF-PQ codes, e.g. 512MB, 2GB "
     "[default: the index's, else 1GB].",
 )
-@click.option("--batch-size", type=int, default=32, show_default=True, help="Texts per encoder batch.")
+@click.option(
+    "--batch-size", type=int, default=options.DEFAULT_BATCH_SIZE, show_default=True, help="Texts per encoder batch."
+)
 @click.option("--wait", is_flag=True, help="Wait for another writer of this index instead of failing.")
 @click.option(
     "--engine",
-    type=click.Choice(["local", "ray"]),
-    default="local",
+    type=click.Choice(options.ENGINES),
+    default=options.ENGINES[0],
     show_default=True,
     help="Where texts are encoded: in this process, or on Ray (pip install 'semsearch[ray]'): a pool of "
     "encoder actors, one per CPU. Vectors equal a local build's; the cache and the index stay here.",
@@ -282,8 +287,8 @@ def index(
 @index_option
 @click.option(
     "--mode",
-    type=click.Choice(["hybrid", "dense", "lexical"]),
-    default="hybrid",
+    type=click.Choice(options.MODES),
+    default=options.MODES[0],
     show_default=True,
     help="hybrid fuses BM25 and embeddings; dense is embeddings only; lexical is BM25 only.",
 )
@@ -458,9 +463,11 @@ def remove(ids: tuple[str, ...], sources: tuple[str, ...], index_dir: Path, wait
 @cli.command()
 @index_option
 @click.option(
-    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (the default: this machine only)."
+    "--host", default=options.DEFAULT_HOST, show_default=True, help="Address to listen on (default: this machine only)."
 )
-@click.option("--port", type=int, default=8000, show_default=True, help="Port to listen on (0: any free one).")
+@click.option(
+    "--port", type=int, default=options.DEFAULT_PORT, show_default=True, help="Port to listen on (0: any free one)."
+)
 @click.option("--access-log", is_flag=True, help="Log every request to stderr.")
 @click.pass_context
 def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log: bool) -> None:
@@ -495,11 +502,13 @@ def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log:
     help="Index to build or reuse [default: indexes/eval-<corpus folder>].",
 )
 @click.option(
-    "--mode", "modes", multiple=True, type=click.Choice(["dense", "lexical", "hybrid"]), help="Modes (default: all)."
+    "--mode", "modes", multiple=True, type=click.Choice(options.MODES), help="Modes (default: all)."
 )
 @click.option("--model", help="Model for a new index [default: all-MiniLM-L6-v2].")
-@click.option("--backend", type=click.Choice(["onnx", "torch"]), default="onnx", show_default=True)
-@click.option("--precision", type=click.Choice(["int8", "fp32"]), default="int8", show_default=True)
+@click.option("--backend", type=click.Choice(options.BACKENDS), default=options.BACKENDS[0], show_default=True)
+@click.option(
+    "--precision", type=click.Choice(options.PRECISIONS), default=options.DEFAULT_PRECISION, show_default=True
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object keyed by mode.")
 @click.pass_context
 def eval_(
@@ -524,7 +533,7 @@ def eval_(
       semsearch eval ../shared/data/scifact --split test
     """
     from .build import BuildOptions
-    from .evaluate import EvalData, run_eval
+    from .evaluate import EVAL_MODES, EvalData, run_eval
     from .render import eval_table
 
     where = EvalData.locate(data, split, corpus, queries, qrels)
@@ -532,7 +541,7 @@ def eval_(
     results = run_eval(
         where,
         target,
-        modes=modes or ("dense", "lexical", "hybrid"),
+        modes=modes or EVAL_MODES,
         embedder=_embedder(ctx),
         options=BuildOptions(model=model, backend=backend, precision=precision, progress=not as_json),
         progress=not as_json,

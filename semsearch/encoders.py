@@ -17,9 +17,8 @@ from .embed import Embedder
 from .errors import ExportUnsupportedError, IndexCorruptError, ModelLoadError, ModelMismatchError, SemsearchError
 from .layout import ENCODER_DIR
 from .manifest import Manifest, ModelInfo
-from .onnx_backend import PRECISIONS
+from .options import BACKENDS, PRECISIONS
 
-BACKENDS = ("onnx", "torch")
 Notify = Callable[[str], None]
 
 

@@ -16,9 +16,10 @@ from .errors import IndexNotFoundError, InputError
 from .layout import current_version
 from .manifest import Manifest
 from .metrics import evaluate
-from .search import MODES, Index
+from .search import Index
 
 DEPTH = 100  # Recall@100 needs the top 100
+EVAL_MODES = ("dense", "lexical", "hybrid")  # the two parts, then their fusion
 
 
 @dataclass
@@ -80,7 +81,7 @@ def run_eval(
     data: EvalData,
     index_dir: Path,
     *,
-    modes: Sequence[str] = MODES,
+    modes: Sequence[str] = EVAL_MODES,
     embedder: Embedder | None = None,
     options: BuildOptions | None = None,
     progress: bool = True,

@@ -33,6 +33,7 @@ import numpy as np
 from .embed import SentenceTransformerEmbedder, fingerprint_folder, normalize_rows, resolve_model
 from .errors import ExportUnsupportedError, IndexCorruptError, ModelLoadError
 from .fileio import atomic_path, file_sha256, write_bytes_atomic
+from .options import DEFAULT_PRECISION, PRECISIONS
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
 SPEC_FILE = "encoder.json"
 TOKENIZER_FILE = "tokenizer.json"
 SPEC_FORMAT = 1
-PRECISIONS = ("fp32", "int8")
-DEFAULT_PRECISION = "int8"
 OPSET = 17
 PAD_MULTIPLE = 32
 PARALLEL_MODES = ("ops", "batches")
@@ -261,12 +260,21 @@ _PROBE_TEXTS = (
 )
 
 
-def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECISIONS) -> EncoderSpec:
-    """Export a sentence-transformers model to ONNX files + tokenizer + ``encoder.json`` in ``out_dir``."""
-    wanted = tuple(dict.fromkeys(precisions))
-    unknown = [p for p in wanted if p not in PRECISIONS]
-    if unknown or not wanted:
-        raise ModelLoadError(f"unknown ONNX precision(s) {unknown or list(wanted)}; choose from {list(PRECISIONS)}")
+@dataclass(frozen=True)
+class _Exportable:
+    """What an export needs from a loaded sentence-transformers model, checked to be exportable."""
+
+    embedder: SentenceTransformerEmbedder
+    transformer: Any  # the Transformer module (its HF model and tokenizer)
+    backend_tokenizer: Any  # the fast tokenizer, written out as tokenizer.json
+    kinds: list[str]  # module class names, e.g. ["Transformer", "Pooling", "Normalize"]
+    pooling: str
+    inputs: tuple[str, ...]
+    max_seq: int
+
+
+def _exportable(model: str) -> _Exportable:
+    """Load a model; ExportUnsupportedError unless it is Transformer+Pooling(+Normalize) with a fast tokenizer."""
     embedder = SentenceTransformerEmbedder(model)
     st: Any = embedder.model
     kinds = [type(module).__name__ for module in st]
@@ -289,27 +297,26 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
     max_seq = st.max_seq_length
     if not max_seq or max_seq > 100_000:  # unset: HF uses a huge sentinel for "no limit"
         max_seq = getattr(transformer.auto_model.config, "max_position_embeddings", 512)
-    max_seq = int(max_seq)
     inputs = tuple(
         name for name in ("input_ids", "attention_mask", "token_type_ids") if name in hf_tokenizer.model_input_names
     )
     if inputs[:2] != ("input_ids", "attention_mask"):
         raise ExportUnsupportedError(f"model {model!r} takes inputs {inputs}, not exportable - use the torch backend")
+    return _Exportable(embedder, transformer, backend_tokenizer, kinds, pooling, inputs, int(max_seq))
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # A half re-export must not look complete: the spec goes first and comes back last.
-    (out_dir / SPEC_FILE).unlink(missing_ok=True)
+
+def _write_models(source: _Exportable, out_dir: Path, wanted: tuple[str, ...]) -> list[str]:
+    """Write the ONNX file of each wanted precision; returns the MatMul nodes int8 keeps in fp32."""
+    model = source.embedder.name
     fp32_path = out_dir / model_filename("fp32")
     try:
-        _export_transformer(transformer.auto_model, inputs, fp32_path)
+        _export_transformer(source.transformer.auto_model, source.inputs, fp32_path)
     except ModelLoadError:
         raise
     except Exception as exc:  # torch.onnx raises many types
         raise ExportUnsupportedError(
             f"cannot export model {model!r} to ONNX: {_first_line(exc)} - use the torch backend"
         ) from exc
-
     keep_fp32: list[str] = []
     if "int8" in wanted:
         # MatMuls fed by GELU see skewed, outlier-heavy activations; int8 there costs most of the accuracy
@@ -321,24 +328,43 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
             raise ExportUnsupportedError(f"cannot quantize model {model!r} to int8: {_first_line(exc)}") from exc
     if "fp32" not in wanted:
         fp32_path.unlink()
+    return keep_fp32
 
-    tok = type(backend_tokenizer).from_str(backend_tokenizer.to_str())
+
+def _write_tokenizer(source: _Exportable, out_dir: Path) -> None:
+    tok = type(source.backend_tokenizer).from_str(source.backend_tokenizer.to_str())
     # Truncation and padding are decided at encode time from the spec, not baked into the file.
     tok.no_truncation()
     tok.no_padding()
     write_bytes_atomic(out_dir / TOKENIZER_FILE, tok.to_str().encode("utf-8"))
 
+
+def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECISIONS) -> EncoderSpec:
+    """Export a sentence-transformers model to ONNX files + tokenizer + ``encoder.json`` in ``out_dir``."""
+    wanted = tuple(dict.fromkeys(precisions))
+    unknown = [p for p in wanted if p not in PRECISIONS]
+    if unknown or not wanted:
+        raise ModelLoadError(f"unknown ONNX precision(s) {unknown or list(wanted)}; choose from {list(PRECISIONS)}")
+    source = _exportable(model)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # A half re-export must not look complete: the spec goes first and comes back last.
+    (out_dir / SPEC_FILE).unlink(missing_ok=True)
+    keep_fp32 = _write_models(source, out_dir, wanted)
+    _write_tokenizer(source, out_dir)
+
+    embedder, transformer = source.embedder, source.transformer
     files = {name: _file_entry(out_dir / name) for name in [model_filename(p) for p in wanted] + [TOKENIZER_FILE]}
     spec = EncoderSpec(
         source_model=embedder.name,
         source_fingerprint=embedder.fingerprint,
         dimension=embedder.dimension,
-        max_seq_length=max_seq,
-        pooling=pooling,
-        normalize_module="Normalize" in kinds,
+        max_seq_length=source.max_seq,
+        pooling=source.pooling,
+        normalize_module="Normalize" in source.kinds,
         do_lower_case=bool(getattr(transformer, "do_lower_case", False)),
-        inputs=inputs,
-        pad_token_id=int(hf_tokenizer.pad_token_id or 0),
+        inputs=source.inputs,
+        pad_token_id=int(transformer.tokenizer.pad_token_id or 0),
         files=files,
         precisions={p: model_filename(p) for p in wanted},
         versions=_versions(),

@@ -36,6 +36,7 @@ from .embed import Embedder
 from .encoders import EncoderChoice
 from .encoding import CachePlan, progress_bar
 from .errors import ModelLoadError, SemsearchError
+from .options import ENGINES
 from .records import Document
 from .version import __version__
 
@@ -43,7 +44,6 @@ from .version import __version__
 # per CPU leaves Ray Data's own tasks none, which was measured to stall local Ray on a 2-core machine.
 ACTOR_CPUS = 0.5
 ACTOR_THREADS = 1
-ENGINES = ("local", "ray")
 SHARDS_PREFIX = "shards-"
 _META = "meta.json"
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)

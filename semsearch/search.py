@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import options
 from .ann import VECTORS, open_version_vectors
 from .dedup import is_near_duplicate, text_hash
 from .documents import DocumentStore
@@ -23,23 +24,20 @@ from .highlight import best_sentences, matched_terms
 from .layout import DOCS, LEXICAL_DIR, current_version, doc_id_from_num, doc_num
 from .lexical import Analyzer
 from .manifest import Manifest
+from .options import MAX_K, MODES
 from .records import Document, Hit, SourceFile
 
 if TYPE_CHECKING:
     from .lexical import LexicalIndex
 
-DEFAULT_INDEX = Path("indexes") / "default"
-MODES = ("hybrid", "dense", "lexical")
+DEFAULT_INDEX = Path(options.DEFAULT_INDEX)
 DIVERSITY_LAMBDA = 0.5  # equal weight to relevance (min-max scaled over the pool) and novelty
-# One bound for every face (library, CLI, server, MCP): a ranked list is read by a person or an agent, and past
-# a thousand hits it is an export, not a search.
-MAX_K = 1000
 FILTER_CACHE = 32  # --where answers an open Index remembers
 
 
 def default_index_path() -> Path:
     """The index used when none is named: $SEMSEARCH_INDEX, else indexes/default."""
-    env = os.environ.get("SEMSEARCH_INDEX", "").strip()
+    env = os.environ.get(options.INDEX_ENV, "").strip()
     return Path(env) if env else DEFAULT_INDEX
 
 

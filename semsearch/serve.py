@@ -23,7 +23,7 @@ from .errors import (
 )
 from .highlight import highlight_spans
 from .live import LiveIndex
-from .search import MAX_K
+from .options import DEFAULT_HOST, DEFAULT_PORT, MAX_K
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 WEB_DIR = Path(__file__).resolve().parent / "web"
 MAX_QUERY_CHARS = 1000  # longer text is an abstract, not a query: use `semsearch related --file`
 MAX_WHERE = 20
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
 
 
 class ServeUnavailableError(SemsearchError):
@@ -137,13 +135,19 @@ def _docs_routes(app: FastAPI) -> None:
 
 def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> FastAPI:
     """The web app over the index at ``index_dir``; raises IndexNotFoundError when there is none."""
-    from fastapi import FastAPI, Query, Request
-    from fastapi import Path as PathParam
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import FileResponse
-    from fastapi.staticfiles import StaticFiles
+    live = LiveIndex(index_dir, embedder=embedder)
+    app = _new_app(live)
+    _error_handlers(app)
+    _api_routes(app, live)
+    _page_routes(app)
+    _docs_routes(app)
+    return app
+
+
+def _new_app(live: LiveIndex) -> FastAPI:
+    """The FastAPI application, its documented error shape, and the live index closed at shutdown."""
+    from fastapi import FastAPI
     from pydantic import BaseModel
-    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     from .version import __version__
 
@@ -159,7 +163,6 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
         422: {"model": ApiError, "description": "A bad parameter (the message names it)"},
         503: {"model": ApiError, "description": "The index cannot be read"},
     }
-    live = LiveIndex(index_dir, embedder=embedder)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -177,6 +180,14 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
         responses=errors,
     )
     app.state.live = live
+    return app
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Every error as JSON {status, error, type}: library errors by kind, bad parameters 422, never a traceback."""
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     @app.exception_handler(SemsearchError)
     async def library_error(_: Request, exc: SemsearchError) -> Any:
@@ -198,6 +209,13 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
     async def unexpected(_: Request, exc: Exception) -> Any:
         log.exception("unexpected error")
         return _error(500, f"internal error: {type(exc).__name__}")
+
+
+def _api_routes(app: FastAPI, live: LiveIndex) -> None:
+    """The JSON API: each route is one call on the live index."""
+    from fastapi import Path as PathParam
+    from fastapi import Query
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     @app.get("/api/search", summary="Papers that best answer a query")
     def search(
@@ -262,14 +280,17 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
             raise StarletteHTTPException(404, "this index has no map; rebuild it with semsearch index")
         return data
 
+
+def _page_routes(app: FastAPI) -> None:
+    """The search page and its static files."""
+    from fastapi.responses import FileResponse
+    from fastapi.staticfiles import StaticFiles
+
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
         return FileResponse(WEB_DIR / "index.html", media_type="text/html")
-
-    _docs_routes(app)
-    return app
 
 
 def run_server(

@@ -61,7 +61,8 @@ def test_query_path_imports_no_torch_nor_the_map_builder(seed_index: Path) -> No
         "hits = json.loads(r.output)\n"
         f"r3 = CliRunner().invoke(cli, ['related', hits[0]['id'], '--index', {str(seed_index)!r}, '--json'])\n"
         "assert r3.exit_code == 0, r3.output\n"
-        "banned = ('torch', 'sentence_transformers', 'transformers', 'umap', 'semsearch.corpus_map', 'semsearch.build')\n"
+        "banned = ('torch', 'sentence_transformers', 'transformers', 'umap',\n"
+        "          'semsearch.corpus_map', 'semsearch.build')\n"
         "heavy = [m for m in banned if m in sys.modules]\n"
         "print(json.dumps(heavy))\n"
     )

@@ -1,0 +1,24 @@
+"""The choices and defaults every face offers (library, CLI, server, MCP), in one leaf module.
+
+The modules that own a behaviour import their choice list from here, and the CLI builds its options from the
+same names, so a new mode or backend is one edit and ``semsearch --help`` never imports numpy to learn them.
+"""
+
+from __future__ import annotations
+
+MODES = ("hybrid", "dense", "lexical")  # search.py: how hits are scored; the first is the default
+BACKENDS = ("onnx", "torch")  # encoders.py: the runtime that encodes; the first is the default
+PRECISIONS = ("fp32", "int8")  # onnx_backend.py: ONNX weights
+DEFAULT_PRECISION = "int8"
+ANN_KINDS = ("flat", "ivf", "ivfpq", "hnsw")  # ann.py
+ANN_CHOICES = ("auto", *ANN_KINDS)
+ENGINES = ("local", "ray")  # where a build encodes (ray_engine.py)
+DEFAULT_INDEX = "indexes/default"
+INDEX_ENV = "SEMSEARCH_INDEX"
+DEFAULT_K = 10
+# One bound for every face: a ranked list is read by a person or an agent, and past a thousand hits it is an
+# export, not a search.
+MAX_K = 1000
+DEFAULT_BATCH_SIZE = 32  # texts per encoder call: bigger is a little faster and needs more memory
+DEFAULT_HOST = "127.0.0.1"  # a server listens on this machine only unless told otherwise
+DEFAULT_PORT = 8000

@@ -1,0 +1,206 @@
+"""The version lifecycle (lock, write beside the live version, publish or abandon), the typed manifest and the
+document store, each through its own public names."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from semsearch.documents import DocumentStore, write_documents
+from semsearch.errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
+from semsearch.layout import BUILD_PREFIX, CURRENT, MANIFEST, current_version, live_version, read_pointer
+from semsearch.manifest import FORMAT_VERSION, Counts, Manifest, ModelInfo
+from semsearch.records import Document, Provenance, SourceFile
+from semsearch.versions import PreviousVersion, new_version, writer_lock
+
+
+def _manifest(documents: int = 1) -> Manifest:
+    return Manifest(
+        model=ModelInfo("fake-bow", "fake0001", 4, "fake", "fp32"),
+        counts=Counts(read=documents, documents=documents, exact_duplicates=0, near_duplicates=0, vectors=documents),
+        sources=[SourceFile("/data/a.txt", "ab" * 32, 10, "seed", "utf-8", documents)],
+        source_args=["/data/a.txt"],
+    )
+
+
+def _doc(doc_id: str, text: str, *, title: str | None = None, external: list[str] | None = None) -> Document:
+    return Document(
+        id=doc_id,
+        text=text,
+        title=title,
+        sources=[Provenance("a.txt", "paragraph", 1), Provenance("b.txt", "line", 3)],
+        external_ids=external or [],
+        metadata={"year": 2025},
+        text_hash="h" + doc_id,
+    )
+
+
+def _publish(index_dir: Path, docs: list[Document]) -> Path:
+    with new_version(index_dir) as writer:
+        write_documents(writer.path / "docs.sqlite", docs)
+        return writer.publish(_manifest(len(docs)))
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+def test_publish_makes_the_version_live_and_records_its_files(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    final = _publish(index, [_doc("00000000000000a1", "alpha")])
+    assert read_pointer(index) == final.name and current_version(index) == final == live_version(index)
+    manifest = Manifest.read(final)
+    assert set(manifest.files) == {"docs.sqlite"} and manifest.files["docs.sqlite"]["size"] > 0
+    assert manifest.check_file_hashes(final) == []
+    assert not list(index.glob(f"{BUILD_PREFIX}*"))
+
+
+def test_a_failed_block_leaves_the_live_version_and_no_partial_folder(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    first = _publish(index, [_doc("00000000000000a1", "alpha")])
+    with pytest.raises(RuntimeError, match="disk went away"), new_version(index) as writer:
+        (writer.path / "docs.sqlite").write_bytes(b"half")
+        raise RuntimeError("disk went away")
+    assert current_version(index) == first
+    assert not list(index.glob(f"{BUILD_PREFIX}*"))
+
+
+def test_a_block_that_does_not_publish_leaves_nothing(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    with new_version(index) as writer:
+        (writer.path / "x").write_text("unused")
+    assert not list(index.glob(f"{BUILD_PREFIX}*")) and not (index / CURRENT).exists()
+
+
+def test_a_second_writer_is_refused_while_one_holds_the_lock(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    with writer_lock(index), pytest.raises(IndexLockedError, match="another semsearch process"), new_version(index):
+        pass
+
+
+def test_previous_version_is_read_once_with_its_ids(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    assert PreviousVersion.load(index) is None
+    final = _publish(index, [_doc("00000000000000a1", "alpha"), _doc("00000000000000b2", "beta")])
+    previous = PreviousVersion.load(index)
+    assert previous is not None and previous.path == final
+    assert previous.ids == {"00000000000000a1", "00000000000000b2"}
+    assert previous.manifest.counts.documents == 2
+
+
+def test_previous_version_damage_is_an_error_unless_tolerated(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    final = _publish(index, [_doc("00000000000000a1", "alpha")])
+    (final / MANIFEST).write_text("{not json", encoding="utf-8")
+    with pytest.raises(IndexCorruptError, match="unreadable"):
+        PreviousVersion.load(index)
+    assert PreviousVersion.load(index, tolerate_damage=True) is None
+
+
+def test_current_never_points_outside_the_index(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    _publish(index, [_doc("00000000000000a1", "alpha")])
+    (tmp_path / MANIFEST).write_text("{}", encoding="utf-8")  # a manifest one level up must not be reachable
+    for name in ("..", ".", "../idx", ""):
+        (index / CURRENT).write_text(name + "\n", encoding="utf-8")
+        assert live_version(index) is None
+        with pytest.raises(IndexCorruptError, match="points to a missing version"):
+            current_version(index)
+    with pytest.raises(IndexNotFoundError, match="no index at"):
+        current_version(tmp_path / "nowhere")
+
+
+# ---------------------------------------------------------------- manifest
+
+
+def test_manifest_round_trips_and_keeps_keys_it_does_not_know(tmp_path: Path) -> None:
+    manifest = _manifest()
+    data = manifest.to_dict()
+    data["catalogue"] = {"files": ["x.jsonl"]}  # written by a newer release
+    back = Manifest.from_dict(data)
+    assert back.model == manifest.model and back.counts == manifest.counts and back.sources == manifest.sources
+    assert back.to_dict() == data
+    assert json.loads(back.to_json()) == data
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.pop("model"), "'model' is missing or malformed"),
+        (lambda d: d["counts"].pop("vectors"), "'counts' is missing or malformed"),
+        (lambda d: d["counts"].update(vectors="7"), "not a count"),
+        (lambda d: d.update(sources={}), "'sources' is missing or malformed"),
+        (lambda d: d.update(format="other"), "not a semsearch manifest"),
+        (lambda d: d.pop("format_version"), "no format_version"),
+    ],
+)
+def test_manifest_problems_are_named(change: object, message: str) -> None:
+    data = _manifest().to_dict()
+    change(data)  # type: ignore[operator]
+    with pytest.raises(IndexCorruptError, match=message):
+        Manifest.from_dict(data)
+
+
+def test_a_newer_format_asks_for_an_upgrade() -> None:
+    data = _manifest().to_dict()
+    data["format_version"] = FORMAT_VERSION + 1
+    with pytest.raises(IndexFormatError, match="upgrade semsearch"):
+        Manifest.from_dict(data)
+
+
+def test_model_info_decides_encoder_reuse() -> None:
+    info = _manifest().model
+    assert info.matches("fake0001", 4) and not info.matches("fake0001", 8)
+    assert info.same_encoder(ModelInfo("fake-bow", "fake0001", 4, "fake", "fp32"))
+    assert not info.same_encoder(ModelInfo("fake-bow", "fake0001", 4, "fake", "int8"))
+
+
+# ---------------------------------------------------------------- document store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> DocumentStore:
+    path = tmp_path / "docs.sqlite"
+    write_documents(
+        path,
+        [
+            _doc("2bcdef0000000001", "first abstract", title="First", external=["paper-1"]),
+            _doc("2bcdef0000000002", "second abstract"),
+            _doc("1234560000000003", "third abstract", external=["paper-3", "doi:10/3"]),
+        ],
+    )
+    return DocumentStore(path)
+
+
+def test_store_finds_by_id_prefix_and_external_id(store: DocumentStore) -> None:
+    assert store.count() == 3
+    assert store.find("2bcdef0000000001").title == "First"  # type: ignore[union-attr]
+    assert store.find("2BCDEF0000000001 ").id == "2bcdef0000000001"  # type: ignore[union-attr]
+    assert store.find("doi:10/3").id == "1234560000000003"  # type: ignore[union-attr]
+    assert store.find("123456").id == "1234560000000003"  # type: ignore[union-attr]
+    assert store.find("2bcdef") is None  # two documents share the prefix: ambiguous
+    assert store.find("abc") is None  # too short to be a prefix
+    assert store.find("nothing") is None
+
+
+def test_store_returns_documents_whole(store: DocumentStore) -> None:
+    doc = store.find("paper-1")
+    assert doc is not None
+    assert doc.sources == [Provenance("a.txt", "paragraph", 1), Provenance("b.txt", "line", 3)]
+    assert doc.metadata == {"year": 2025} and doc.external_ids == ["paper-1"] and doc.text_hash == "h2bcdef0000000001"
+    assert doc.to_dict()["label"] == "First"
+    assert [d.id for d in store.iter_documents(batch=2)] == sorted(store.ids(), key=lambda i: int(i, 16))
+
+
+def test_store_that_is_not_sqlite_is_one_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "docs.sqlite"
+    path.write_bytes(b"this is not a database" * 10)
+    with pytest.raises(IndexCorruptError, match="not a readable document store"):
+        DocumentStore(path)
+
+
+def test_store_opens_read_only(store: DocumentStore) -> None:
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        store.conn.execute("DELETE FROM documents")
