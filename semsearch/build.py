@@ -18,11 +18,18 @@ from .dedup import deduplicate
 from .embed import DEFAULT_MODEL, Embedder
 from .encoders import BACKENDS, EncoderChoice, open_build_encoder
 from .encoding import encode_with_cache
-from .errors import IndexLockedError, ModelMismatchError, SemsearchError
+from .errors import (
+    IndexCorruptError,
+    IndexFormatError,
+    IndexLockedError,
+    IndexNotFoundError,
+    ModelMismatchError,
+    SemsearchError,
+)
 from .fileio import utc_now
 from .freshness import absolute_source_args
 from .ingest import expand_sources, read_sources
-from .layout import CACHE_DIR
+from .layout import CACHE_DIR, current_version
 from .manifest import Counts, Manifest, ModelInfo
 from .options import DEFAULT_BATCH_SIZE
 from .records import DedupResult, IngestResult
@@ -120,12 +127,19 @@ class _Read:
     dedup: DedupResult
 
 
+def _recorded_manifest(index_path: Path) -> Manifest | None:
+    """The live version's manifest for a refresh's source list, or None when there is no readable one."""
+    try:
+        return Manifest.read(current_version(index_path))
+    except (IndexNotFoundError, IndexCorruptError, IndexFormatError):
+        return None
+
+
 def _read_input(sources: Sequence[str] | None, index_path: Path, opts: BuildOptions) -> _Read:
     """Resolve the sources (a refresh re-reads the recorded ones), read and deduplicate them."""
     excluded: list[str] = []
     if sources is None:
-        live = PreviousVersion.load(index_path, tolerate_damage=True)
-        recorded = live.manifest if live is not None else None
+        recorded = _recorded_manifest(index_path)
         sources = list(recorded.source_args) if recorded else []
         # Files taken out with `semsearch remove --source` stay out of refreshes until named again.
         excluded = list(recorded.excluded_sources) if recorded and sources else []
