@@ -27,6 +27,7 @@ from .errors import (
     SemsearchError,
 )
 from .freshness import absolute_source_args
+from .identity import load_previous_identity, read_identity
 from .ingest import expand_sources, read_sources
 from .records import Document
 from .store import (
@@ -70,6 +71,8 @@ class BuildSummary:
     ann: str = ""
     skipped: list[str] = field(default_factory=list)
     engine: str = "local"
+    title_only: int = 0  # documents read without an abstract, indexed by their title
+    aliases: int = 0  # former ids that resolve to a document of this version
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -229,12 +232,18 @@ def build_index(
     skip = set(excluded)
     files = [str(p) for p in expand_sources(sources) if str(p) not in skip] if skip else sources
     ingested = read_sources(files, skip_bad=opts.skip_bad)
-    dedup = deduplicate(ingested.records, near=opts.near)
+    # The live version's documents keep their ids when copies of their texts arrive (see identity.py).
+    identity = load_previous_identity(index_path)
+    dedup = deduplicate(ingested.records, near=opts.near, previous=identity)
 
     fresh = not index_path.exists()
     try:
         with writer_lock(index_path, wait=opts.wait):
             prev_version, prev_manifest, previous_ids = _previous(index_path, tolerate_damage=opts.full)
+            if (identity.version if identity is not None else None) != prev_version:
+                # Another writer published since the sources were read: merge against what is live now.
+                identity = read_identity(prev_version) if prev_version is not None else None
+                dedup = deduplicate(ingested.records, near=opts.near, previous=identity)
             backend, precision = _encoder_settings(opts, prev_manifest)
             if embedder is not None:
                 model_name = embedder.name
@@ -314,6 +323,8 @@ def build_index(
                         "exact_duplicates": dedup.exact_duplicates,
                         "near_duplicates": dedup.near_duplicates,
                         "vectors": len(dedup.documents),
+                        "title_only": sum(d.title_only for d in dedup.documents),
+                        "aliases": sum(len(d.aliases) for d in dedup.documents),
                     },
                     "source_args": absolute_source_args(sources),
                     "excluded_sources": excluded,
@@ -351,6 +362,8 @@ def build_index(
         ann=AnnSpec.from_dict(contents["ann"]).describe(),
         skipped=ingested.skipped,
         engine=opts.engine,
+        title_only=sum(d.title_only for d in dedup.documents),
+        aliases=sum(len(d.aliases) for d in dedup.documents),
     )
 
 

@@ -271,6 +271,8 @@ def index(
     click.echo(
         f"encoded: {summary.encoded}, from cache: {summary.cached}, added: {summary.added}, removed: {summary.removed}"
     )
+    if summary.title_only or summary.aliases:
+        click.echo(f"title-only documents: {summary.title_only}, former ids kept as aliases: {summary.aliases}")
     click.echo(f"vectors: {summary.ann}")
     on_ray = ", encoded on ray" if summary.engine == "ray" else ""
     click.echo(f"index: {summary.index} ({summary.version}, {summary.backend}{on_ray}) in {summary.seconds:.1f} s")

@@ -428,19 +428,27 @@ def _collect(items: Iterator[_Item], skip_bad: bool) -> tuple[list[Record], list
 def _to_record(obj: dict[str, Any], provenance: Provenance) -> Record | str:
     """A record from one parsed object, or the reason it has none."""
     abstract_key = _lookup(obj, ABSTRACT_KEYS, _text_value)
-    if abstract_key is None:
+    title_key = _find_key(obj, TITLE_KEY)
+    title = _scalar_text(obj[title_key]) if title_key is not None else None
+    if abstract_key is None and title is None:
         present = [key for key in (_find_key(obj, name) for name in ABSTRACT_KEYS) if key is not None]
         if present:
-            return f"empty abstract (field {present[0]!r})"
-        return f"no abstract field (looked for {', '.join(ABSTRACT_KEYS)})"
-    title_key = _find_key(obj, TITLE_KEY)
+            return f"empty abstract (field {present[0]!r}) and no title"
+        return f"no abstract field (looked for {', '.join(ABSTRACT_KEYS)}) and no title"
     id_key = _lookup(obj, ID_KEYS, _scalar_text)
+    # A record with a title and no abstract is indexed by its title, and marked so.
+    text = _text_value(obj[abstract_key]) if abstract_key is not None else None
+    used = {abstract_key, title_key, id_key}
+    if abstract_key is None:
+        # Empty abstract fields say nothing: they do not become metadata.
+        used |= {key for key in (_find_key(obj, name) for name in ABSTRACT_KEYS) if key is not None}
     return Record(
-        text=_text_value(obj[abstract_key]) or "",
+        text=text or title or "",
         provenance=provenance,
-        title=_scalar_text(obj[title_key]) if title_key is not None else None,
+        title=title,
         external_id=_scalar_text(obj[id_key]) if id_key is not None else None,
-        metadata=_metadata(obj, {abstract_key, title_key, id_key}),
+        metadata=_metadata(obj, used),
+        title_only=text is None,
     )
 
 

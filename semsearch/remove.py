@@ -115,6 +115,7 @@ def remove_documents(
             removed = len(documents) - len(kept)
             counts = dict(manifest["counts"])
             counts.update(documents=len(kept), vectors=len(kept))
+            counts.update(title_only=sum(d.title_only for d in kept), aliases=sum(len(d.aliases) for d in kept))
             new_manifest = {
                 **manifest,
                 "format_version": FORMAT_VERSION,

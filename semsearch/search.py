@@ -72,6 +72,8 @@ class IndexInfo:
     build_seconds: float
     size_bytes: int
     sources: list[SourceFile] = field(default_factory=list)
+    title_only: int = 0  # documents indexed by their title alone (no abstract)
+    aliases: int = 0  # former ids that still resolve to a document
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -185,6 +187,8 @@ class Index:
             build_seconds=float(m.get("build_seconds", 0.0)),
             size_bytes=size,
             sources=[SourceFile.from_dict(s) for s in m["sources"]],
+            title_only=int(m["counts"].get("title_only", 0)),
+            aliases=self.store.alias_count(),
         )
 
     def stale_sources(self) -> dict[str, list[str]]:
@@ -455,4 +459,5 @@ def _hit(rank: int, score: float, doc: Document, mode: str) -> Hit:
         metadata=doc.metadata,
         external_ids=doc.external_ids,
         mode=mode,
+        title_only=doc.title_only,
     )

@@ -217,8 +217,10 @@ def document_dict(doc: Document, version: str) -> dict[str, Any]:
     return {
         "id": doc.id,
         "title": doc.title,
+        "title_only": doc.title_only,
         "label": doc.label(),
         "text": doc.text,
+        "aliases": doc.aliases,
         "sources": [s.to_dict() for s in doc.sources],
         "external_ids": doc.external_ids,
         "metadata": doc.metadata,
