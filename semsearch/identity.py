@@ -103,9 +103,7 @@ def read_identity(version: Path) -> PreviousIdentity | None:
                 owner[text_hash] = doc_id
                 origins.add(text_hash)
             if "document_texts" in tables:
-                rows = conn.execute(
-                    "SELECT t.text_hash, d.id FROM document_texts t JOIN documents d ON d.num = t.num"
-                )
+                rows = conn.execute("SELECT t.text_hash, d.id FROM document_texts t JOIN documents d ON d.num = t.num")
                 for text_hash, doc_id in rows:
                     owner.setdefault(text_hash, doc_id)
             if "aliases" in tables:
@@ -117,5 +115,3 @@ def read_identity(version: Path) -> PreviousIdentity | None:
     except sqlite3.Error:
         return None
     return PreviousIdentity(version=version, owner=owner, origins=frozenset(origins), aliases=aliases)
-
-

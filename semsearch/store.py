@@ -383,7 +383,9 @@ def write_documents(path: Path, documents: Sequence[Document]) -> None:
         conn.executemany(
             "INSERT INTO document_texts VALUES (?, ?)", ((h, doc_num(d.id)) for d in documents for h in d.texts)
         )
-        conn.executemany("INSERT INTO aliases VALUES (?, ?)", ((a, doc_num(d.id)) for d in documents for a in d.aliases))
+        conn.executemany(
+            "INSERT INTO aliases VALUES (?, ?)", ((a, doc_num(d.id)) for d in documents for a in d.aliases)
+        )
         conn.executemany("INSERT INTO title_only VALUES (?)", ((doc_num(d.id),) for d in documents if d.title_only))
         conn.commit()
     finally:
