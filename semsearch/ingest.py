@@ -8,6 +8,8 @@ Format: ``.jsonl``/``.ndjson``, ``.csv`` and ``.tsv`` are trusted; ``.json`` hol
 line is read as JSONL; anything else is sniffed: ``[{`` or a whole-JSON object -> JSON, a first line that
 is a one-line object with more lines after it -> JSONL, a first line naming a known field and split by
 tabs or commas -> TSV or CSV, else seed text. ``.gz`` files are gunzipped first.
+
+A Zotero library (``zotero.sqlite``, or the Zotero data folder holding it) is read by ``zotero.py``.
 """
 
 from __future__ import annotations
@@ -79,6 +81,12 @@ def expand_sources(sources: Sequence[str]) -> list[Path]:
 def _expand_one(source: str) -> list[Path]:
     """The files one source argument names."""
     path = Path(os.path.expanduser(source))
+    from .zotero import database_in
+
+    zotero = database_in(path)
+    if zotero is not None:
+        # A Zotero data folder means its library, not the PDFs and snapshots stored beside it.
+        return [zotero.resolve()]
     if path.is_dir():
         return _require_readable(_directory_files(path), source)
     if path.exists():
@@ -157,6 +165,10 @@ def read_file(path: Path, *, skip_bad: bool = False) -> tuple[list[Record], Sour
     """Read one file's abstracts, with a description of the file and the bad records skipped."""
     path = Path(path)
     display = _display_name(path)
+    from .zotero import is_sqlite, read_zotero
+
+    if is_sqlite(path):
+        return read_zotero(path, display, skip_bad=skip_bad)
     try:
         # Taken before the read: a file changed while being read then looks stale, never fresh.
         mtime_ns = path.stat().st_mtime_ns
