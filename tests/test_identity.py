@@ -193,3 +193,34 @@ def test_dedup_prefers_the_origin_and_merges_two_documents_into_one_with_an_alia
     assert sorted(doc.texts) == sorted({text_hash(other), text_hash(longer)})
     # Without the previous version, the longest text would have been chosen (and a new id made).
     assert deduplicate([record(base, 1), record(longer, 3)]).documents[0].id == doc_id_for(text_hash(longer))
+
+
+def test_versions_written_before_aliases_existed_still_open_and_refresh(
+    tmp_path: Path, corpus: Path, fake: FakeEmbedder
+) -> None:
+    """A docs.sqlite without the texts, aliases and title-only tables reads as having none of them."""
+    import shutil
+    import sqlite3
+
+    from semsearch.store import DOCS, DocumentStore
+
+    index = tmp_path / "idx"
+    build_index([str(corpus)], index, BuildOptions(progress=False), embedder=fake)
+    old = tmp_path / "old-version"
+    old.mkdir()
+    shutil.copy(current_version(index) / DOCS, old / DOCS)
+    conn = sqlite3.connect(old / DOCS)
+    conn.executescript("DROP TABLE document_texts; DROP TABLE aliases; DROP TABLE title_only;")
+    conn.close()
+    store = DocumentStore(old / DOCS)
+    try:
+        fed = store.find(doc_id_for(text_hash(PAPERS["fed"])))
+        assert fed is not None and (fed.texts, fed.aliases, fed.title_only) == ([], [], False)
+        assert store.alias_count() == 0
+    finally:
+        store.close()
+    previous = read_identity(old)
+    assert previous is not None and previous.aliases == {}
+    assert set(previous.owner.values()) == {doc_id_for(text_hash(t)) for t in PAPERS.values()}
+    [doc] = deduplicate([record(PAPERS["fed"] + " Code and models are released.", 1)], previous=previous).documents
+    assert doc.aliases == [doc_id_for(text_hash(PAPERS["fed"]))]  # the vanished original, matched as a near copy
