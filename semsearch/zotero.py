@@ -8,10 +8,10 @@ opened read-only; the copy is taken again if either file changed while it was be
 
 Every regular item that is not in the trash becomes a record: its abstract (or its title alone, marked
 title-only), title, creators, date, DOI, URL, tags and the names of the collections it is in. Notes,
-attachments and annotations are skipped. Metadata keys: ``authors`` (creators, authors first),
-``year``, ``date``, ``venue`` (publication, proceedings or book title), ``doi``, ``url``, ``tags``,
-``collection`` (a list of collection names, so ``--where collection=Reading`` matches an item in that
-collection, as it matches a seed file's header) and ``item_type``. The item's key is its external id,
+attachments, annotations and the items of subscribed feeds are skipped. Metadata keys: ``authors``
+(creators, authors first), ``year``, ``date``, ``venue`` (publication, proceedings or book title), ``doi``,
+``url``, ``tags``, ``collection`` (a list of collection names, so ``--where collection=Reading`` matches an
+item in that collection, as it matches a seed file's header) and ``item_type``. The item's key is its external id,
 so ``semsearch related ABCD2345`` works.
 """
 
@@ -156,6 +156,9 @@ def _query_items(conn: sqlite3.Connection, tables: set[str]) -> list[_Item]:
     fields = "fieldsCombined" if "fieldsCombined" in tables else "fields"
     marks = ",".join("?" * len(SKIPPED_TYPES))
     deleted = "AND i.itemID NOT IN (SELECT itemID FROM deletedItems)" if "deletedItems" in tables else ""
+    if "libraries" in tables and "type" in {r[1] for r in conn.execute("PRAGMA table_info(libraries)")}:
+        # Items of subscribed RSS feeds live in feed libraries; they are not the user's papers.
+        deleted += " AND i.libraryID NOT IN (SELECT libraryID FROM libraries WHERE type = 'feed')"
     items: dict[int, _Item] = {}
     for item_id, key, type_name in conn.execute(
         f"SELECT i.itemID, i.key, t.typeName FROM items i JOIN {item_types} t ON t.itemTypeID = i.itemTypeID "

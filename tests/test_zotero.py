@@ -50,6 +50,11 @@ CREATE TABLE collectionItems (
 CREATE TABLE deletedItems (itemID INTEGER PRIMARY KEY, dateDeleted DEFAULT CURRENT_TIMESTAMP NOT NULL);
 CREATE TABLE tags (tagID INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 CREATE TABLE itemTags (itemID INT NOT NULL, tagID INT NOT NULL, type INT NOT NULL, PRIMARY KEY (itemID, tagID));
+CREATE TABLE libraries (
+    libraryID INTEGER PRIMARY KEY, type TEXT NOT NULL, editable INT NOT NULL, filesEditable INT NOT NULL,
+    version INT NOT NULL DEFAULT 0, storageVersion INT NOT NULL DEFAULT 0, lastSync INT NOT NULL DEFAULT 0,
+    archived INT NOT NULL DEFAULT 0
+);
 CREATE TABLE itemNotes (itemID INTEGER PRIMARY KEY, parentItemID INT, note TEXT, title TEXT);
 CREATE TABLE itemAttachments (itemID INTEGER PRIMARY KEY, parentItemID INT, linkMode INT, contentType TEXT, path TEXT);
 """
@@ -76,6 +81,8 @@ class Library:
         self.conn.executemany("INSERT INTO itemTypes (itemTypeID, typeName) VALUES (?, ?)", ITEM_TYPES.items())
         self.conn.executemany("INSERT INTO fields (fieldID, fieldName) VALUES (?, ?)", FIELDS.items())
         self.conn.executemany("INSERT INTO creatorTypes VALUES (?, ?)", CREATOR_TYPES.items())
+        self.conn.execute("INSERT INTO libraries (libraryID, type, editable, filesEditable) VALUES (1, 'user', 1, 1)")
+        self.conn.execute("INSERT INTO libraries (libraryID, type, editable, filesEditable) VALUES (2, 'feed', 0, 0)")
         self.conn.execute(
             "INSERT INTO collections (collectionID, collectionName, libraryID, key) VALUES (1, 'Reading', 1, 'C1')"
         )
@@ -93,6 +100,7 @@ class Library:
         tags: tuple[str, ...] = (),
         collections: tuple[int, ...] = (),
         deleted: bool = False,
+        library: int = 1,
         **fields: str,
     ) -> int:
         item_id = self.next_id
@@ -100,7 +108,10 @@ class Library:
         type_id = next(i for i, name in ITEM_TYPES.items() if name == item_type)
         c = self.conn
         c.execute("BEGIN")
-        c.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, ?, 1, ?)", (item_id, type_id, key))
+        c.execute(
+            "INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, ?, ?, ?)",
+            (item_id, type_id, library, key),
+        )
         for name, value in fields.items():
             field_id = next(i for i, f in FIELDS.items() if f == name)
             c.execute("INSERT OR IGNORE INTO itemDataValues (value) VALUES (?)", (value,))
@@ -140,7 +151,7 @@ class Library:
 
 
 def fill(library: Library) -> None:
-    """A paper in two collections, a title-only one, and what must be skipped: a note, a PDF, the trash."""
+    """A paper in two collections, a title-only one, and what must be skipped: a note, a PDF, the trash, a feed."""
     library.add(
         "journalArticle",
         "FEDPRIV1",
@@ -167,6 +178,7 @@ def fill(library: Library) -> None:
     library.add("attachment", "PDF00001", title="Full Text PDF")
     library.add("annotation", "ANNOT001")
     library.add("journalArticle", "TRASHED1", title="Thrown away", abstractNote=PAPERS["vision"], deleted=True)
+    library.add("journalArticle", "FEEDITEM", title="From an RSS feed", abstractNote=PAPERS["llm"], library=2)
 
 
 @pytest.fixture
