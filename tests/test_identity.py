@@ -224,3 +224,20 @@ def test_versions_written_before_aliases_existed_still_open_and_refresh(
     assert set(previous.owner.values()) == {doc_id_for(text_hash(t)) for t in PAPERS.values()}
     [doc] = deduplicate([record(PAPERS["fed"] + " Code and models are released.", 1)], previous=previous).documents
     assert doc.aliases == [doc_id_for(text_hash(PAPERS["fed"]))]  # the vanished original, matched as a near copy
+
+
+def test_a_titled_copy_lends_its_title_and_the_id_stays(tmp_path: Path, corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    index_json(fake, index, str(corpus))
+    before = ids_by_name(index)
+    row = {"id": "cat-1", "title": "Private federated learning", "abstract": LONGER}
+    (corpus / "catalogue.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    fake.calls.clear()
+    summary = index_json(fake, index, str(corpus))
+    assert ids_by_name(index) == before
+    # The document gains the title, so its text is encoded once with it; the copy itself is not.
+    assert fake.encoded_texts == ["Private federated learning " + PAPERS["fed"]]
+    assert (summary["added"], summary["removed"]) == (0, 0)
+    with Index.open(index, embedder=fake) as idx:
+        doc = idx.get("cat-1")
+        assert (doc.id, doc.title, doc.text) == (before["fed"], "Private federated learning", PAPERS["fed"])
