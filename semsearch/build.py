@@ -28,6 +28,7 @@ from .errors import (
 )
 from .fileio import utc_now
 from .freshness import absolute_source_args
+from .identity import PreviousIdentity, load_previous_identity, read_identity
 from .ingest import expand_sources, read_sources
 from .layout import CACHE_DIR, current_version
 from .manifest import Counts, Manifest, ModelInfo
@@ -60,6 +61,8 @@ class BuildSummary:
     ann: str = ""
     skipped: list[str] = field(default_factory=list)
     engine: str = "local"
+    title_only: int = 0  # documents read without an abstract, indexed by their title
+    aliases: int = 0  # former ids that resolve to a document of this version
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,6 +128,27 @@ class _Read:
     excluded: list[str]  # files `semsearch remove --source` took out, still left out
     ingested: IngestResult
     dedup: DedupResult
+    identity: PreviousIdentity | None  # the live version's ids and texts the dedup kept ids against
+    near: bool
+
+    def against(self, version: Path | None) -> None:
+        """Deduplicate again if the live version changed since the sources were read (another writer published)."""
+        if (self.identity.version if self.identity is not None else None) != version:
+            self.identity = read_identity(version) if version is not None else None
+            self.dedup = deduplicate(self.ingested.records, near=self.near, previous=self.identity)
+
+    @property
+    def counts(self) -> Counts:
+        docs = self.dedup.documents
+        return Counts(
+            read=self.dedup.read,
+            documents=len(docs),
+            exact_duplicates=self.dedup.exact_duplicates,
+            near_duplicates=self.dedup.near_duplicates,
+            vectors=len(docs),
+            title_only=sum(d.title_only for d in docs),
+            aliases=sum(len(d.aliases) for d in docs),
+        )
 
 
 def _recorded_manifest(index_path: Path) -> Manifest | None:
@@ -151,7 +175,10 @@ def _read_input(sources: Sequence[str] | None, index_path: Path, opts: BuildOpti
     skip = set(excluded)
     files = [str(p) for p in expand_sources(sources) if str(p) not in skip] if skip else list(sources)
     ingested = read_sources(files, skip_bad=opts.skip_bad)
-    return _Read(list(sources), excluded, ingested, deduplicate(ingested.records, near=opts.near))
+    # The live version's documents keep their ids when copies of their texts arrive (see identity.py).
+    identity = load_previous_identity(index_path)
+    dedup = deduplicate(ingested.records, near=opts.near, previous=identity)
+    return _Read(list(sources), excluded, ingested, dedup, identity, opts.near)
 
 
 def _open_encoder(
@@ -207,16 +234,10 @@ def _encode(
 
 
 def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], started: float) -> Manifest:
-    enc, dedup = choice.embedder, read.dedup
+    enc = choice.embedder
     return Manifest(
         model=ModelInfo(enc.name, enc.fingerprint, enc.dimension, choice.backend, choice.precision),
-        counts=Counts(
-            read=dedup.read,
-            documents=len(dedup.documents),
-            exact_duplicates=dedup.exact_duplicates,
-            near_duplicates=dedup.near_duplicates,
-            vectors=len(dedup.documents),
-        ),
+        counts=read.counts,
         sources=list(read.ingested.files),
         semsearch_version=__version__,
         built_at=utc_now(),
@@ -248,12 +269,13 @@ def build_index(
     index_path = Path(index_dir)
     # Everything that can fail on bad input happens before the index directory is touched.
     read = _read_input(sources, index_path, opts)
-    documents = read.dedup.documents
 
     fresh = not index_path.exists()
     try:
         with new_version(index_path, wait=opts.wait) as writer:
             previous = PreviousVersion.load(index_path, tolerate_damage=opts.full)
+            read.against(previous.path if previous is not None else None)
+            documents = read.dedup.documents
             choice = _open_encoder(opts, previous, writer, embedder)
             vectors, encoded = _encode(choice, read, index_path, writer, opts)
             ann, budget = _ann_settings(opts, previous.manifest if previous is not None else None)
@@ -296,4 +318,6 @@ def build_index(
         ann=AnnSpec.from_dict(contents["ann"]).describe(),
         skipped=read.ingested.skipped,
         engine=opts.engine,
+        title_only=read.counts.title_only,
+        aliases=read.counts.aliases,
     )

@@ -234,8 +234,11 @@ def index(
       seed text  first line a collection header, then one abstract per blank-line-separated paragraph
       JSONL, JSON array, CSV, TSV  fields title, abstract|text|summary, _id|id|paper_id; others kept
       any of them gzipped (.gz); UTF-8 (BOM or not), UTF-16 with BOM, GB18030/GBK; CRLF line ends
+      Zotero     ~/Zotero or ~/Zotero/zotero.sqlite (read from a private copy; Zotero may be running)
+    A record with a title and no abstract is indexed by its title (marked title-only).
     Identical abstracts become one document that remembers every source; near-duplicates
-    (re-wrapped, markup, a few words changed) are merged too unless --no-near.
+    (re-wrapped, markup, a few words changed) are merged too unless --no-near. A copy that
+    arrives later joins the document it copies, which keeps its id and is not encoded again.
     The new index is written beside the old one and swapped in atomically.
     """
     from .ann import parse_size
@@ -276,6 +279,8 @@ def index(
     click.echo(
         f"encoded: {summary.encoded}, from cache: {summary.cached}, added: {summary.added}, removed: {summary.removed}"
     )
+    if summary.title_only or summary.aliases:
+        click.echo(f"title-only documents: {summary.title_only}, former ids kept as aliases: {summary.aliases}")
     click.echo(f"vectors: {summary.ann}")
     on_ray = ", encoded on ray" if summary.engine == "ray" else ""
     click.echo(f"index: {summary.index} ({summary.version}, {summary.backend}{on_ray}) in {summary.seconds:.1f} s")

@@ -14,11 +14,14 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .records import DedupResult, Document, Provenance, Record
+
+if TYPE_CHECKING:
+    from .identity import PreviousIdentity
 
 # Verified Jaccard (word 3-shingles of canonical_for_near) at or above which two abstracts are merged.
 # Measured by scripts/bench_dedup.py: seed copies that differ from their catalogue record score 0.88-0.97;
@@ -348,8 +351,13 @@ def deduplicate(
     *,
     near: bool = True,
     threshold: float = DEFAULT_THRESHOLD,
+    previous: PreviousIdentity | None = None,
 ) -> DedupResult:
-    """Merge exact and (if near) near-duplicate records into one Document per group."""
+    """Merge exact and (if near) near-duplicate records into one Document per group.
+
+    With ``previous`` (the live version's documents, on a refresh), a text that created a document stays
+    its representative, so the document keeps its id and vector when copies join it; see identity.py.
+    """
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     # Exact groups, keyed by the hash of the normalized text, in order of first appearance.
@@ -371,14 +379,21 @@ def deduplicate(
         exact_members[g].append(i)
     n_groups = len(exact_members)
 
+    origins = previous.origins if previous is not None else frozenset()
+
     def rep_of(members: Sequence[int]) -> int:
-        return min(members, key=lambda i: _rep_key(records[i], norm_lens[i], hashes[i]))
+        # A text some live document was derived from stays that document's representative.
+        return min(members, key=lambda i: (hashes[i] not in origins, *_rep_key(records[i], norm_lens[i], hashes[i])))
 
     exact_reps = [rep_of(m) for m in exact_members]
-    parent = list(range(n_groups))
+    # Texts of live documents that no source provides any more: near copies of them inherit their ids.
+    ghosts = previous.vanishing(set(group_of_hash)) if previous is not None and near else []
+    n_nodes = n_groups + len(ghosts)
+    parent = list(range(n_nodes))
     shingles: ShingleSets | None = None
-    if near and n_groups > 1:
-        shingles = _shingle_canonical([_canonical(n) for n in group_norm])
+    if near and n_nodes > 1:
+        canon = [_canonical(n) for n in group_norm] + [canonical_for_near(text) for _, text in ghosts]
+        shingles = _shingle_canonical(canon)
         for gi, gj, _sim in _verified_pairs(shingles, threshold):
             ri, rj = _find(parent, gi), _find(parent, gj)
             if ri != rj:
@@ -386,16 +401,23 @@ def deduplicate(
                 parent[max(ri, rj)] = min(ri, rj)
     # Final groups: lists of exact-group indices, ordered by first appearance (root is the earliest group).
     final: dict[int, list[int]] = {}
-    for g in range(n_groups):
+    for g in range(n_nodes):
         final.setdefault(_find(parent, g), []).append(g)
 
     documents: list[Document] = []
+    touched: list[set[str]] = []  # per document, the previous ids whose texts it holds
     near_pairs: list[tuple[str, str, float]] = []
-    for groups in final.values():
+    for nodes in final.values():
+        groups = [g for g in nodes if g < n_groups]
+        if not groups:
+            continue  # a vanished document that nothing resembles: it is removed
         members = sorted(i for g in groups for i in exact_members[g])
         rep = rep_of([exact_reps[g] for g in groups])
-        doc = _make_document(records, members, rep, hashes[rep])
+        doc = _make_document(records, members, rep, hashes[rep], hashes)
         documents.append(doc)
+        if previous is not None:
+            held = {previous.owner[h] for h in [doc.text_hash, *doc.texts] if h in previous.owner}
+            touched.append(held | {ghosts[g - n_groups][0] for g in nodes if g >= n_groups})
         if len(groups) > 1 and shingles is not None:
             rep_group = group_of_hash[hashes[rep]]
             rep_set = shingles.unique(rep_group)
@@ -404,6 +426,8 @@ def deduplicate(
                     # Similarity to the kept text itself, which in a chain A~B~C can be below the threshold.
                     sim = round(jaccard(rep_set, shingles.unique(g)), 4)
                     near_pairs.append((doc.id, records[exact_members[g][0]].provenance.label(), sim))
+    if previous is not None:
+        previous.assign_aliases(documents, touched)
     return DedupResult(
         documents=documents,
         read=len(records),
@@ -413,9 +437,15 @@ def deduplicate(
     )
 
 
-def _make_document(records: Sequence[Record], members: list[int], rep: int, rep_hash: str) -> Document:
+def _make_document(
+    records: Sequence[Record], members: list[int], rep: int, rep_hash: str, hashes: Sequence[str]
+) -> Document:
     """One Document from its members (in input order) and its representative."""
     r = records[rep]
+    title = r.title
+    if title is None:
+        # A titled copy lends its title to an untitled representative.
+        title = next((records[i].title for i in members if records[i].title is not None), None)
     sources: list[Provenance] = []
     seen_sources: set[Provenance] = set()
     external_ids: list[str] = []
@@ -439,9 +469,11 @@ def _make_document(records: Sequence[Record], members: list[int], rep: int, rep_
     return Document(
         id=doc_id_for(rep_hash),
         text=r.text,
-        title=r.title,
+        title=title,
         sources=sources,
         external_ids=external_ids,
         metadata=metadata,
         text_hash=rep_hash,
+        title_only=r.title_only,
+        texts=sorted({hashes[i] for i in members} - {rep_hash}),
     )

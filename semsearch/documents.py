@@ -37,7 +37,22 @@ CREATE TABLE external_ids (
     num INTEGER NOT NULL REFERENCES documents(num)
 );
 CREATE INDEX external_ids_id ON external_ids(external_id);
+CREATE TABLE document_texts (     -- the other texts merged into a document (its own is documents.text_hash)
+    text_hash TEXT NOT NULL,
+    num INTEGER NOT NULL REFERENCES documents(num)
+);
+CREATE INDEX document_texts_num ON document_texts(num);
+CREATE TABLE aliases (            -- former ids of a document, which still resolve to it (see identity.py)
+    alias TEXT PRIMARY KEY,
+    num INTEGER NOT NULL REFERENCES documents(num)
+);
+CREATE INDEX aliases_num ON aliases(num);
+CREATE TABLE title_only (         -- documents read without an abstract: their text is their title
+    num INTEGER PRIMARY KEY REFERENCES documents(num)
+);
 """
+# Tables older versions lack; readers treat a missing one as empty.
+_OPTIONAL_TABLES = ("document_texts", "aliases", "title_only")
 
 
 
@@ -52,6 +67,8 @@ class DocumentStore:
         try:
             self.conn = sqlite3.connect(readonly_uri(path), uri=True, check_same_thread=False)
             self.conn.execute("SELECT count(*) FROM documents").fetchone()
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            self._tables = tables.intersection(_OPTIONAL_TABLES)
         except sqlite3.Error as exc:
             raise IndexCorruptError(
                 f"{path} is not a readable document store ({exc}); rebuild with: semsearch index --full"
@@ -89,6 +106,18 @@ class DocumentStore:
             list(nums),
         ):
             sources.setdefault(num, []).append(Provenance(file, kind, number))
+        texts: dict[int, list[str]] = {}
+        aliases: dict[int, list[str]] = {}
+        title_only: set[int] = set()
+        if "document_texts" in self._tables:
+            sql = f"SELECT num, text_hash FROM document_texts WHERE num IN ({marks}) ORDER BY rowid"
+            for num, text_hash in self._query(sql, list(nums)):
+                texts.setdefault(num, []).append(text_hash)
+        if "aliases" in self._tables:
+            for num, alias in self._query(f"SELECT num, alias FROM aliases WHERE num IN ({marks})", list(nums)):
+                aliases.setdefault(num, []).append(alias)
+        if "title_only" in self._tables:
+            title_only = {r[0] for r in self._query(f"SELECT num FROM title_only WHERE num IN ({marks})", list(nums))}
         out = {}
         for num, doc_id, text_hash, title, text, metadata, external_ids in rows:
             out[num] = Document(
@@ -99,13 +128,22 @@ class DocumentStore:
                 external_ids=json.loads(external_ids),
                 metadata=json.loads(metadata),
                 text_hash=text_hash,
+                title_only=num in title_only,
+                texts=texts.get(num, []),
+                aliases=sorted(aliases.get(num, [])),
             )
         return out
 
+    def alias_count(self) -> int:
+        """How many former ids resolve to a document of this version."""
+        return int(self._query("SELECT count(*) FROM aliases")[0][0]) if "aliases" in self._tables else 0
+
     def find(self, key: str) -> Document | None:
-        """A document by its id, an unambiguous id prefix (≥ 6 digits), or an external id."""
+        """A document by its id, a former id (alias), an unambiguous id prefix (≥ 6 digits), or an external id."""
         key = key.strip()
         rows = self._query("SELECT num FROM documents WHERE id = ?", (key.lower(),))
+        if not rows and "aliases" in self._tables:
+            rows = self._query("SELECT num FROM aliases WHERE alias = ?", (key.lower(),))
         if not rows:
             rows = self._query("SELECT num FROM external_ids WHERE external_id = ?", (key,))
         if not rows and len(key) >= 6 and all(c in "0123456789abcdef" for c in key.lower()):
@@ -153,6 +191,13 @@ def write_documents(path: Path, documents: Sequence[Document]) -> None:
             "INSERT INTO external_ids VALUES (?, ?)",
             ((e, doc_num(d.id)) for d in documents for e in d.external_ids),
         )
+        conn.executemany(
+            "INSERT INTO document_texts VALUES (?, ?)", ((h, doc_num(d.id)) for d in documents for h in d.texts)
+        )
+        conn.executemany(
+            "INSERT INTO aliases VALUES (?, ?)", ((a, doc_num(d.id)) for d in documents for a in d.aliases)
+        )
+        conn.executemany("INSERT INTO title_only VALUES (?)", ((doc_num(d.id),) for d in documents if d.title_only))
         conn.commit()
     finally:
         conn.close()

@@ -8,6 +8,8 @@ Format: ``.jsonl``/``.ndjson``, ``.csv`` and ``.tsv`` are trusted; ``.json`` hol
 line is read as JSONL; anything else is sniffed: ``[{`` or a whole-JSON object -> JSON, a first line that
 is a one-line object with more lines after it -> JSONL, a first line naming a known field and split by
 tabs or commas -> TSV or CSV, else seed text. ``.gz`` files are gunzipped first.
+
+A Zotero library (``zotero.sqlite``, or the Zotero data folder holding it) is read by ``zotero.py``.
 """
 
 from __future__ import annotations
@@ -79,6 +81,12 @@ def expand_sources(sources: Sequence[str]) -> list[Path]:
 def _expand_one(source: str) -> list[Path]:
     """The files one source argument names."""
     path = Path(os.path.expanduser(source))
+    from .zotero import database_in
+
+    zotero = database_in(path)
+    if zotero is not None:
+        # A Zotero data folder means its library, not the PDFs and snapshots stored beside it.
+        return [zotero.resolve()]
     if path.is_dir():
         return _require_readable(_directory_files(path), source)
     if path.exists():
@@ -157,6 +165,10 @@ def read_file(path: Path, *, skip_bad: bool = False) -> tuple[list[Record], Sour
     """Read one file's abstracts, with a description of the file and the bad records skipped."""
     path = Path(path)
     display = _display_name(path)
+    from .zotero import is_sqlite, read_zotero
+
+    if is_sqlite(path):
+        return read_zotero(path, display, skip_bad=skip_bad)
     try:
         # Taken before the read: a file changed while being read then looks stale, never fresh.
         mtime_ns = path.stat().st_mtime_ns
@@ -428,19 +440,27 @@ def _collect(items: Iterator[_Item], skip_bad: bool) -> tuple[list[Record], list
 def _to_record(obj: dict[str, Any], provenance: Provenance) -> Record | str:
     """A record from one parsed object, or the reason it has none."""
     abstract_key = _lookup(obj, ABSTRACT_KEYS, _text_value)
-    if abstract_key is None:
+    title_key = _find_key(obj, TITLE_KEY)
+    title = _scalar_text(obj[title_key]) if title_key is not None else None
+    if abstract_key is None and title is None:
         present = [key for key in (_find_key(obj, name) for name in ABSTRACT_KEYS) if key is not None]
         if present:
-            return f"empty abstract (field {present[0]!r})"
-        return f"no abstract field (looked for {', '.join(ABSTRACT_KEYS)})"
-    title_key = _find_key(obj, TITLE_KEY)
+            return f"empty abstract (field {present[0]!r}) and no title"
+        return f"no abstract field (looked for {', '.join(ABSTRACT_KEYS)}) and no title"
     id_key = _lookup(obj, ID_KEYS, _scalar_text)
+    # A record with a title and no abstract is indexed by its title, and marked so.
+    text = _text_value(obj[abstract_key]) if abstract_key is not None else None
+    used = {abstract_key, title_key, id_key}
+    if abstract_key is None:
+        # Empty abstract fields say nothing: they do not become metadata.
+        used |= {key for key in (_find_key(obj, name) for name in ABSTRACT_KEYS) if key is not None}
     return Record(
-        text=_text_value(obj[abstract_key]) or "",
+        text=text or title or "",
         provenance=provenance,
-        title=_scalar_text(obj[title_key]) if title_key is not None else None,
+        title=title,
         external_id=_scalar_text(obj[id_key]) if id_key is not None else None,
-        metadata=_metadata(obj, {abstract_key, title_key, id_key}),
+        metadata=_metadata(obj, used),
+        title_only=text is None,
     )
 
 

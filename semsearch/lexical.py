@@ -340,7 +340,8 @@ def write_lexical(folder: Path, ids: Sequence[int] | np.ndarray, documents: Sequ
 
     Returns the manifest's "lexical" entry.
     """
-    lexical = LexicalIndex.build(ids, [lexical_text(d.title, d.text) for d in documents])
+    # A title-only document's text is its title: index it once.
+    lexical = LexicalIndex.build(ids, [lexical_text(None if d.title_only else d.title, d.text) for d in documents])
     lexical.save(folder)
     return {"bm25": asdict(lexical.params), "terms": len(lexical.vocab)}
 

@@ -20,6 +20,7 @@ from .records import SourceFile
 FORMAT_NAME = "semsearch-index"
 FORMAT_VERSION = 2  # 2: vectors.npy + ids.npy beside an ANN index of any kind
 REBUILD = "rebuild with: semsearch index --full"
+REQUIRED_COUNTS = ("read", "documents", "exact_duplicates", "near_duplicates", "vectors")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class Counts:
     exact_duplicates: int
     near_duplicates: int
     vectors: int
+    title_only: int = 0  # documents read without an abstract, indexed by their title
+    aliases: int = 0  # former ids that resolve to a document of this version
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -134,7 +137,7 @@ class Manifest:
             )
         shape = {
             "model": (dict, ("name", "fingerprint", "dimension")),
-            "counts": (dict, tuple(f.name for f in fields(Counts))),
+            "counts": (dict, REQUIRED_COUNTS),
             "files": (dict, ()),
             "sources": (list, ()),
         }
@@ -144,7 +147,8 @@ class Manifest:
                 raise IndexCorruptError(f"{where}: {key!r} is missing or malformed; {REBUILD}")
         try:
             model = _model(data["model"])
-            counts = Counts(**{f.name: _int(data["counts"][f.name]) for f in fields(Counts)})
+            given = data["counts"]
+            counts = Counts(**{f.name: _int(given[f.name]) for f in fields(Counts) if f.name in given})
             files = data["files"]
             sources = [SourceFile.from_dict(s) for s in data["sources"]]
             known = {f.name for f in fields(cls)} | {"format"}

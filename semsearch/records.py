@@ -36,6 +36,7 @@ class Record:
     external_id: str | None = None
     collection: str | None = None  # the seed file's header line, e.g. "NeurIPS 2025 Papers"
     metadata: dict[str, Any] = field(default_factory=dict)
+    title_only: bool = False  # no abstract: ``text`` is the title
 
 
 @dataclass(frozen=True)
@@ -94,18 +95,23 @@ class Document:
     external_ids: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     text_hash: str = ""  # sha256 of the normalized text; the embedding-cache key
+    title_only: bool = False  # the record had no abstract: ``text`` is its title
+    texts: list[str] = field(default_factory=list)  # hashes of the other texts merged into it (not text_hash)
+    aliases: list[str] = field(default_factory=list)  # former ids of this document that still resolve to it
 
     def embedding_text(self) -> str:
-        """The text given to the encoder: title and abstract, as BEIR/MTEB join them."""
-        return f"{self.title} {self.text}" if self.title else self.text
+        """The text given to the encoder: title and abstract, as BEIR/MTEB join them (the title alone once)."""
+        return f"{self.title} {self.text}" if self.title and not self.title_only else self.text
 
     def to_dict(self) -> dict[str, Any]:
         """The document as the API and ``--json`` show it."""
         return {
             "id": self.id,
             "title": self.title,
+            "title_only": self.title_only,
             "label": self.label(),
             "text": self.text,
+            "aliases": self.aliases,
             "sources": [s.to_dict() for s in self.sources],
             "external_ids": self.external_ids,
             "metadata": self.metadata,
@@ -152,6 +158,7 @@ class Hit:
     scores: dict[str, float] = field(default_factory=dict)  # the parts: "dense" (cosine), "lexical" (BM25)
     highlights: list[str] = field(default_factory=list)  # the abstract's sentence(s) that best match the query
     matched_terms: list[str] = field(default_factory=list)  # query words found in title or abstract
+    title_only: bool = False  # the paper has no abstract; it was found by its title
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,6 +170,7 @@ class Hit:
             "matched_terms": self.matched_terms,
             "id": self.id,
             "title": self.title,
+            "title_only": self.title_only,
             "label": self.label,
             "text": self.text,
             "sources": [s.to_dict() for s in self.sources],

@@ -105,7 +105,13 @@ def remove_documents(
             previous=previous,
         )
         removed = len(documents) - len(kept)
-        counts = replace(manifest.counts, documents=len(kept), vectors=len(kept))
+        counts = replace(
+            manifest.counts,
+            documents=len(kept),
+            vectors=len(kept),
+            title_only=sum(d.title_only for d in kept),
+            aliases=sum(len(d.aliases) for d in kept),
+        )
         final = writer.publish(
             replace(
                 manifest,

@@ -59,7 +59,7 @@ def hits_table(hits: Sequence[Hit], *, color: bool = False) -> str:
                 + "  "
                 + click.style(hit.label, bold=True)
             )
-        ids = f"    id {hit.id}  ·  {sources_line(hit)}"
+        ids = f"    id {hit.id}  ·  {sources_line(hit)}" + ("  ·  title only" if hit.title_only else "")
         # The best-matching sentence explains the hit; the opening of the abstract stands in when none matched.
         shown = hit.highlights[0] if hit.highlights else snippet(hit.text)
         body = textwrap.fill(
@@ -89,7 +89,8 @@ def info_text(info: IndexInfo) -> str:
         ("index", f"{info.path} ({info.version})"),
         ("model", f"{info.model} ({info.dimension}-d, fingerprint {info.fingerprint})"),
         ("encoder", f"{info.backend} {info.precision}".strip()),
-        ("documents", str(info.documents)),
+        ("documents", f"{info.documents}" + (f" ({info.title_only} title-only)" if info.title_only else "")),
+        ("aliases", f"{info.aliases} former ids resolve to current documents"),
         (
             "read",
             f"{info.read} abstracts ({info.exact_duplicates} duplicates, {info.near_duplicates} near-duplicates)",

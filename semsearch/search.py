@@ -64,6 +64,8 @@ class IndexInfo:
     build_seconds: float
     size_bytes: int
     sources: list[SourceFile] = field(default_factory=list)
+    title_only: int = 0  # documents indexed by their title alone (no abstract)
+    aliases: int = 0  # former ids that still resolve to a document
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -205,6 +207,8 @@ class Index:
             build_seconds=m.build_seconds,
             size_bytes=size,
             sources=list(m.sources),
+            title_only=m.counts.title_only,
+            aliases=self.store.alias_count(),
         )
 
     def stale_sources(self) -> dict[str, list[str]]:
@@ -462,4 +466,5 @@ def _hit(rank: int, score: float, doc: Document, mode: str) -> Hit:
         metadata=doc.metadata,
         external_ids=doc.external_ids,
         mode=mode,
+        title_only=doc.title_only,
     )

@@ -48,6 +48,8 @@ def test_build_writes_a_complete_version(tmp_path: Path, small_corpus: Path, fak
         "exact_duplicates": 1,
         "near_duplicates": 0,
         "vectors": 5,
+        "title_only": 0,
+        "aliases": 0,
     }
     source = manifest["sources"][0]
     assert source["path"] == str(small_corpus.resolve()) and source["records"] == 6 and len(source["sha256"]) == 64

@@ -148,19 +148,21 @@ def test_jsonl_bad_line_fails_with_file_and_line(in_fixtures: Path) -> None:
 
 def test_jsonl_skip_bad_lists_and_continues(in_fixtures: Path) -> None:
     records, source, skipped = read_file(Path("mixed.jsonl"), skip_bad=True)
-    assert labels(records) == ["mixed.jsonl:line 1", "mixed.jsonl:line 5"]
-    assert [r.external_id for r in records] == ["ok-1", "ok-2"]
-    assert records[1].text == "The second good record, via the summary field."
+    # Line 4 has a title and no abstract: a title-only record, not a bad one.
+    assert labels(records) == ["mixed.jsonl:line 1", "mixed.jsonl:line 4", "mixed.jsonl:line 5"]
+    assert [r.external_id for r in records] == ["ok-1", "no-text", "ok-2"]
+    assert [r.title_only for r in records] == [False, True, False]
+    assert (records[1].text, records[1].title) == ("Only a title", "Only a title")
+    assert records[2].text == "The second good record, via the summary field."
     assert skipped == [
         "mixed.jsonl:line 2: malformed JSON (Expecting ',' delimiter)",
         "mixed.jsonl:line 3: not a JSON object (got array)",
-        "mixed.jsonl:line 4: no abstract field (looked for abstract, text, summary, body, content)",
     ]
-    assert source.records == 2
+    assert source.records == 3
 
 
 def test_skip_bad_with_no_good_records_is_still_an_error(in_tmp: Path) -> None:
-    write(in_tmp / "bad.jsonl", '{"title": "x"}\n{oops\n')
+    write(in_tmp / "bad.jsonl", '{"venue": "x"}\n{oops\n')
     message = input_error(in_tmp / "bad.jsonl", skip_bad=True)
     assert message == "bad.jsonl: no abstracts found (2 bad records skipped)"
 
@@ -169,7 +171,7 @@ def test_empty_abstract_is_bad_and_first_non_empty_field_wins(in_tmp: Path) -> N
     write(in_tmp / "e.jsonl", '{"abstract": "  ", "text": ""}\n{"abstract": "", "text": "From text."}\n')
     records, _, skipped = read_file(in_tmp / "e.jsonl", skip_bad=True)
     assert [r.text for r in records] == ["From text."]
-    assert skipped == ["e.jsonl:line 1: empty abstract (field 'abstract')"]
+    assert skipped == ["e.jsonl:line 1: empty abstract (field 'abstract') and no title"]
 
 
 def test_json_object_holding_one_list(in_fixtures: Path) -> None:
@@ -229,7 +231,7 @@ def test_tsv(in_fixtures: Path) -> None:
 
 def test_csv_row_without_abstract(in_tmp: Path) -> None:
     write(in_tmp / "r.csv", "id,abstract\n1,Good one.\n2,\n")
-    assert input_error(in_tmp / "r.csv") == "r.csv:row 2: empty abstract (field 'abstract')"
+    assert input_error(in_tmp / "r.csv") == "r.csv:row 2: empty abstract (field 'abstract') and no title"
 
 
 @pytest.mark.parametrize(
