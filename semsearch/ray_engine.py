@@ -36,6 +36,7 @@ from .embed import Embedder
 from .encoders import EncoderChoice
 from .encoding import CachePlan, progress_bar
 from .errors import ModelLoadError, SemsearchError
+from .manifest import ModelInfo
 from .options import ENGINES
 from .records import Document
 from .version import __version__
@@ -128,7 +129,8 @@ def load_payload(payload: dict[str, Any], threads: int = ACTOR_THREADS) -> Embed
         embedder = SentenceTransformerEmbedder(payload["model"])
     else:
         embedder = payload["embedder"]
-    if embedder.fingerprint != payload["fingerprint"] or embedder.dimension != payload["dimension"]:
+    driver = ModelInfo(embedder.name, payload["fingerprint"], payload["dimension"])
+    if not driver.matches(embedder.fingerprint, embedder.dimension):
         raise ModelLoadError(
             f"model {embedder.name!r} on a Ray worker (fingerprint {embedder.fingerprint}) differs from the "
             f"driver's ({payload['fingerprint']}): install the same model files on every node"
