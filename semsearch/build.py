@@ -70,6 +70,7 @@ class BuildSummary:
     ann: str = ""
     skipped: list[str] = field(default_factory=list)
     engine: str = "local"
+    catalogue: dict[str, Any] | None = None  # the catalogue join (semsearch.catalogue), when there was one
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +94,7 @@ class BuildOptions:
     engine: str = "local"  # "ray": encode on a Ray cluster (semsearch.ray_engine)
     address: str | None = None  # the Ray cluster; None: RAY_ADDRESS, else a local Ray
     actors: int | None = None  # Ray encoder actors; None: one per CPU of the cluster
+    catalogues: Sequence[str] | None = None  # catalogue files to take titles etc. from; None: the index's
 
 
 def _previous(
@@ -215,6 +217,11 @@ def build_index(
     started = time.perf_counter()
     index_path = Path(index_dir)
     excluded: list[str] = []
+    catalogue_args = opts.catalogues
+    if catalogue_args is None:
+        # A catalogue is kept by every refresh, with or without SOURCES, until another (or none) is given.
+        _, recorded, _ = _previous(index_path, tolerate_damage=True)
+        catalogue_args = list(recorded.get("catalogue_args", [])) if recorded else []
     if sources is None:
         _, recorded, _ = _previous(index_path, tolerate_damage=True)
         sources = list(recorded.get("source_args", [])) if recorded else []
@@ -230,6 +237,11 @@ def build_index(
     files = [str(p) for p in expand_sources(sources) if str(p) not in skip] if skip else sources
     ingested = read_sources(files, skip_bad=opts.skip_bad)
     dedup = deduplicate(ingested.records, near=opts.near)
+    catalogue = None
+    if catalogue_args:
+        from .catalogue import apply_catalogue
+
+        catalogue = apply_catalogue(dedup.documents, catalogue_args, near=opts.near)
 
     fresh = not index_path.exists()
     try:
@@ -317,6 +329,15 @@ def build_index(
                     },
                     "source_args": absolute_source_args(sources),
                     "excluded_sources": excluded,
+                    **(
+                        {
+                            "catalogue_args": absolute_source_args(catalogue_args),
+                            "catalogue": catalogue.to_dict(),
+                            "catalogues": [f.to_dict() for f in catalogue.files],
+                        }
+                        if catalogue is not None
+                        else {}
+                    ),
                     "sources": [f.to_dict() for f in ingested.files],
                     "files": {},
                 }
@@ -351,6 +372,7 @@ def build_index(
         ann=AnnSpec.from_dict(contents["ann"]).describe(),
         skipped=ingested.skipped,
         engine=opts.engine,
+        catalogue=catalogue.to_dict(with_uncatalogued=True) if catalogue is not None else None,
     )
 
 

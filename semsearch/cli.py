@@ -195,6 +195,17 @@ def cli() -> None:
     "semsearch[ray] installed.",
 )
 @click.option("--actors", type=int, metavar="N", help="Encoder actors for --engine ray [default: one per CPU].")
+@click.option(
+    "--catalogue",
+    "catalogues",
+    multiple=True,
+    metavar="FILE",
+    help="Paper records (any input format, e.g. an ML Anthology dump or a .bib) that give matching documents "
+    "their title, authors, year, venue, links, DOI and id; never indexed themselves. Repeatable; kept by later "
+    "refreshes [default: the index's].",
+)
+@click.option("--no-catalogue", is_flag=True, help="Drop the catalogue the index remembers.")
+@click.option("--list-uncatalogued", is_flag=True, help="List the documents no catalogue record matched.")
 @click.option("--json", "as_json", is_flag=True, help="Print the build summary as one JSON line.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_context
@@ -215,6 +226,9 @@ def index(
     engine: str,
     address: str | None,
     actors: int | None,
+    catalogues: tuple[str, ...],
+    no_catalogue: bool,
+    list_uncatalogued: bool,
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -232,12 +246,20 @@ def index(
     Identical abstracts become one document that remembers every source; near-duplicates
     (re-wrapped, markup, a few words changed) are merged too unless --no-near.
     The new index is written beside the old one and swapped in atomically.
+
+    \b
+    Titles and authors from a catalogue (documents whose abstract matches a record exactly
+    or as a near-duplicate take its metadata):
+      semsearch index seeds/ --catalogue ../shared/data/mlanthology/neurips2025.jsonl.gz
+      semsearch index --list-uncatalogued     # refresh; the catalogue is remembered
     """
     from .ann import parse_size
     from .build import BuildOptions, build_index
 
     if batch_size < 1:
         raise SemsearchCliError(f"--batch-size must be a positive integer, got {batch_size}")
+    if no_catalogue and catalogues:
+        raise SemsearchCliError("choose one of --catalogue and --no-catalogue")
     summary = build_index(
         list(sources) or None,
         index_dir,
@@ -256,11 +278,17 @@ def index(
             engine=engine,
             address=address,
             actors=actors,
+            catalogues=[] if no_catalogue else (list(catalogues) or None),
         ),
         embedder=_embedder(ctx),
     )
     for line in summary.skipped:
         click.echo(f"semsearch: skipped {line}", err=True)
+    uncatalogued = (summary.catalogue or {}).get("uncatalogued", [])
+    if summary.catalogue is not None and not list_uncatalogued:
+        summary.catalogue.pop("uncatalogued", None)
+    for line in (summary.catalogue or {}).get("ties", []):
+        click.echo(f"semsearch: catalogue tie: {line}", err=True)
     if as_json:
         click.echo(json.dumps(summary.to_dict(), ensure_ascii=False))
         return
@@ -271,6 +299,15 @@ def index(
     click.echo(
         f"encoded: {summary.encoded}, from cache: {summary.cached}, added: {summary.added}, removed: {summary.removed}"
     )
+    if summary.catalogue is not None:
+        from .catalogue import summary_line
+
+        click.echo(summary_line(summary.catalogue))
+    if list_uncatalogued:
+        if summary.catalogue is None:
+            click.echo("uncatalogued: no catalogue (give one with --catalogue FILE)")
+        for row in uncatalogued:
+            click.echo(f"uncatalogued: {row['id']}  {row['label']}")
     click.echo(f"vectors: {summary.ann}")
     on_ray = ", encoded on ray" if summary.engine == "ray" else ""
     click.echo(f"index: {summary.index} ({summary.version}, {summary.backend}{on_ray}) in {summary.seconds:.1f} s")

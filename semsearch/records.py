@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .paperinfo import paper_fields
+
 
 @dataclass(frozen=True)
 class Provenance:
@@ -151,6 +153,7 @@ class Hit:
             "matched_terms": self.matched_terms,
             "id": self.id,
             "title": self.title,
+            **paper_fields(self.title, self.metadata),  # display_title, authors, byline, link
             "label": self.label,
             "text": self.text,
             "sources": [s.to_dict() for s in self.sources],

@@ -23,6 +23,7 @@ from .errors import (
     SemsearchError,
     UnknownDocumentError,
 )
+from .paperinfo import paper_fields
 from .search import Index
 from .store import CURRENT, current_version, read_manifest
 
@@ -217,6 +218,7 @@ def document_dict(doc: Document, version: str) -> dict[str, Any]:
     return {
         "id": doc.id,
         "title": doc.title,
+        **paper_fields(doc.title, doc.metadata),  # display_title, authors, byline, link
         "label": doc.label(),
         "text": doc.text,
         "sources": [s.to_dict() for s in doc.sources],
