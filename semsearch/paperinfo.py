@@ -86,7 +86,7 @@ def authors_of(metadata: Mapping[str, Any]) -> list[str]:
         return []
     if isinstance(value, str):
         parts = re.split(r"\s+and\s+|;", value) if re.search(r"\s+and\s+|;", value) else [value]
-        return [p.strip() for p in parts if p.strip()]
+        return [_first_last(p.strip()) for p in parts if p.strip()]
     if isinstance(value, list):
         names = []
         for item in value:
@@ -100,6 +100,12 @@ def authors_of(metadata: Mapping[str, Any]) -> list[str]:
                     names.append(str(name))
         return names
     return []
+
+
+def _first_last(name: str) -> str:
+    """``Doe, Jane`` (BibTeX's order) as ``Jane Doe``; other forms as they are."""
+    last, comma, first = name.partition(",")
+    return f"{first.strip()} {last.strip()}" if comma and first.strip() and "," not in first else name
 
 
 def year_of(metadata: Mapping[str, Any]) -> str | None:
