@@ -61,14 +61,20 @@ def index_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--json / --jsonl on every command that prints hits."""
+    """--json / --jsonl / --format on every command that prints hits."""
 
     @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of hits.")
     @click.option("--jsonl", "as_jsonl", is_flag=True, help="Print one JSON object per hit per line.")
+    @click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["bibtex", "ris", "csljson", "csv"]),
+        help="Print the hits as citations: bibtex, ris, csljson (CSL-JSON for Zotero and Pandoc) or csv.",
+    )
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if kwargs["as_json"] and kwargs["as_jsonl"]:
-            raise SemsearchCliError("choose one of --json and --jsonl")
+        if sum(bool(kwargs[name]) for name in ("as_json", "as_jsonl", "fmt")) > 1:
+            raise SemsearchCliError("choose one of --json, --jsonl and --format")
         return fn(*args, **kwargs)
 
     return wrapper
@@ -99,8 +105,14 @@ def _embedder(ctx: click.Context) -> Any:
     return (ctx.obj or {}).get("embedder")
 
 
-def _print_hits(hits: list[Any], as_json: bool, as_jsonl: bool) -> None:
+def _print_hits(hits: list[Any], as_json: bool, as_jsonl: bool, fmt: str | None = None) -> None:
     from .render import hits_table, to_json, to_jsonl
+
+    if fmt is not None:
+        from .export import export
+
+        click.echo(export(hits, fmt), nl=False)
+        return
 
     rows = [h.to_dict() for h in hits]
     if as_json:
@@ -340,6 +352,7 @@ def query(
     model: str | None,
     as_json: bool,
     as_jsonl: bool,
+    fmt: str | None,
 ) -> None:
     """Find the abstracts that best answer TEXT ('-' reads it from stdin).
 
@@ -351,7 +364,7 @@ def query(
     with Index.open(index_dir, embedder=_embedder(ctx), model=model) as idx:
         hits = idx.search(_read_text_arg(text), k, mode=mode, where=where, min_score=min_score, diverse=diverse)
         _warn_if_stale(idx)
-    _print_hits(hits, as_json, as_jsonl)
+    _print_hits(hits, as_json, as_jsonl, fmt)
 
 
 query.help = f"{inspect.cleandoc(query.help or '')}\n\n{HELP_SCORES}"
@@ -383,6 +396,7 @@ def related(
     diverse: bool,
     as_json: bool,
     as_jsonl: bool,
+    fmt: str | None,
 ) -> None:
     """Papers nearest to one you know: by DOC_ID (or an external id such as a BEIR _id), --text or --file.
 
@@ -404,7 +418,47 @@ def related(
         else:
             hits = idx.related_to_text(text or "", k, where=where, min_score=min_score, diverse=diverse)
         _warn_if_stale(idx)
-    _print_hits(hits, as_json, as_jsonl)
+    _print_hits(hits, as_json, as_jsonl, fmt)
+
+
+@cli.command()
+@click.argument("ids", nargs=-1)
+@index_option
+@click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help="Export only documents that match.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["bibtex", "ris", "csljson", "csv"]),
+    default="bibtex",
+    show_default=True,
+    help="bibtex, ris, csljson (CSL-JSON, as Zotero and Pandoc read it) or csv.",
+)
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of standard output."
+)
+def export(ids: tuple[str, ...], index_dir: Path, where: tuple[str, ...], fmt: str, out: Path | None) -> None:
+    """Export documents as citations: the IDS given (ids, id prefixes, external ids or citation keys), else
+    every document, narrowed by --where.
+
+    \b
+      semsearch export 6a24ce769ac8de0d wen2025neurips-differentially > refs.bib
+      semsearch export --where venue=neurips --where "year>=2025" --format csljson --out refs.json
+      semsearch query "federated privacy" -k 5 --format bibtex     # the hits of a query
+    """
+    from .export import export as export_papers
+    from .export import select_documents
+    from .search import Index
+
+    with Index.open(index_dir) as idx:
+        docs = select_documents(idx, ids, where)
+    text = export_papers(docs, fmt)
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    from .store import write_text_atomic
+
+    write_text_atomic(out, text)
+    click.echo(f"exported {len(docs)} documents to {out} ({fmt})", err=True)
 
 
 @cli.command()

@@ -93,7 +93,7 @@ def authors_of(metadata: Mapping[str, Any]) -> list[str]:
             if isinstance(item, str) and item.strip():
                 names.append(item.strip())
             elif isinstance(item, dict):
-                name = item.get("name") or " ".join(
+                name = item.get("name") or item.get("literal") or " ".join(
                     str(item[k]) for k in ("given", "firstName", "family", "lastName") if item.get(k)
                 )
                 if name:
@@ -227,6 +227,8 @@ def plain_text(text: str) -> str:
     out = _latex(out, math=False)
     out = _BOLD.sub(r"\1", out)
     out = _EMPHASIS.sub(r"\1", out)
+    if "``" in out:
+        out = out.replace("``", "“").replace("''", "”")
     out = _CODE.sub(r"\1", out)
     return unicodedata.normalize("NFC", out)
 
@@ -240,9 +242,9 @@ def _latex(text: str, *, math: bool) -> str:
         before = out
         out = _WRAPPER.sub(r"\1", out)
         out = _HREF.sub(lambda m: m.group(2).strip() or m.group(1), out)
-        out = _MATH_ACCENT.sub(lambda m: _accent_each(m.group(2) or m.group(3), _ACCENTS[m.group(1)]), out)
-        out = _FRAC.sub(lambda m: f"{_group(m.group(1) or m.group(2))}/{_group(m.group(3) or m.group(4))}", out)
-        out = _SQRT.sub(lambda m: "√" + _group(m.group(1) or m.group(2)), out)
+        out = _MATH_ACCENT.sub(lambda m: _accent_each(_arg(m, 2), _ACCENTS[m.group(1)]), out)
+        out = _FRAC.sub(lambda m: f"{_group(_arg(m, 1))}/{_group(_arg(m, 3))}", out)
+        out = _SQRT.sub(lambda m: "√" + _group(_arg(m, 1)), out)
         if out == before:
             break
     out = _SIZING.sub("", out)
@@ -254,9 +256,17 @@ def _latex(text: str, *, math: bool) -> str:
     return out
 
 
+def _arg(match: re.Match[str], group: int) -> str:
+    """The argument that matched: braced (group, possibly empty) or a bare character (group + 1)."""
+    braced = match.group(group)
+    return braced if braced is not None else match.group(group + 1) or ""
+
+
 def _group(inner: str) -> str:
     """A fraction part or script: bare when one token, else parenthesized."""
     inner = inner.strip()
+    if not inner:
+        return ""
     return inner if re.fullmatch(r"√?[\w.]+|.", inner) else f"({inner})"
 
 
