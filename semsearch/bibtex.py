@@ -45,9 +45,9 @@ def bibtex_items(text: str, display: str) -> Iterator[tuple[Provenance, dict[str
         logger.setLevel(level)
     blocks: list[tuple[int, dict[str, Any] | str]] = []
     for entry in library.entries:
-        blocks.append((entry.start_line, _entry_object(entry, decoder)))
+        blocks.append((entry.start_line or 0, _entry_object(entry, decoder)))
     for failed in library.failed_blocks:
-        blocks.append((failed.start_line, _failure(failed)))
+        blocks.append((failed.start_line or 0, _failure(failed)))
     for start_line, item in sorted(blocks, key=lambda b: b[0]):
         yield Provenance(display, "line", start_line + 1), item
 

@@ -36,7 +36,10 @@ FORMAT_HELP = "Print the hits as citations: bibtex, ris, csljson (CSL-JSON for Z
 
 _KEY = re.compile(r"[A-Za-z][A-Za-z0-9_:.\-+/]*")
 _WORD = re.compile(r"[A-Za-z0-9]+")
-_STOP_WORDS = frozenset(["a", "an", "the", "on", "of", "in", "for", "to", "and", "with", "from", "by", "at", "via", "is", "are", "do", "does", "towards", "toward"])
+_STOP_WORDS = frozenset(
+    ("a", "an", "the", "on", "of", "in", "for", "to", "and", "with", "from", "by", "at", "via", "is", "are")
+    + ("do", "does", "towards", "toward")
+)
 # BibTeX's special characters and how a value spells them; bibtexparser + LaTeX decoding read them back.
 _BIBTEX_ESCAPES = {
     "\\": r"\textbackslash{}",

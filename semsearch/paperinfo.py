@@ -93,8 +93,10 @@ def authors_of(metadata: Mapping[str, Any]) -> list[str]:
             if isinstance(item, str) and item.strip():
                 names.append(item.strip())
             elif isinstance(item, dict):
-                name = item.get("name") or item.get("literal") or " ".join(
-                    str(item[k]) for k in ("given", "firstName", "family", "lastName") if item.get(k)
+                name = (
+                    item.get("name")
+                    or item.get("literal")
+                    or " ".join(str(item[k]) for k in ("given", "firstName", "family", "lastName") if item.get(k))
                 )
                 if name:
                     names.append(str(name))

@@ -406,8 +406,8 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
 
     @app.get("/api/export", summary="Documents as citations: BibTeX, RIS, CSL-JSON or CSV")
     def export_endpoint(
-        ids: list[str] = Query(..., min_length=1, max_length=MAX_K, description="Document ids (repeat, or comma-separated)."),
-        fmt: Literal["bibtex", "ris", "csljson", "csv"] = Query("bibtex", alias="format", description="Citation format."),
+        ids: list[str] = Query(..., min_length=1, max_length=MAX_K, description="Ids (repeat, or comma-separated)."),
+        fmt: Literal["bibtex", "ris", "csljson", "csv"] = Query("bibtex", alias="format", description="The format."),
     ) -> Any:
         from fastapi.responses import Response
 
