@@ -199,3 +199,24 @@ def test_real_neurips_catalogue_names_at_least_90_of_91_seeds() -> None:
     assert report.catalogued >= 90, report.uncatalogued
     assert report.ties == []
     assert sum(1 for d in docs if d.title) >= 90
+
+
+@pytest.mark.slow
+def test_acceptance_fedask_with_real_model_and_real_catalogue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's acceptance: seeds + NeurIPS 2025 catalogue, real encoder; the FedASK paper by name, BibTeX out."""
+    bibtexparser = pytest.importorskip("bibtexparser")
+    catalogue = requires_shared("data", "mlanthology", "neurips2025.jsonl.gz")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    index = tmp_path / "idx"
+    built = run(["index", str(SEEDS), "--index", str(index), "--catalogue", str(catalogue), "--json", "-q"])
+    assert built.exit_code == 0, built.output
+    assert json.loads(built.output)["catalogue"]["catalogued"] >= 90
+    table = run(["query", "federated privacy", "--index", str(index)])
+    assert table.exit_code == 0, table.output
+    first = table.output.split("\n\n")[0]
+    assert FEDASK_TITLE in first and "Ming Wen, Jiaqi Zhu, … · NeurIPS 2025" in first
+    bib = run(["query", "federated privacy", "-k", "5", "--format", "bibtex", "--index", str(index)])
+    assert bib.exit_code == 0, bib.output
+    library = bibtexparser.parse_string(bib.output)
+    assert library.failed_blocks == [] and len(library.entries) == 5
+    assert library.entries[0].key == "wen2025neurips-differentially"

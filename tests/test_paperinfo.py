@@ -77,3 +77,33 @@ def test_paper_fields_leave_the_stored_title_alone() -> None:
     assert fields["display_title"] == "Mozart: α-Scaling"
     assert fields["byline"] == "Hao Wang, Licheng Pan, … · NeurIPS 2025"
     assert paper_fields(None, {}) == {"display_title": None, "authors": [], "byline": None, "link": None}
+
+
+def test_the_page_reads_markup_exactly_as_python_does() -> None:
+    """web/app.js's readable() mirrors plain_text: run it under Node on every seed abstract and compare."""
+    import json
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from conftest import SEEDS
+
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("node is not installed")
+    app = (Path(__file__).parents[1] / "semsearch" / "web" / "app.js").read_text(encoding="utf-8")
+    block = re.search(r"  const SYMBOLS = \{.*?(?=  window\.semsearchReadable)", app, re.S)
+    assert block is not None
+    texts = [p for f in sorted(SEEDS.glob("*.txt")) for p in f.read_text(encoding="utf-8").split("\n\n") if p.strip()]
+    texts += [r"$\sqrt{}$ $\frac{a}{}$ \href{u}{} ``x'' `code` **b** *e*", r"\tilde O(\log^{3/2} k) \uparrow 3\%"]
+    script = block.group(0) + (
+        "\nlet input = ''; process.stdin.on('data', (d) => (input += d));"
+        "\nprocess.stdin.on('end', () => console.log(JSON.stringify(JSON.parse(input).map(readable))));"
+    )
+    out = subprocess.run([node, "-e", script], input=json.dumps(texts), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    page = json.loads(out.stdout)
+    assert len(page) == len(texts) > 90
+    for text, shown in zip(texts, page, strict=True):
+        assert shown == plain_text(text), text
