@@ -254,6 +254,7 @@ def index(
     Formats are detected from content and extension:
       seed text  first line a collection header, then one abstract per blank-line-separated paragraph
       JSONL, JSON array, CSV, TSV  fields title, abstract|text|summary, _id|id|paper_id; others kept
+      BibTeX (.bib)  title, abstract, author, year, booktitle|journal, doi, url; the citation key as id
       any of them gzipped (.gz); UTF-8 (BOM or not), UTF-16 with BOM, GB18030/GBK; CRLF line ends
     Identical abstracts become one document that remembers every source; near-duplicates
     (re-wrapped, markup, a few words changed) are merged too unless --no-near.

@@ -32,7 +32,6 @@ MEDIA_TYPES = {
     "csv": "text/csv; charset=utf-8",
 }
 EXTENSIONS = {"bibtex": "bib", "ris": "ris", "csljson": "json", "csv": "csv"}
-FORMAT_HELP = "Print the hits as citations: bibtex, ris, csljson (CSL-JSON for Zotero/Pandoc) or csv."
 
 _KEY = re.compile(r"[A-Za-z][A-Za-z0-9_:.\-+/]*")
 _WORD = re.compile(r"[A-Za-z0-9]+")

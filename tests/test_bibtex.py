@@ -104,3 +104,13 @@ def test_index_a_bib_and_find_papers_by_citation_key(tmp_path: Path, fake: FakeE
     hit = json.loads(run(["query", "federated privacy", "-k", "1", "--index", str(index), "--json"], fake).output)[0]
     assert hit["byline"] == "Ming Wen, Jiaqi Zhu, … · Advances in Neural Information Processing Systems 2025"
     assert hit["link"] == "https://example.org/fedask"
+
+
+def test_without_bibtexparser_a_bib_file_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "bibtexparser", None)  # as if the bibtex extra were not installed
+    with pytest.raises(
+        InputError, match=r"refs.bib: reading BibTeX needs bibtexparser: pip install 'semsearch\[bibtex\]'"
+    ):
+        read_sources([str(write(tmp_path, REFS))])
