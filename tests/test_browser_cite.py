@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import SEEDS
-from test_browser import CHROMIUM, CHROMIUM_ARGS, ENV, _free_port, _get_json
+from test_browser import CHROMIUM, CHROMIUM_ARGS, ENV, _free_port, _get_json, _screenshot
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +67,7 @@ def page(server: str) -> Iterator[Any]:
             browser.close()
 
 
-def test_hits_show_titles_authors_links_and_cite(server: str, page: Any) -> None:
+def test_hits_show_titles_authors_links_and_cite(server: str, page: Any, tmp_path: Path) -> None:
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(server + "/#q=federated+privacy")
@@ -85,10 +85,11 @@ def test_hits_show_titles_authors_links_and_cite(server: str, page: Any) -> None
     assert page.locator("#status a.export-csljson").count() == 1
     csl = page.evaluate("fetch(document.querySelector('#status a.export-csljson').href).then(r => r.json())")
     assert len(csl) == 10 and csl[0]["title"].startswith("Differentially Private Federated")
+    _screenshot(page, tmp_path, "5-titles-and-cite.png")
     assert errors == []
 
 
-def test_markup_is_shown_as_text(server: str, page: Any) -> None:
+def test_markup_is_shown_as_text(server: str, page: Any, tmp_path: Path) -> None:
     page.goto(server + "/#q=Mozart&mode=lexical&k=1")
     page.wait_for_selector(".hit")
     raw = page.evaluate("fetch('/api/search?q=Mozart&mode=lexical&k=1').then(r => r.json())")["hits"][0]
@@ -103,3 +104,4 @@ def test_markup_is_shown_as_text(server: str, page: Any) -> None:
     text = page.locator("#doc .text").inner_text()
     assert "Mozart" in text and "\\texttt" not in text
     assert page.locator("#doc .cite-line a.export-bibtex").count() == 1
+    _screenshot(page, tmp_path, "6-readable-document.png")
