@@ -107,6 +107,16 @@ def info_text(info: IndexInfo) -> str:
         ("format", str(info.format_version)),
         ("sources", f"{len(info.sources)} files"),
     ]
+    if info.catalogue:
+        c = info.catalogue
+        rows.insert(  # before "sources", which its file list follows
+            len(rows) - 1,
+            (
+                "catalogue",
+                f"{c['catalogued']} of {c['of']} documents ({c['exact']} exact, {c['near']} near) "
+                f"from {', '.join(c['files'])}",
+            )
+        )
     width = max(len(k) for k, _ in rows)
     lines = [f"{k + ':':<{width + 1}} {v}" for k, v in rows]
     lines += [f"  {s.path}  ({s.format}, {s.records} abstracts, {s.encoding})" for s in info.sources]

@@ -72,6 +72,7 @@ class IndexInfo:
     build_seconds: float
     size_bytes: int
     sources: list[SourceFile] = field(default_factory=list)
+    catalogue: dict[str, Any] | None = None  # the build's catalogue join (semsearch.catalogue), if any
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -185,6 +186,7 @@ class Index:
             build_seconds=float(m.get("build_seconds", 0.0)),
             size_bytes=size,
             sources=[SourceFile.from_dict(s) for s in m["sources"]],
+            catalogue=m.get("catalogue"),
         )
 
     def stale_sources(self) -> dict[str, list[str]]:

@@ -156,6 +156,8 @@ def test_refresh_keeps_the_catalogue_until_dropped(tmp_path: Path, fake: FakeEmb
     assert result.output.count("uncatalogued: ") == 88
     with Index.open(index, embedder=fake) as idx:
         assert idx.get(FEDASK_ID).title == FEDASK_TITLE
+    info = run(["info", "--index", str(index)]).output
+    assert f"catalogue: 3 of 91 documents (1 exact, 2 near) from {SLICE}" in " ".join(info.split())
     # Sources named again, no --catalogue: still kept.
     summary = json.loads(run(["index", str(SEEDS), "--index", str(index), "--json"], fake).output)
     assert summary["catalogue"]["catalogued"] == 3
