@@ -114,3 +114,16 @@ def test_without_bibtexparser_a_bib_file_is_a_one_line_error(tmp_path: Path, mon
         InputError, match=r"refs.bib: reading BibTeX needs bibtexparser: pip install 'semsearch\[bibtex\]'"
     ):
         read_sources([str(write(tmp_path, REFS))])
+
+
+def test_a_bib_file_as_catalogue(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    bib = write(tmp_path, REFS)
+    result = run(["index", str(small_corpus), "--index", str(index), "--catalogue", str(bib), "--json"], fake)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["catalogue"]["exact"] == 1  # the graph abstract, word for word
+    hit = json.loads(run(["related", "graph2024", "-k", "1", "--index", str(index), "--json"], fake).output)
+    assert hit and hit[0]["id"] != "graph2024"
+    doc = json.loads(run(["query", "oversmoothing graph", "-k", "1", "--index", str(index), "--json"], fake).output)[0]
+    assert doc["title"] == "Oversmoothing in Deep Graph Networks" and doc["byline"] == "Jane Doe · JMLR 2024"
+    assert doc["external_ids"] == ["graph2024"]
