@@ -130,11 +130,16 @@ def join_catalogue(
         if len(found) > 1:
             ties.append(_tie(doc, [catalogue[j] for j in found], "exact"))
     if near and unmatched:
-        candidates = _near_candidates([documents[i] for i in unmatched], catalogue, threshold)
+        # A record equal to one document cannot be a near-duplicate of another: deduplication would have
+        # merged the two documents. Leaving those records out spares most of the MinHash work when the
+        # catalogue largely is the sources (a refresh of the ML Anthology against itself: 2 s, not 40 s).
+        exact_used = {j for i in best for j in by_hash[documents[i].text_hash or _hash(documents[i].text)]}
+        rest = [j for j in range(len(catalogue)) if j not in exact_used]
+        candidates = _near_candidates([documents[i] for i in unmatched], [catalogue[j] for j in rest], threshold)
         for local, options in candidates.items():
             i = unmatched[local]
             top = max(sim for _, sim in options)
-            winners = sorted(j for j, sim in options if sim == top)
+            winners = sorted(rest[j] for j, sim in options if sim == top)
             best[i] = (winners[0], CatalogueMatch(catalogue[winners[0]].provenance.label(), "near", top))
             if len(winners) > 1:
                 ties.append(_tie(documents[i], [catalogue[j] for j in winners], f"near, {top:.3f}"))
