@@ -91,10 +91,16 @@ def citations(papers: Sequence[Paper]) -> list[Citation]:
     by_key: dict[str, list[Citation]] = {}
     for c in out:
         by_key.setdefault(c.key.lower(), []).append(c)
+    # BibTeX compares keys ignoring case. Keys held once stay; repeated ones take the first free suffix.
+    used = {key for key, same in by_key.items() if len(same) == 1}
     for same in by_key.values():
         if len(same) > 1:
-            for n, c in enumerate(sorted(same, key=lambda c: c.id)):
+            n = 0
+            for c in sorted(same, key=lambda c: c.id):
+                while f"{c.key}{_suffix(n)}".lower() in used:
+                    n += 1
                 c.key = f"{c.key}{_suffix(n)}"
+                used.add(c.key.lower())
     return out
 
 
@@ -151,7 +157,8 @@ def own_key(paper: Paper) -> str | None:
 
 def derived_key(authors: Sequence[str], year: str | None, title: str | None) -> str | None:
     """``wang2025timeo1``: first author's family name, year, first significant title word (ASCII)."""
-    family = _ascii_word(authors[0].split()[-1]) if authors and authors[0].split() else ""
+    first_author = authors[0].partition(",")[0].split() if authors else []  # "John Smith, Jr" -> smith
+    family = _ascii_word(first_author[-1]) if first_author else ""
     words = [_ascii_word(w) for w in (title or "").split()]
     first = next((w for w in words if w and w not in _STOP_WORDS), "")
     if not family and not first:

@@ -64,6 +64,14 @@ def test_keys_are_own_then_author_year_word_then_id_and_unique() -> None:
     keys = [c.key for c in citations(papers())]
     # Own key; a numeric BEIR-style id is no key; "On", "the" are skipped; the untitled one has its id.
     assert keys == ["wen2025fedask", "doe2024grapha", "doe2024graphb", "doc00000000000000d4", "doe2024graphc"]
+    # A suffixed key never takes a key another paper holds; a "Jr" is not a family name.
+    crowded = [*papers(), doc("00000000000000f6", "Graph Theory", "x", ["doe2024grapha"], authors=["J. Doe, Jr"])]
+    keys = [c.key for c in citations(crowded)]
+    assert keys[1:3] + keys[4:] == ["doe2024graphb", "doe2024graphc", "doe2024graphd", "doe2024grapha"]
+    assert len({k.lower() for k in keys}) == len(keys)
+    assert citations([doc("00000000000000f7", "Graph Theory", "x", [], authors=["John Smith, Jr"])])[0].key == (
+        "smithgraph"
+    )
     # Stable: the same documents in another order get the same keys.
     again = {c.id: c.key for c in citations(list(reversed(papers())))}
     assert again == {c.id: c.key for c in citations(papers())}
