@@ -259,7 +259,7 @@ def _decode_raw(data: bytes, display: str) -> tuple[str, str]:
 
 
 def _detect_format(name: str, text: str) -> str:
-    """One of "seed", "jsonl", "json", "csv", "tsv", from the file name and its decoded text."""
+    """One of "seed", "jsonl", "json", "csv", "tsv", "bibtex", from the file name and its decoded text."""
     fmt = _format_for_name(name)
     if fmt in ("jsonl", "csv", "tsv", "bibtex"):
         return fmt
