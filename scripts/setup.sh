@@ -10,5 +10,5 @@ fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[dev,ray,serve]"
+python -m pip install -q -e ".[dev,ray,serve,bibtex]"
 echo "semsearch $(python -c 'import semsearch; print(semsearch.__version__)') installed in .venv" >&2

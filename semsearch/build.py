@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from .records import DedupResult, IngestResult
 from .version import __version__
 from .versions import PreviousVersion, VersionWriter, new_version
 
+if TYPE_CHECKING:
+    from .catalogue import CatalogueReport
+
 DEFAULT_SOURCE = "seeds"
 
 
@@ -63,6 +66,7 @@ class BuildSummary:
     engine: str = "local"
     title_only: int = 0  # documents read without an abstract, indexed by their title
     aliases: int = 0  # former ids that resolve to a document of this version
+    catalogue: dict[str, Any] | None = None  # the catalogue join (semsearch.catalogue), when there was one
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +90,7 @@ class BuildOptions:
     engine: str = "local"  # "ray": encode on a Ray cluster (semsearch.ray_engine)
     address: str | None = None  # the Ray cluster; None: RAY_ADDRESS, else a local Ray
     actors: int | None = None  # Ray encoder actors; None: one per CPU of the cluster
+    catalogues: Sequence[str] | None = None  # catalogue files to take titles etc. from; None: the index's
 
 
 def _encoder_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, str]:
@@ -130,12 +135,22 @@ class _Read:
     dedup: DedupResult
     identity: PreviousIdentity | None  # the live version's ids and texts the dedup kept ids against
     near: bool
+    catalogue_args: list[str]  # catalogue files whose records name the documents (semsearch.catalogue)
+    catalogue: CatalogueReport | None = None
+
+    def join_catalogue(self) -> None:
+        """Give the documents the titles, authors, links of the catalogue records they match."""
+        if self.catalogue_args:
+            from .catalogue import apply_catalogue
+
+            self.catalogue = apply_catalogue(self.dedup.documents, self.catalogue_args, near=self.near)
 
     def against(self, version: Path | None) -> None:
         """Deduplicate again if the live version changed since the sources were read (another writer published)."""
         if (self.identity.version if self.identity is not None else None) != version:
             self.identity = read_identity(version) if version is not None else None
             self.dedup = deduplicate(self.ingested.records, near=self.near, previous=self.identity)
+            self.join_catalogue()
 
     @property
     def counts(self) -> Counts:
@@ -162,8 +177,11 @@ def _recorded_manifest(index_path: Path) -> Manifest | None:
 def _read_input(sources: Sequence[str] | None, index_path: Path, opts: BuildOptions) -> _Read:
     """Resolve the sources (a refresh re-reads the recorded ones), read and deduplicate them."""
     excluded: list[str] = []
+    recorded = _recorded_manifest(index_path) if sources is None or opts.catalogues is None else None
+    # A catalogue is kept by every refresh, with or without SOURCES, until another (or none) is given.
+    kept = recorded.catalogue_args if recorded is not None else []
+    catalogues = list(opts.catalogues) if opts.catalogues is not None else list(kept)
     if sources is None:
-        recorded = _recorded_manifest(index_path)
         sources = list(recorded.source_args) if recorded else []
         # Files taken out with `semsearch remove --source` stay out of refreshes until named again.
         excluded = list(recorded.excluded_sources) if recorded and sources else []
@@ -178,7 +196,9 @@ def _read_input(sources: Sequence[str] | None, index_path: Path, opts: BuildOpti
     # The live version's documents keep their ids when copies of their texts arrive (see identity.py).
     identity = load_previous_identity(index_path)
     dedup = deduplicate(ingested.records, near=opts.near, previous=identity)
-    return _Read(list(sources), excluded, ingested, dedup, identity, opts.near)
+    read = _Read(list(sources), excluded, ingested, dedup, identity, opts.near, catalogues)
+    read.join_catalogue()
+    return read
 
 
 def _open_encoder(
@@ -244,6 +264,9 @@ def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], star
         build_seconds=round(time.perf_counter() - started, 3),
         source_args=absolute_source_args(read.sources),
         excluded_sources=read.excluded,
+        catalogue_args=absolute_source_args(read.catalogue_args) if read.catalogue is not None else [],
+        catalogue=read.catalogue.to_dict() if read.catalogue is not None else None,
+        catalogues=[f.to_dict() for f in read.catalogue.files] if read.catalogue is not None else [],
         **contents,
     )
 
@@ -320,4 +343,5 @@ def build_index(
         engine=opts.engine,
         title_only=read.counts.title_only,
         aliases=read.counts.aliases,
+        catalogue=read.catalogue.to_dict(with_uncatalogued=True) if read.catalogue is not None else None,
     )

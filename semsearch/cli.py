@@ -62,14 +62,20 @@ def index_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--json / --jsonl on every command that prints hits."""
+    """--json / --jsonl / --format on every command that prints hits."""
 
     @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of hits.")
     @click.option("--jsonl", "as_jsonl", is_flag=True, help="Print one JSON object per hit per line.")
+    @click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["bibtex", "ris", "csljson", "csv"]),
+        help="Print the hits as citations: bibtex, ris, csljson (CSL-JSON for Zotero and Pandoc) or csv.",
+    )
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if kwargs["as_json"] and kwargs["as_jsonl"]:
-            raise SemsearchCliError("choose one of --json and --jsonl")
+        if sum(bool(kwargs[name]) for name in ("as_json", "as_jsonl", "fmt")) > 1:
+            raise SemsearchCliError("choose one of --json, --jsonl and --format")
         return fn(*args, **kwargs)
 
     return wrapper
@@ -102,8 +108,14 @@ def _embedder(ctx: click.Context) -> Any:
     return (ctx.obj or {}).get("embedder")
 
 
-def _print_hits(hits: list[Any], as_json: bool, as_jsonl: bool) -> None:
+def _print_hits(hits: list[Any], as_json: bool, as_jsonl: bool, fmt: str | None = None) -> None:
     from .render import hits_table, to_json, to_jsonl
+
+    if fmt is not None:
+        from .export import export
+
+        click.echo(export(hits, fmt), nl=False)
+        return
 
     rows = [h.to_dict() for h in hits]
     if as_json:
@@ -200,6 +212,17 @@ def cli() -> None:
     "semsearch[ray] installed.",
 )
 @click.option("--actors", type=int, metavar="N", help="Encoder actors for --engine ray [default: one per CPU].")
+@click.option(
+    "--catalogue",
+    "catalogues",
+    multiple=True,
+    metavar="FILE",
+    help="Paper records (any input format, e.g. an ML Anthology dump or a .bib) that give matching documents "
+    "their title, authors, year, venue, links, DOI and id; never indexed themselves. Repeatable; kept by later "
+    "refreshes [default: the index's].",
+)
+@click.option("--no-catalogue", is_flag=True, help="Drop the catalogue the index remembers.")
+@click.option("--list-uncatalogued", is_flag=True, help="List the documents no catalogue record matched.")
 @click.option("--json", "as_json", is_flag=True, help="Print the build summary as one JSON line.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_context
@@ -220,6 +243,9 @@ def index(
     engine: str,
     address: str | None,
     actors: int | None,
+    catalogues: tuple[str, ...],
+    no_catalogue: bool,
+    list_uncatalogued: bool,
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -233,6 +259,7 @@ def index(
     Formats are detected from content and extension:
       seed text  first line a collection header, then one abstract per blank-line-separated paragraph
       JSONL, JSON array, CSV, TSV  fields title, abstract|text|summary, _id|id|paper_id; others kept
+      BibTeX (.bib)  title, abstract, author, year, booktitle|journal, doi, url; the citation key as id
       any of them gzipped (.gz); UTF-8 (BOM or not), UTF-16 with BOM, GB18030/GBK; CRLF line ends
       Zotero     ~/Zotero or ~/Zotero/zotero.sqlite (read from a private copy; Zotero may be running)
     A record with a title and no abstract is indexed by its title (marked title-only).
@@ -240,12 +267,20 @@ def index(
     (re-wrapped, markup, a few words changed) are merged too unless --no-near. A copy that
     arrives later joins the document it copies, which keeps its id and is not encoded again.
     The new index is written beside the old one and swapped in atomically.
+
+    \b
+    Titles and authors from a catalogue (documents whose abstract matches a record exactly
+    or as a near-duplicate take its metadata):
+      semsearch index seeds/ --catalogue ../shared/data/mlanthology/neurips2025.jsonl.gz
+      semsearch index --list-uncatalogued     # refresh; the catalogue is remembered
     """
     from .ann import parse_size
     from .build import BuildOptions, build_index
 
     if batch_size < 1:
         raise SemsearchCliError(f"--batch-size must be a positive integer, got {batch_size}")
+    if no_catalogue and catalogues:
+        raise SemsearchCliError("choose one of --catalogue and --no-catalogue")
     summary = build_index(
         list(sources) or None,
         index_dir,
@@ -264,11 +299,17 @@ def index(
             engine=engine,
             address=address,
             actors=actors,
+            catalogues=[] if no_catalogue else (list(catalogues) or None),
         ),
         embedder=_embedder(ctx),
     )
     for line in summary.skipped:
         click.echo(f"semsearch: skipped {line}", err=True)
+    uncatalogued = (summary.catalogue or {}).get("uncatalogued", [])
+    if summary.catalogue is not None and not list_uncatalogued:
+        summary.catalogue.pop("uncatalogued", None)
+    for line in (summary.catalogue or {}).get("ties", []):
+        click.echo(f"semsearch: catalogue tie: {line}", err=True)
     if as_json:
         click.echo(json.dumps(summary.to_dict(), ensure_ascii=False))
         return
@@ -281,6 +322,15 @@ def index(
     )
     if summary.title_only or summary.aliases:
         click.echo(f"title-only documents: {summary.title_only}, former ids kept as aliases: {summary.aliases}")
+    if summary.catalogue is not None:
+        from .catalogue import summary_line
+
+        click.echo(summary_line(summary.catalogue))
+    if list_uncatalogued:
+        if summary.catalogue is None:
+            click.echo("uncatalogued: no catalogue (give one with --catalogue FILE)")
+        for row in uncatalogued:
+            click.echo(f"uncatalogued: {row['id']}  {row['label']}")
     click.echo(f"vectors: {summary.ann}")
     on_ray = ", encoded on ray" if summary.engine == "ray" else ""
     click.echo(f"index: {summary.index} ({summary.version}, {summary.backend}{on_ray}) in {summary.seconds:.1f} s")
@@ -313,6 +363,7 @@ def query(
     model: str | None,
     as_json: bool,
     as_jsonl: bool,
+    fmt: str | None,
 ) -> None:
     """Find the abstracts that best answer TEXT ('-' reads it from stdin).
 
@@ -324,7 +375,7 @@ def query(
     with Index.open(index_dir, embedder=_embedder(ctx), model=model) as idx:
         hits = idx.search(_read_text_arg(text), k, mode=mode, where=where, min_score=min_score, diverse=diverse)
         _warn_if_stale(idx)
-    _print_hits(hits, as_json, as_jsonl)
+    _print_hits(hits, as_json, as_jsonl, fmt)
 
 
 query.help = f"{inspect.cleandoc(query.help or '')}\n\n{HELP_SCORES}"
@@ -356,6 +407,7 @@ def related(
     diverse: bool,
     as_json: bool,
     as_jsonl: bool,
+    fmt: str | None,
 ) -> None:
     """Papers nearest to one you know: by DOC_ID (or an external id such as a BEIR _id), --text or --file.
 
@@ -377,7 +429,47 @@ def related(
         else:
             hits = idx.related_to_text(text or "", k, where=where, min_score=min_score, diverse=diverse)
         _warn_if_stale(idx)
-    _print_hits(hits, as_json, as_jsonl)
+    _print_hits(hits, as_json, as_jsonl, fmt)
+
+
+@cli.command()
+@click.argument("ids", nargs=-1)
+@index_option
+@click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help="Export only documents that match.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["bibtex", "ris", "csljson", "csv"]),
+    default="bibtex",
+    show_default=True,
+    help="bibtex, ris, csljson (CSL-JSON, as Zotero and Pandoc read it) or csv.",
+)
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of standard output."
+)
+def export(ids: tuple[str, ...], index_dir: Path, where: tuple[str, ...], fmt: str, out: Path | None) -> None:
+    """Export documents as citations: the IDS given (ids, id prefixes, external ids or citation keys), else
+    every document, narrowed by --where.
+
+    \b
+      semsearch export 6a24ce769ac8de0d wen2025neurips-differentially > refs.bib
+      semsearch export --where venue=neurips --where "year>=2025" --format csljson --out refs.json
+      semsearch query "federated privacy" -k 5 --format bibtex     # the hits of a query
+    """
+    from .export import export as export_papers
+    from .export import select_documents
+    from .search import Index
+
+    with Index.open(index_dir) as idx:
+        docs = select_documents(idx, ids, where)
+    text = export_papers(docs, fmt)
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    from .fileio import write_text_atomic
+
+    write_text_atomic(out, text)
+    click.echo(f"exported {len(docs)} documents to {out} ({fmt})", err=True)
 
 
 @cli.command()

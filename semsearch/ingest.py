@@ -47,6 +47,7 @@ EXTENSION_FORMATS = MappingProxyType(
         ".json": "json",
         ".csv": "csv",
         ".tsv": "tsv",
+        ".bib": "bibtex",  # semsearch.bibtex (bibtexparser 2)
     }
 )
 HEADER_MAX_CHARS = 120
@@ -270,9 +271,9 @@ def _decode_raw(data: bytes, display: str) -> tuple[str, str]:
 
 
 def _detect_format(name: str, text: str) -> str:
-    """One of "seed", "jsonl", "json", "csv", "tsv", from the file name and its decoded text."""
+    """One of "seed", "jsonl", "json", "csv", "tsv", "bibtex", from the file name and its decoded text."""
     fmt = _format_for_name(name)
-    if fmt in ("jsonl", "csv", "tsv"):
+    if fmt in ("jsonl", "csv", "tsv", "bibtex"):
         return fmt
     if fmt == "json":
         # JSON Lines saved as .json is common; read it for what it is.
@@ -328,6 +329,10 @@ def _parse(fmt: str, text: str, display: str, skip_bad: bool) -> tuple[list[Reco
         items = _jsonl_items(text, display)
     elif fmt == "json":
         items = _json_items(text, display)
+    elif fmt == "bibtex":
+        from .bibtex import bibtex_items
+
+        items = bibtex_items(text, display)
     else:
         items = _csv_items(text, display, "\t" if fmt == "tsv" else ",")
     return _collect(items, skip_bad)

@@ -83,6 +83,9 @@ class Manifest:
     build_seconds: float = 0.0
     source_args: list[str] = field(default_factory=list)
     excluded_sources: list[str] = field(default_factory=list)
+    catalogue_args: list[str] = field(default_factory=list)  # catalogue files re-applied by every refresh
+    catalogue: dict[str, Any] | None = None  # what the catalogue join matched (semsearch.catalogue)
+    catalogues: list[dict[str, Any]] = field(default_factory=list)  # the catalogue files as read
     faiss: dict[str, Any] = field(default_factory=dict)
     ann: dict[str, Any] | None = None  # AnnSpec.to_dict(); absent in format 1
     vectors: dict[str, Any] | None = None
@@ -109,6 +112,10 @@ class Manifest:
         out.update(
             source_args=self.source_args,
             excluded_sources=self.excluded_sources,
+        )
+        if self.catalogue is not None:
+            out.update(catalogue_args=self.catalogue_args, catalogue=self.catalogue, catalogues=self.catalogues)
+        out.update(
             sources=[s.to_dict() for s in self.sources],
             files=self.files,
         )
@@ -163,6 +170,9 @@ class Manifest:
                 build_seconds=float(data.get("build_seconds", 0.0)),
                 source_args=[str(s) for s in data.get("source_args", [])],
                 excluded_sources=[str(s) for s in data.get("excluded_sources", [])],
+                catalogue_args=[str(s) for s in data.get("catalogue_args", [])],
+                catalogue=data.get("catalogue"),
+                catalogues=list(data.get("catalogues") or []),
                 faiss=dict(data.get("faiss") or {}),
                 ann=data.get("ann"),
                 vectors=data.get("vectors"),

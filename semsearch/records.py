@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .paperinfo import paper_fields
+
 
 @dataclass(frozen=True)
 class Provenance:
@@ -108,6 +110,7 @@ class Document:
         return {
             "id": self.id,
             "title": self.title,
+            **paper_fields(self.title, self.metadata),  # display_title, authors, byline, link
             "title_only": self.title_only,
             "label": self.label(),
             "text": self.text,
@@ -171,6 +174,7 @@ class Hit:
             "id": self.id,
             "title": self.title,
             "title_only": self.title_only,
+            **paper_fields(self.title, self.metadata),  # display_title, authors, byline, link
             "label": self.label,
             "text": self.text,
             "sources": [s.to_dict() for s in self.sources],

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .highlight import highlight
+from .paperinfo import byline, link_of, plain_text
 from .records import Hit
 from .search import IndexInfo
 
@@ -51,17 +52,22 @@ def hits_table(hits: Sequence[Hit], *, color: bool = False) -> str:
     width = min(shutil.get_terminal_size((100, 24)).columns, 120)
     blocks = []
     for hit in hits:
-        head = f"{hit.rank:>2}. {hit.score:.4f}  {hit.label}"
+        label = plain_text(hit.label)
+        head = f"{hit.rank:>2}. {hit.score:.4f}  {label}"
         if color:
             head = (
                 f"{hit.rank:>2}. "
                 + click.style(f"{hit.score:.4f}", fg="green")
                 + "  "
-                + click.style(hit.label, bold=True)
+                + click.style(label, bold=True)
             )
         ids = f"    id {hit.id}  ·  {sources_line(hit)}" + ("  ·  title only" if hit.title_only else "")
+        # Who wrote it, where, and where to read it, when the sources or a catalogue say.
+        about = "  ·  ".join(x for x in (byline(hit.metadata), link_of(hit.metadata)) if x)
+        if about:
+            ids = f"    {about}\n{ids}"
         # The best-matching sentence explains the hit; the opening of the abstract stands in when none matched.
-        shown = hit.highlights[0] if hit.highlights else snippet(hit.text)
+        shown = plain_text(hit.highlights[0] if hit.highlights else snippet(hit.text))
         body = textwrap.fill(
             snippet(shown, 2 * SNIPPET_CHARS), width=width, initial_indent="    ", subsequent_indent="    "
         )
@@ -102,6 +108,16 @@ def info_text(info: IndexInfo) -> str:
         ("format", str(info.format_version)),
         ("sources", f"{len(info.sources)} files"),
     ]
+    if info.catalogue:
+        c = info.catalogue
+        rows.insert(  # before "sources", which its file list follows
+            len(rows) - 1,
+            (
+                "catalogue",
+                f"{c['catalogued']} of {c['of']} documents ({c['exact']} exact, {c['near']} near) "
+                f"from {', '.join(c['files'])}",
+            )
+        )
     width = max(len(k) for k, _ in rows)
     lines = [f"{k + ':':<{width + 1}} {v}" for k, v in rows]
     lines += [f"  {s.path}  ({s.format}, {s.records} abstracts, {s.encoding})" for s in info.sources]

@@ -66,6 +66,7 @@ class IndexInfo:
     sources: list[SourceFile] = field(default_factory=list)
     title_only: int = 0  # documents indexed by their title alone (no abstract)
     aliases: int = 0  # former ids that still resolve to a document
+    catalogue: dict[str, Any] | None = None  # the build's catalogue join (semsearch.catalogue), if any
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -209,6 +210,7 @@ class Index:
             sources=list(m.sources),
             title_only=m.counts.title_only,
             aliases=self.store.alias_count(),
+            catalogue=m.catalogue,
         )
 
     def stale_sources(self) -> dict[str, list[str]]:

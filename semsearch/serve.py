@@ -262,6 +262,27 @@ def _api_routes(app: FastAPI, live: LiveIndex) -> None:
         with live.use() as loaded:
             return {**loaded.index.get(doc_id).to_dict(), "version": loaded.name}
 
+    @app.get("/api/export", summary="Documents as citations: BibTeX, RIS, CSL-JSON or CSV")
+    def export_endpoint(
+        ids: list[str] = Query(..., min_length=1, max_length=MAX_K, description="Ids (repeat, or comma-separated)."),
+        fmt: Literal["bibtex", "ris", "csljson", "csv"] = Query("bibtex", alias="format", description="The format."),
+    ) -> Any:
+        from fastapi.responses import Response
+
+        from .export import EXTENSIONS, MEDIA_TYPES, export, select_documents
+
+        wanted = [part.strip() for value in ids for part in value.split(",") if part.strip()]
+        if not wanted or len(wanted) > MAX_K or any(len(w) > 200 for w in wanted):
+            raise QueryError(f"give 1 to {MAX_K} ids of at most 200 characters")
+        with live.use() as loaded:
+            docs = select_documents(loaded.index, wanted, [])
+        name = f"semsearch-{len(docs)}.{EXTENSIONS[fmt]}"
+        return Response(
+            export(docs, fmt),
+            media_type=MEDIA_TYPES[fmt],
+            headers={"Content-Disposition": f'inline; filename="{name}"'},
+        )
+
     @app.get("/api/info", summary="What the index holds: model, documents, sources, size, build time")
     def info() -> dict[str, Any]:
         with live.use() as loaded:

@@ -105,6 +105,16 @@ def test_the_import_reader_sees_function_level_imports(tmp_path: Path) -> None:
     assert _imported_modules(module) == {"a", "b", "c", "e", "g"}
 
 
+def test_every_internal_import_names_a_module_that_exists() -> None:
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    dangling = {
+        path.stem: sorted(_imported_modules(path) - modules)
+        for path in PACKAGE.glob("*.py")
+        if _imported_modules(path) - modules
+    }
+    assert dangling == {}
+
+
 def test_no_import_cycles_among_semsearch_modules() -> None:
     graph = import_graph()
     assert len(graph) > 30  # the reader really found the package

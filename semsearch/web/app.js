@@ -51,20 +51,130 @@
     return el("p", { className: "error", role: "alert" }, error.message || String(error));
   }
 
+  // ------------------------------------------------------------------ readable text
+  // Markup in titles and abstracts shown as a person reads it: *emphasis*, **bold**, \textbf{x}, accents,
+  // inline math with common commands as symbols. Mirrors semsearch/paperinfo.py plain_text (display only).
+  const SYMBOLS = {
+    alpha: "α", beta: "β", gamma: "γ", delta: "δ", epsilon: "ε", varepsilon: "ε", zeta: "ζ", eta: "η",
+    theta: "θ", kappa: "κ", lambda: "λ", mu: "μ", nu: "ν", xi: "ξ", pi: "π", rho: "ρ", sigma: "σ", tau: "τ",
+    phi: "φ", varphi: "φ", chi: "χ", psi: "ψ", omega: "ω", Gamma: "Γ", Delta: "Δ", Theta: "Θ", Lambda: "Λ",
+    Sigma: "Σ", Phi: "Φ", Psi: "Ψ", Omega: "Ω", times: "×", cdot: "·", leq: "≤", le: "≤", geq: "≥", ge: "≥",
+    neq: "≠", approx: "≈", sim: "~", gtrsim: "≳", lesssim: "≲", ll: "≪", gg: "≫", in: "∈", notin: "∉",
+    subset: "⊂", subseteq: "⊆", infty: "∞", pm: "±", to: "→", rightarrow: "→", leftarrow: "←", mapsto: "↦",
+    sum: "∑", prod: "∏", int: "∫", partial: "∂", nabla: "∇", forall: "∀", exists: "∃", ell: "ℓ", cdots: "⋯",
+    ldots: "…", dots: "…", "|": "‖", mid: "|", star: "⋆", circ: "∘", log: "log", exp: "exp", min: "min",
+    max: "max", sup: "sup", inf: "inf", lim: "lim", uparrow: "↑", downarrow: "↓", cup: "∪", cap: "∩",
+    propto: "∝", top: "⊤", prime: "′", "%": "%", "&": "&", _: "_", "#": "#", $: "$", "{": "{", "}": "}",
+    ",": " ", ";": " ", quad: " ", qquad: " ", "!": "", " ": " ",
+  };
+  const ACCENTS = {
+    "'": "\u0301", "`": "\u0300", "^": "\u0302", '"': "\u0308", "~": "\u0303", "=": "\u0304", ".": "\u0307",
+    c: "\u0327", v: "\u030c", u: "\u0306", H: "\u030b", k: "\u0328", r: "\u030a", tilde: "\u0303",
+    widetilde: "\u0303", hat: "\u0302", widehat: "\u0302", bar: "\u0304", overline: "\u0305", dot: "\u0307",
+    vec: "\u20d7",
+  };
+  const ARG = String.raw`(?:\{([^{}]*)\}|\s([\w.]))`;
+  const RE = {
+    letterAccent: /\\(['`^"~=.]|[cvuHkr](?=[\s{]))\s*(?:\{\s*([A-Za-z])\s*\}|([A-Za-z]))/g,
+    mathAccent: /\\(tilde|widetilde|hat|widehat|bar|overline|dot|vec)\s*(?:\{([^{}]*)\}|([A-Za-z]))/g,
+    wrapper: new RegExp(String.raw`\\(?:text(?:bf|it|tt|sc|sf|rm|normal|up|sl)?|emph|underline|mathrm|mathbf|` +
+      String.raw`mathit|mathcal|mathbb|mathsf|mathtt|mathfrak|boldsymbol|bm|operatorname|mbox|textsuperscript|` +
+      String.raw`textsubscript|url)\s*\{([^{}]*)\}`, "g"),
+    frac: new RegExp(String.raw`\\[dt]?frac\s*` + ARG + String.raw`\s*` + ARG.replace("\\s(", "\\s?("), "g"),
+    sqrt: new RegExp(String.raw`\\sqrt\s*` + ARG, "g"),
+    href: /\\href\s*\{([^{}]*)\}\s*\{([^{}]*)\}/g,
+    symbol: /\\([A-Za-z]+|[|%&_#${},;! ])/g,
+    sizing: /\\(?:left|right|big|Big|bigg|Bigg)[lr]?\s*(?=[()\[\]|.\\])\.?/g,
+    math: /(?<!\\)\$([^$]+)(?<!\\)\$/g,
+    scriptGroup: /([_^])\{([^{}]*)\}/g,
+    bold: /\*\*(?=\S)(.+?)(?<=\S)\*\*/g,
+    emphasis: /(?<![\w*])\*(?=[^\s*])([^*]+?)(?<=[^\s*])\*(?![\w*])/g,
+    code: /`([^`\n]+)`/g,
+    braces: /(?<!\\)[{}]/g,
+  };
+  const arg = (braced, bare) => (braced !== undefined ? braced : bare || "");
+  function group(inner) {
+    inner = inner.trim();
+    if (!inner) return "";
+    return /^(?:√?[\w.]+|.)$/u.test(inner) ? inner : `(${inner})`;
+  }
+  function latex(text, math) {
+    if (!text.includes("\\") && !text.includes("{") && !math) return text;
+    let out = text.replace(RE.letterAccent, (_, a, b, c) => (b || c) + ACCENTS[a]);
+    for (let i = 0; i < 4; i++) {
+      const before = out;
+      out = out.replace(RE.wrapper, "$1");
+      out = out.replace(RE.href, (_, url, label) => label.trim() || url);
+      out = out.replace(RE.mathAccent, (_, a, b, c) => { const x = arg(b, c); return x.length === 1 ? x + ACCENTS[a] : x; });
+      out = out.replace(RE.frac, (_, a, b, c, d) => `${group(arg(a, b))}/${group(arg(c, d))}`);
+      out = out.replace(RE.sqrt, (_, a, b) => "√" + group(arg(a, b)));
+      if (out === before) break;
+    }
+    out = out.replace(RE.sizing, "");
+    out = out.replace(RE.symbol, (m, name) => (Object.hasOwn(SYMBOLS, name) ? SYMBOLS[name] : m));
+    if (math) out = out.replace(RE.scriptGroup, (_, s, g) => s + group(g)).replace(/~/g, " ");
+    return out.replace(RE.braces, "");
+  }
+  function readable(text) {
+    text = String(text || "");
+    if (!/[*\\$`{]/.test(text)) return text;
+    let out = text.replace(RE.math, (_, inner) => latex(inner, true));
+    out = latex(out, false).replace(RE.bold, "$1").replace(RE.emphasis, "$1");
+    if (out.includes("``")) out = out.replace(/``/g, "“").replace(/''/g, "”");
+    return out.replace(RE.code, "$1").normalize("NFC");
+  }
+  window.semsearchReadable = readable; // for tests
+
   // A sentence with [start, end) code-point spans wrapped in <mark> (Python counts code points, JS strings
-  // count UTF-16 units, so slice an array of code points).
+  // count UTF-16 units, so slice an array of code points). The spans are marked with two private-use
+  // characters before the markup is made readable, so the marks survive that rewriting.
   function marked(text, spans) {
     const chars = Array.from(text);
-    const out = [];
+    let tagged = "";
     let last = 0;
     for (const [start, end] of spans || []) {
       if (start < last || end > chars.length) continue;
-      out.push(chars.slice(last, start).join(""));
-      out.push(el("mark", {}, chars.slice(start, end).join("")));
+      tagged += chars.slice(last, start).join("") + "\uE000" + chars.slice(start, end).join("") + "\uE001";
       last = end;
     }
-    out.push(chars.slice(last).join(""));
+    tagged += chars.slice(last).join("");
+    const out = [];
+    for (const part of readable(tagged).split(/(\uE000[^\uE001]*\uE001)/)) {
+      if (part.startsWith("\uE000")) out.push(el("mark", {}, part.slice(1, -1)));
+      else if (part) out.push(part.replace(/[\uE000\uE001]/g, ""));
+    }
     return out;
+  }
+
+  function titleOf(item) {
+    return item.display_title || readable(item.title || item.label);
+  }
+
+  // "Hao Wang, Licheng Pan, … · NeurIPS 2025" and a link to the paper's page, when known.
+  function aboutLine(item) {
+    const link = /^https?:\/\//.test(item.link || "") ? item.link : null;
+    if (!item.byline && !link) return null;
+    let host = "";
+    try { host = link ? new URL(link).hostname.replace(/^www\./, "") : ""; } catch (_) { host = "link"; }
+    return el("p", { className: "byline" },
+      item.byline || "",
+      item.byline && link ? " · " : "",
+      link ? el("a", { href: link, className: "paper-link", target: "_blank", rel: "noopener noreferrer" }, host) : null);
+  }
+
+  const EXPORT_FORMATS = [["bibtex", "BibTeX"], ["ris", "RIS"], ["csljson", "CSL-JSON"], ["csv", "CSV"]];
+  function exportHref(ids, format) {
+    const params = new URLSearchParams();
+    for (const id of ids) params.append("ids", id);
+    params.set("format", format);
+    return "/api/export?" + params;
+  }
+  function exportLinks(ids, label) {
+    const out = [label];
+    EXPORT_FORMATS.forEach(([format, name], i) => {
+      out.push(i ? " · " : " ", el("a", { href: exportHref(ids, format), className: `export-${format}`, target: "_blank" }, name));
+    });
+    return el("span", { className: "export" }, out);
   }
 
   function shortFile(path) {
@@ -88,7 +198,7 @@
   }
 
   function docLink(hit, className) {
-    return el("a", { href: "#" + new URLSearchParams({ doc: hit.id }), className }, hit.title || hit.label);
+    return el("a", { href: "#" + new URLSearchParams({ doc: hit.id }), className }, titleOf(hit));
   }
 
   function hitCard(hit) {
@@ -97,7 +207,8 @@
     if (hit.highlights && hit.highlights.length) {
       snippet = el("p", { className: "snippet" }, marked(hit.highlights[0], (hit.highlight_spans || [])[0]));
     } else {
-      snippet = el("p", { className: "snippet" }, hit.text.length > 320 ? hit.text.slice(0, 320) + "…" : hit.text);
+      const text = readable(hit.text);
+      snippet = el("p", { className: "snippet" }, text.length > 320 ? text.slice(0, 320) + "…" : text);
     }
     const collection = hit.metadata && hit.metadata.collection;
     return el("article", { className: "hit", "data-id": hit.id },
@@ -105,6 +216,7 @@
         el("span", { className: "rank" }, `${hit.rank}.`),
         docLink(hit, "hit-title"),
         el("span", { className: "score", title: score.title }, score.text)),
+      aboutLine(hit),
       snippet,
       el("div", { className: "meta" },
         sourcesLine(hit.sources),
@@ -112,7 +224,9 @@
         ` · id `, el("code", {}, hit.id)),
       el("div", { className: "actions" },
         el("a", { href: "#" + new URLSearchParams({ related: hit.id }), className: "related" }, "Related papers"),
-        el("a", { href: "#" + new URLSearchParams({ doc: hit.id }), className: "open" }, "Open")));
+        el("a", { href: "#" + new URLSearchParams({ doc: hit.id }), className: "open" }, "Open"),
+        el("a", { href: exportHref([hit.id], "bibtex"), className: "cite", target: "_blank",
+          title: "This paper as BibTeX" }, "Cite")));
   }
 
   function highlightMap(ids) {
@@ -165,6 +279,7 @@
     if (!data.hits.length) {
       show(status, el("p", { className: "hint" }, "Nothing matched. Try other words, another mode, or fewer filters."));
     } else {
+      status.append(" · ", exportLinks(data.hits.map((h) => h.id), "Export hits:"));
       show(status, el("div", { id: "hits" }, data.hits.map(hitCard)));
     }
     highlightMap(data.hits.map((h) => h.id));
@@ -188,11 +303,11 @@
       return;
     }
     if (token !== pending) return;
-    document.title = `Related to ${doc.title || doc.label} · semsearch`;
+    document.title = `Related to ${titleOf(doc)} · semsearch`;
     show(
       el("a", { href: "#", className: "back", onclick: (e) => { e.preventDefault(); history.back(); } }, "← back"),
       el("p", { className: "status", id: "status" }, "Papers nearest to ",
-        el("a", { href: "#" + new URLSearchParams({ doc: doc.id }) }, doc.title || doc.label), " (cosine similarity)"),
+        el("a", { href: "#" + new URLSearchParams({ doc: doc.id }) }, titleOf(doc)), " (cosine similarity)"),
       el("div", { id: "hits" }, related.hits.map(hitCard)));
     highlightMap([doc.id, ...related.hits.map((h) => h.id)]);
   }
@@ -217,14 +332,16 @@
       return;
     }
     if (token !== pending) return;
-    document.title = `${doc.title || doc.label} · semsearch`;
+    document.title = `${titleOf(doc)} · semsearch`;
     const neighbours = el("section", { className: "neighbours", id: "neighbours" },
       el("h2", {}, "Nearest papers"), el("p", { className: "status" }, "Loading…"));
     show(
       el("a", { href: "#", className: "back", onclick: (e) => { e.preventDefault(); history.back(); } }, "← back"),
       el("article", { className: "doc", id: "doc", "data-id": doc.id },
-        el("h1", {}, doc.title || doc.label),
-        el("p", { className: "text" }, doc.text),
+        el("h1", {}, titleOf(doc)),
+        aboutLine(doc),
+        el("p", { className: "cite-line" }, exportLinks([doc.id], "Cite as:")),
+        el("p", { className: "text" }, readable(doc.text)),
         factsTable(doc)),
       neighbours);
     highlightMap([doc.id]);

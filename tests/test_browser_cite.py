@@ -1,0 +1,107 @@
+"""The page with a catalogue: titles, author lines, links, readable markup, and Cite / Export (Chromium)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SEEDS
+from test_browser import CHROMIUM, CHROMIUM_ARGS, ENV, _free_port, _get_json, _screenshot
+
+pytestmark = pytest.mark.slow
+
+SLICE = Path(__file__).parent / "fixtures" / "catalogue" / "neurips2025_slice.jsonl"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`semsearch serve` over the seeds indexed with the real model and the NeurIPS 2025 slice as catalogue."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    pytest.importorskip("fastapi", reason="the serve extra is not installed")
+    folder = tmp_path_factory.mktemp("browser-cite")
+    index = folder / "index"
+    args = [sys.executable, "-m", "semsearch", "index", str(SEEDS), "--index", str(index), "--catalogue", str(SLICE)]
+    built = subprocess.run([*args, "-q"], env=ENV, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    port = _free_port()
+    log = (folder / "serve.log").open("w")
+    cmd = [sys.executable, "-m", "semsearch", "serve", "--index", str(index), "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=ENV, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, (folder / "serve.log").read_text()
+            try:
+                if _get_json(base + "/api/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the server did not answer /api/health in 120 s"
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        log.close()
+
+
+@pytest.fixture
+def page(server: str) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            pg = browser.new_page(viewport={"width": 1280, "height": 900})
+            pg.set_default_timeout(20_000)
+            yield pg
+        finally:
+            browser.close()
+
+
+def test_hits_show_titles_authors_links_and_cite(server: str, page: Any, tmp_path: Path) -> None:
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server + "/#q=federated+privacy")
+    page.wait_for_selector(".hit")
+    first = page.locator(".hit").first
+    assert first.locator("a.hit-title").inner_text() == (
+        "Differentially Private Federated Low Rank Adaptation Beyond Fixed-Matrix"
+    )
+    assert first.locator(".byline").inner_text().startswith("Ming Wen, Jiaqi Zhu, … · NeurIPS 2025")
+    assert first.locator("a.paper-link").get_attribute("href") == "https://openreview.net/forum?id=TecJ926Vgn"
+    # Cite opens the paper as BibTeX; the status line exports all hits in four formats.
+    cite = first.locator("a.cite").get_attribute("href")
+    bibtex = page.evaluate(f"fetch({cite!r}).then(r => r.text())")
+    assert bibtex.startswith("@inproceedings{wen2025neurips-differentially,")
+    assert page.locator("#status a.export-csljson").count() == 1
+    csl = page.evaluate("fetch(document.querySelector('#status a.export-csljson').href).then(r => r.json())")
+    assert len(csl) == 10 and csl[0]["title"].startswith("Differentially Private Federated")
+    _screenshot(page, tmp_path, "5-titles-and-cite.png")
+    assert errors == []
+
+
+def test_markup_is_shown_as_text(server: str, page: Any, tmp_path: Path) -> None:
+    page.goto(server + "/#q=Mozart&mode=lexical&k=1")
+    page.wait_for_selector(".hit")
+    raw = page.evaluate("fetch('/api/search?q=Mozart&mode=lexical&k=1').then(r => r.json())")["hits"][0]
+    assert "$\\texttt{Mozart}$" in raw["text"]  # stored as written
+    snippet = page.locator(".hit .snippet").first
+    assert (
+        "Mozart" in snippet.inner_text() and "\\texttt" not in snippet.inner_text() and "$" not in snippet.inner_text()
+    )
+    assert [m.lower() for m in snippet.locator("mark").all_inner_texts()] == ["mozart"]  # marks survive
+    page.locator(".hit a.hit-title").first.click()
+    page.wait_for_selector("#doc .text")
+    text = page.locator("#doc .text").inner_text()
+    assert "Mozart" in text and "\\texttt" not in text
+    assert page.locator("#doc .cite-line a.export-bibtex").count() == 1
+    _screenshot(page, tmp_path, "6-readable-document.png")
