@@ -114,8 +114,17 @@ class IndexSummary:
 
 
 def to_dict(record: PaperCard | Page | Paper | IndexSummary) -> dict[str, Any]:
-    """The record as JSON-ready data."""
-    return asdict(record)
+    """The record as JSON-ready data; a card leaves out what it lacks (no "authors": null on every line)."""
+    data = asdict(record)
+    if isinstance(record, PaperCard):
+        return _present(data)
+    if isinstance(record, Page):
+        data["items"] = [_present(item) for item in data["items"]]
+    return data
+
+
+def _present(card: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in card.items() if value is not None}
 
 
 def authors_of(metadata: dict[str, Any]) -> list[str] | None:

@@ -212,6 +212,7 @@ def _listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(2048)  # before `ready` is called: a client that connects at once must not be refused
     except OSError as exc:
         sock.close()
         raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,8 +30,6 @@ from semsearch.agent_results import (
 )
 from semsearch.errors import QueryError, UnknownDocumentError
 from semsearch.search import MAX_K
-
-CARD_KEYS = {"id", "title", "authors", "year", "score", "best_sentence", "link"}
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +74,9 @@ def test_card_fields_come_from_metadata_when_present() -> None:
 
 def test_search_cards_carry_no_abstract_and_a_sentence_from_it(index: Index) -> None:
     page = search_page(index, "federated privacy", k=3)
-    assert [set(to_dict(c)) for c in page.items] == [CARD_KEYS] * 3
+    # Seeds have no metadata: no authors, year or link, and no nulls spent on saying so.
+    assert [set(to_dict(c)) for c in page.items] == [{"id", "title", "score", "best_sentence"}] * 3
+    assert set(to_dict(page)["items"][0]) == {"id", "title", "score", "best_sentence"}
     assert any(c.id == fedask_id(index) for c in page.items)
     for card in page.items:
         text = index.get(card.id).text
@@ -166,3 +167,29 @@ def test_other_bad_input_is_one_line_errors(index: Index, tmp_path: Path) -> Non
     for call in (lambda: paper(index, "f" * 16), lambda: related_page(index, "f" * 16)):
         with pytest.raises(UnknownDocumentError, match=r"no paper 'ffff+' in the index \(ids come from search"):
             call()
+
+
+def test_cards_from_a_corpus_with_metadata(tmp_path: Path) -> None:
+    rows = [
+        {
+            "_id": "lovelace2025",
+            "title": "Federated privacy for analytical engines",
+            "text": "We add differential privacy to federated training. Clients keep their data.",
+            "metadata": {"authors": ["Ada Lovelace", "Charles Babbage"], "year": "2025", "url": "https://x.org/p"},
+        },
+        {"_id": "plain", "title": "Graph networks", "text": "Message passing on graphs oversmooths deep layers."},
+    ]
+    corpus = tmp_path / "papers.jsonl"
+    corpus.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    fake = FakeEmbedder()
+    build_index([str(corpus)], tmp_path / "idx", embedder=fake)
+    with Index.open(tmp_path / "idx", embedder=fake) as idx:
+        cards = [to_dict(c) for c in search_page(idx, "federated privacy", k=2).items]
+    assert cards[0]["title"] == "Federated privacy for analytical engines"
+    assert (cards[0]["authors"], cards[0]["year"], cards[0]["link"]) == (
+        ["Ada Lovelace", "Charles Babbage"],
+        2025,
+        "https://x.org/p",
+    )
+    assert cards[0]["best_sentence"] == "We add differential privacy to federated training."
+    assert set(cards[1]) == {"id", "title", "score", "best_sentence"}
