@@ -33,7 +33,7 @@ from semsearch import build_index  # noqa: E402
 from semsearch.agent_results import compact_json  # noqa: E402
 from semsearch.cli import cli  # noqa: E402
 from semsearch.live import LiveIndex  # noqa: E402
-from semsearch.mcp_server import INSTRUCTIONS, create_server  # noqa: E402
+from semsearch.mcp_tools import INSTRUCTIONS, create_server  # noqa: E402
 
 TOOLS = {"search", "related", "get_paper", "info"}
 WORKER = Path(__file__).resolve().parent / "mcp_worker.py"
@@ -246,15 +246,24 @@ def test_bad_options_are_one_line_errors(fake_index: Path, args: list[str], mess
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
 
 
-def test_a_missing_index_or_extra_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_index_is_a_one_line_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["mcp", "--index", str(tmp_path / "none")], obj={"embedder": FakeEmbedder()})
-    assert result.exit_code == 2 and "no index at" in result.output
-    import semsearch.mcp_server
+    assert result.exit_code == 2 and "no index at" in result.output and "Traceback" not in result.output
 
-    monkeypatch.setattr(semsearch.mcp_server, "_MISSING", ModuleNotFoundError("No module named 'mcp'", name="mcp"))
-    result = CliRunner().invoke(cli, ["mcp", "--index", str(tmp_path / "none")])
-    assert result.exit_code == 2
-    assert "needs the 'mcp' extra (mcp is missing): pip install 'semsearch[mcp]'" in result.output
+
+def test_without_the_extra_the_command_names_it(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['mcp'] = None  # as if the extra were not installed\n"
+        "from semsearch.cli import main\n"
+        f"sys.argv = ['semsearch', 'mcp', '--index', {str(tmp_path)!r}]\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == (
+        "Error: semsearch mcp needs the 'mcp' extra (mcp is missing): pip install 'semsearch[mcp]'"
+    )
 
 
 # --- over the wire: stdio and streamable HTTP, with the fake encoder (fast) and the real model (slow) ----------
