@@ -65,7 +65,7 @@ class PaperCard:
             year=year_of(doc.metadata),
             score=None if score is None else round(float(score), 4),
             best_sentence=_clip(sentence, MAX_SENTENCE_CHARS) if sentence else None,
-            link=link_of(doc.metadata, doc.external_ids),
+            link=link_of(doc.metadata),
         )
 
 
@@ -155,7 +155,7 @@ def year_of(metadata: dict[str, Any]) -> int | None:
     return None
 
 
-def link_of(metadata: dict[str, Any], external_ids: Sequence[str] = ()) -> str | None:
+def link_of(metadata: dict[str, Any]) -> str | None:
     """The paper's web address when its metadata has one (url, venue page, OpenReview, PDF, DOI)."""
     for key in LINK_KEYS:
         value = metadata.get(key)

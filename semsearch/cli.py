@@ -486,7 +486,10 @@ def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log:
 @index_option
 @click.option("--http", is_flag=True, help="Serve over streamable HTTP at /mcp instead of stdio.")
 @click.option(
-    "--host", default="127.0.0.1", show_default=True, help="With --http: address to listen on (this machine only)."
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="With --http: address to listen on (the default: this machine only; the endpoint has no authentication).",
 )
 @click.option("--port", type=int, default=8765, show_default=True, help="With --http: port (0: any free one).")
 @click.option(
