@@ -70,7 +70,9 @@ def _one_line(tool: str, exc: BaseException) -> str:
         parts = []
         for err in cause.errors():
             where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
-            parts.append(f"{where}: {err.get('msg', 'invalid')}")
+            # `where` is a tuple inside but an array in the schema the agent reads: say array.
+            msg = "Input should be an array of strings" if err.get("type") == "tuple_type" else err.get("msg")
+            parts.append(f"{where}: {msg or 'invalid'}")
         detail = "; ".join(parts)
     elif isinstance(cause, SemsearchError):
         detail = str(cause)

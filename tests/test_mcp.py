@@ -156,6 +156,7 @@ BAD_CALLS = [
     ("search", {"k": 3}, r"^search: query: Field required"),
     ("search", {"query": "privacy", "mode": "fuzzy"}, r"^search: mode: Input should be 'hybrid', 'dense' or"),
     ("search", {"query": "privacy", "where": ["year>"]}, r"^search: malformed --where 'year>'"),
+    ("search", {"query": "privacy", "where": "year>=2024"}, r"^search: where: Input should be an array of strings$"),
     ("search", {"query": "privacy", "k": 10, "offset": 995}, r"^search: offset \+ k must be at most 1000"),
     ("related", {"id": "ffffffffffffffff"}, r"^related: no paper 'ffffffffffffffff' in the index"),
     ("get_paper", {"id": "nope"}, r"^get_paper: no paper 'nope' in the index \(ids come from search"),
