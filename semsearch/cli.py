@@ -586,6 +586,51 @@ def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log:
     run_server(index_dir, host=host, port=port, embedder=_embedder(ctx), access_log=access_log, ready=ready)
 
 
+@cli.command()
+@index_option
+@click.option("--http", is_flag=True, help="Serve over streamable HTTP at /mcp instead of stdio.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="With --http: address to listen on (the default: this machine only; the endpoint has no authentication).",
+)
+@click.option("--port", type=int, default=8765, show_default=True, help="With --http: port (0: any free one).")
+@click.option(
+    "--budget",
+    type=int,
+    default=8000,
+    show_default=True,
+    help="Characters of JSON per tool result (about 4 per token); longer lists end early with a next_offset.",
+)
+@click.pass_context
+def mcp(ctx: click.Context, index_dir: Path, http: bool, host: str, port: int, budget: int) -> None:
+    """Serve the index to LLM agents over the Model Context Protocol (stdio by default).
+
+    \b
+    Tools: search, related, get_paper, info; papers are also resources paper://ID.
+    Read-only; a version published by `semsearch index` is picked up on the next call.
+    A desktop client launches it over stdio (see the README for its configuration):
+      semsearch mcp --index indexes/default
+      semsearch mcp --http --port 8765          # http://127.0.0.1:8765/mcp
+    """
+    import logging
+
+    from .mcp_server import check_installed, run_server
+
+    check_installed()
+    # stdout belongs to the protocol: every log line goes to stderr (index swaps at INFO, the SDK's at WARNING).
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="semsearch: %(name)s: %(message)s")
+    logging.getLogger("semsearch").setLevel(logging.INFO)
+    if not 0 <= port <= 65535:
+        raise SemsearchCliError(f"--port must be 0..65535, got {port}")
+
+    def ready(where: str) -> None:
+        click.echo(f"semsearch: MCP server over {index_dir} on {where} (Ctrl-C stops)", err=True)
+
+    run_server(index_dir, http=http, host=host, port=port, budget=budget, embedder=_embedder(ctx), ready=ready)
+
+
 @cli.command(name="eval")
 @click.argument("data", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--corpus", type=click.Path(dir_okay=False, path_type=Path), help="BEIR corpus.jsonl.")

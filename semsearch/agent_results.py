@@ -1,0 +1,347 @@
+"""What an agent gets back: short paper cards, pages bounded by a character budget, one full paper on request.
+
+Agents pay for every token, so a list carries per paper only what lets an agent choose (id, title, authors,
+year, score, best sentence, link) and a page stops before it would pass a character budget; the full abstract
+comes only from ``paper()``. Everything here is plain data (dataclasses that become JSON) built from ``Index``
+calls, so the MCP face (``mcp_server.py``) is one line per tool and this module is testable without MCP.
+
+Abstract text is data: it goes into fields of these records, never into a description or a prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import QueryError, UnknownDocumentError
+from .highlight import best_sentences
+from .lexical import Analyzer
+from .records import Document, Hit
+from .search import MAX_K, MODES, Index
+
+DEFAULT_BUDGET = 8000  # characters of JSON per tool result: about 2,000 tokens
+MIN_BUDGET = 1000  # below this not even one card with its sentence fits
+DEFAULT_K = 10
+MAX_SENTENCE_CHARS = 300  # a "sentence" can be a whole run-on abstract
+MAX_AUTHORS = 8  # then "+N more": a consortium paper can list hundreds
+MAX_QUERY_CHARS = 1000  # as for the HTTP API: longer text is an abstract, not a query
+LINK_KEYS = ("url", "link", "venue_url", "openreview_url", "pdf_url", "arxiv_url")
+_YEAR = re.compile(r"\b(1[89]\d\d|2\d\d\d)\b")
+
+
+def compact_json(data: Any) -> str:
+    """The JSON an agent reads: no indentation, non-ASCII kept (what the budget counts)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def check_budget(budget: int) -> int:
+    """A valid character budget, or a one-line QueryError."""
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < MIN_BUDGET:
+        raise QueryError(f"the character budget must be an integer of at least {MIN_BUDGET}, got {budget!r}")
+    return budget
+
+
+@dataclass
+class PaperCard:
+    """One paper in a result list: enough to choose it, not its abstract."""
+
+    id: str
+    title: str  # the title, or the abstract's opening words when the source gave none
+    authors: list[str] | None = None
+    year: int | None = None
+    score: float | None = None
+    best_sentence: str | None = None  # the abstract's sentence that best matches the query (or the paper)
+    link: str | None = None
+
+    @classmethod
+    def of(cls, doc: Document | Hit, *, score: float | None = None, sentence: str | None = None) -> PaperCard:
+        return cls(
+            id=doc.id,
+            title=doc.title or (doc.label if isinstance(doc, Hit) else doc.label()),
+            authors=authors_of(doc.metadata),
+            year=year_of(doc.metadata),
+            score=None if score is None else round(float(score), 4),
+            best_sentence=_clip(sentence, MAX_SENTENCE_CHARS) if sentence else None,
+            link=link_of(doc.metadata),
+        )
+
+
+@dataclass
+class Page:
+    """One page of a ranked list: cards in rank order, and where the next page starts (None: no more)."""
+
+    items: list[PaperCard]
+    offset: int  # rank of the first item, counted from 0
+    next_offset: int | None
+    cut_by_budget: bool  # fewer than k items because the next one would pass the character budget
+    version: str  # the index version that answered (pages of one list should share it)
+
+
+@dataclass
+class Paper:
+    """One paper in full: the abstract (clipped only if it alone passes the budget), metadata and sources."""
+
+    id: str
+    title: str
+    text: str
+    text_truncated: bool
+    authors: list[str] | None
+    year: int | None
+    link: str | None
+    metadata: dict[str, Any]
+    sources: list[str]
+    external_ids: list[str]
+    version: str
+
+
+@dataclass
+class IndexSummary:
+    """What an agent needs to know about the index before searching it."""
+
+    version: str
+    documents: int
+    model: str
+    mode_default: str
+    modes: list[str]
+    max_k: int
+    built_at: str
+    sources: list[str] = field(default_factory=list)  # source files (at most 20)
+    sources_total: int = 0
+    budget_chars: int = DEFAULT_BUDGET
+
+
+def to_dict(record: PaperCard | Page | Paper | IndexSummary) -> dict[str, Any]:
+    """The record as JSON-ready data; a card leaves out what it lacks (no "authors": null on every line)."""
+    data = asdict(record)
+    if isinstance(record, PaperCard):
+        return _present(data)
+    if isinstance(record, Page):
+        data["items"] = [_present(item) for item in data["items"]]
+    return data
+
+
+def _present(card: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in card.items() if value is not None}
+
+
+def authors_of(metadata: dict[str, Any]) -> list[str] | None:
+    """Authors from metadata (a list, or a string separated by ';' or ' and '), at most MAX_AUTHORS."""
+    raw = metadata.get("authors", metadata.get("author"))
+    if isinstance(raw, str):
+        names = [n.strip() for n in re.split(r";|\band\b", raw) if n.strip()]
+    elif isinstance(raw, list):
+        names = [str(n.get("name", "") if isinstance(n, dict) else n).strip() for n in raw]
+        names = [n for n in names if n]
+    else:
+        return None
+    if len(names) > MAX_AUTHORS:
+        names = names[:MAX_AUTHORS] + [f"+{len(names) - MAX_AUTHORS} more"]
+    return names or None
+
+
+def year_of(metadata: dict[str, Any]) -> int | None:
+    """The year from metadata ``year`` (number or text) or the start of a ``date``/``published`` value."""
+    for key in ("year", "date", "published"):
+        value = metadata.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            found = _YEAR.search(value)
+            if found:
+                return int(found.group(1))
+    return None
+
+
+def link_of(metadata: dict[str, Any]) -> str | None:
+    """The paper's web address when its metadata has one (url, venue page, OpenReview, PDF, DOI)."""
+    for key in LINK_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str) and value.startswith(("http://", "https://")):
+            return value
+    doi = metadata.get("doi")
+    if isinstance(doi, str) and doi.strip():
+        return doi if doi.startswith("http") else f"https://doi.org/{doi.strip()}"
+    return None
+
+
+def document(index: Index, doc_id: str) -> Document:
+    """A paper by id (or external id, or unambiguous prefix); the error names the tools that give ids."""
+    try:
+        return index.get(doc_id)
+    except UnknownDocumentError:
+        raise UnknownDocumentError(
+            f"no paper {doc_id!r} in the index (ids come from search or related results)"
+        ) from None
+
+
+def _clauses(where: Sequence[str] | str) -> list[str]:
+    """--where clauses: a list, or one string (a single clause)."""
+    return [where] if isinstance(where, str) else list(where)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(limit - 1, 0)].rstrip() + "…"
+
+
+def check_page(k: int, offset: int) -> None:
+    """k and offset for one page, or a one-line QueryError."""
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise QueryError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise QueryError(f"offset must be a non-negative integer, got {offset!r}")
+    if offset + k > MAX_K:
+        raise QueryError(f"offset + k must be at most {MAX_K} (a ranked list ends there), got {offset + k}")
+
+
+def paginate(cards: Sequence[PaperCard], *, offset: int, k: int, more: bool, budget: int, version: str) -> Page:
+    """The page of ``cards`` (already ranks offset.. of the list) that fits the budget.
+
+    At least one card is always returned (its sentence shortened if the card alone is over budget), so an agent
+    paging with ``next_offset`` always advances.
+    """
+    budget = check_budget(budget)
+    empty = Page(items=[], offset=offset, next_offset=None, cut_by_budget=False, version=version)
+    used = len(compact_json(to_dict(empty))) + 10  # the envelope, and room for a larger next_offset
+    items: list[PaperCard] = []
+    for card in cards[:k]:
+        size = len(compact_json(to_dict(card))) + 1
+        if used + size > budget:
+            if items:
+                break
+            card = _shrink(card, budget - used)
+            size = len(compact_json(to_dict(card))) + 1
+        items.append(card)
+        used += size
+    cut = len(items) < min(k, len(cards))
+    has_more = cut or more
+    return Page(
+        items=items,
+        offset=offset,
+        next_offset=offset + len(items) if has_more and offset + len(items) < MAX_K else None,
+        cut_by_budget=cut,
+        version=version,
+    )
+
+
+def _shrink(card: PaperCard, room: int) -> PaperCard:
+    """A card made to fit ``room`` characters: the sentence goes first, then the authors, then the title."""
+    trimmed = PaperCard(**asdict(card))
+    for step in ("sentence", "authors", "title"):
+        over = len(compact_json(to_dict(trimmed))) + 1 - room
+        if over <= 0:
+            break
+        if step == "sentence" and trimmed.best_sentence:
+            keep = len(trimmed.best_sentence) - over - 1
+            trimmed.best_sentence = _clip(trimmed.best_sentence, keep) if keep > 20 else None
+        elif step == "authors" and trimmed.authors:
+            trimmed.authors = None
+        elif step == "title":
+            trimmed.title = _clip(trimmed.title, max(len(trimmed.title) - over - 1, 20))
+    return trimmed
+
+
+def search_page(
+    index: Index,
+    query: str,
+    *,
+    k: int = DEFAULT_K,
+    offset: int = 0,
+    mode: str = "hybrid",
+    where: Sequence[str] = (),
+    diverse: bool = False,
+    budget: int = DEFAULT_BUDGET,
+    version: str = "",
+) -> Page:
+    """Ranks offset..offset+k of a search, as cards bounded by the budget.
+
+    A page is the same search asked for offset + k hits (+1 to know whether more exist): without --diverse
+    the first ranks do not depend on k, so consecutive pages neither repeat nor skip a paper.
+    """
+    check_page(k, offset)
+    if isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"the query is {len(query)} characters; the limit is {MAX_QUERY_CHARS} (use related for a paper)"
+        )
+    hits = index.search(query, min(offset + k + 1, MAX_K), mode=mode, where=_clauses(where), diverse=diverse)
+    cards = [PaperCard.of(h, score=h.score, sentence=h.highlights[0] if h.highlights else None) for h in hits]
+    return paginate(
+        cards[offset:],
+        offset=offset,
+        k=k,
+        more=len(hits) > offset + k,
+        budget=budget,
+        version=version or index.version.name,
+    )
+
+
+def related_page(
+    index: Index,
+    doc_id: str,
+    *,
+    k: int = DEFAULT_K,
+    offset: int = 0,
+    where: Sequence[str] = (),
+    budget: int = DEFAULT_BUDGET,
+    version: str = "",
+) -> Page:
+    """Ranks offset..offset+k of the papers nearest to one in the index (cosine), never the paper itself.
+
+    Each card's best sentence is the one that shares the most words with the paper asked about.
+    """
+    check_page(k, offset)
+    source = document(index, doc_id)
+    hits = index.related(source.id, min(offset + k + 1, MAX_K), where=_clauses(where))
+    analyzer = Analyzer()
+    terms = analyzer(source.embedding_text())
+    cards = []
+    for h in hits[offset : offset + k]:
+        found = best_sentences(h.text, terms, n=1, analyzer=analyzer)
+        cards.append(PaperCard.of(h, score=h.score, sentence=found[0] if found else None))
+    return paginate(
+        cards, offset=offset, k=k, more=len(hits) > offset + k, budget=budget, version=version or index.version.name
+    )
+
+
+def paper(index: Index, doc_id: str, *, budget: int = DEFAULT_BUDGET, version: str = "") -> Paper:
+    """One paper in full; the abstract is clipped (text_truncated) only when the whole record would pass the budget."""
+    budget = check_budget(budget)
+    doc = document(index, doc_id)
+    card = PaperCard.of(doc)
+    full = Paper(
+        id=doc.id,
+        title=card.title,
+        text=doc.text,
+        text_truncated=False,
+        authors=authors_of(doc.metadata),
+        year=card.year,
+        link=card.link,
+        metadata=doc.metadata,
+        sources=[s.label() for s in doc.sources],
+        external_ids=doc.external_ids,
+        version=version or index.version.name,
+    )
+    over = len(compact_json(to_dict(full))) - budget
+    if over > 0:
+        full.text = _clip(doc.text, max(len(doc.text) - over - 1, 0))
+        full.text_truncated = True
+    return full
+
+
+def summary(info: dict[str, Any], *, budget: int = DEFAULT_BUDGET) -> IndexSummary:
+    """The index facts an agent needs (from ``Index.info().to_dict()``), sources listed up to 20."""
+    paths = [str(s.get("path", "")) for s in info.get("sources", [])]
+    return IndexSummary(
+        version=str(info.get("version", "")),
+        documents=int(info.get("documents", 0)),
+        model=str(info.get("model", "")),
+        mode_default="hybrid",
+        modes=list(MODES),
+        max_k=MAX_K,
+        built_at=str(info.get("built_at", "")),
+        sources=paths[:20],
+        sources_total=len(paths),
+        budget_chars=budget,
+    )
