@@ -11,11 +11,11 @@ Abstract text is data: it goes into fields of these records, never into a descri
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from . import paperinfo
 from .errors import QueryError, UnknownDocumentError
 from .highlight import best_sentences
 from .lexical import Analyzer
@@ -28,8 +28,6 @@ DEFAULT_K = 10
 MAX_SENTENCE_CHARS = 300  # a "sentence" can be a whole run-on abstract
 MAX_AUTHORS = 8  # then "+N more": a consortium paper can list hundreds
 MAX_QUERY_CHARS = 1000  # as for the HTTP API: longer text is an abstract, not a query
-LINK_KEYS = ("url", "link", "venue_url", "openreview_url", "pdf_url", "arxiv_url")
-_YEAR = re.compile(r"\b(1[89]\d\d|2\d\d\d)\b")
 
 
 def compact_json(data: Any) -> str:
@@ -128,43 +126,20 @@ def _present(card: dict[str, Any]) -> dict[str, Any]:
 
 
 def authors_of(metadata: dict[str, Any]) -> list[str] | None:
-    """Authors from metadata (a list, or a string separated by ';' or ' and '), at most MAX_AUTHORS."""
-    raw = metadata.get("authors", metadata.get("author"))
-    if isinstance(raw, str):
-        names = [n.strip() for n in re.split(r";|\band\b", raw) if n.strip()]
-    elif isinstance(raw, list):
-        names = [str(n.get("name", "") if isinstance(n, dict) else n).strip() for n in raw]
-        names = [n for n in names if n]
-    else:
-        return None
+    """Authors as paperinfo reads them (lists, BibTeX strings, CSL names), at most MAX_AUTHORS."""
+    names = paperinfo.authors_of(metadata)
     if len(names) > MAX_AUTHORS:
         names = names[:MAX_AUTHORS] + [f"+{len(names) - MAX_AUTHORS} more"]
     return names or None
 
 
 def year_of(metadata: dict[str, Any]) -> int | None:
-    """The year from metadata ``year`` (number or text) or the start of a ``date``/``published`` value."""
-    for key in ("year", "date", "published"):
-        value = metadata.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str):
-            found = _YEAR.search(value)
-            if found:
-                return int(found.group(1))
-    return None
+    """The publication year as a number (paperinfo finds it in ``year`` or a date)."""
+    year = paperinfo.year_of(metadata)
+    return int(year) if year else None
 
 
-def link_of(metadata: dict[str, Any]) -> str | None:
-    """The paper's web address when its metadata has one (url, venue page, OpenReview, PDF, DOI)."""
-    for key in LINK_KEYS:
-        value = metadata.get(key)
-        if isinstance(value, str) and value.startswith(("http://", "https://")):
-            return value
-    doi = metadata.get("doi")
-    if isinstance(doi, str) and doi.strip():
-        return doi if doi.startswith("http") else f"https://doi.org/{doi.strip()}"
-    return None
+link_of = paperinfo.link_of
 
 
 def document(index: Index, doc_id: str) -> Document:
