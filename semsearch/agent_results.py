@@ -96,6 +96,16 @@ class Paper:
 
 
 @dataclass
+class Citations:
+    """Papers as citation text (BibTeX, RIS, CSL-JSON or CSV), as many whole entries as the budget holds."""
+
+    format: str
+    text: str
+    ids: list[str]  # the papers in ``text``, in the order asked
+    rest: list[str]  # ids asked for that did not fit the budget: ask again with these
+
+
+@dataclass
 class IndexSummary:
     """What an agent needs to know about the index before searching it."""
 
@@ -111,7 +121,27 @@ class IndexSummary:
     budget_chars: int = DEFAULT_BUDGET
 
 
-def to_dict(record: PaperCard | Page | Paper | IndexSummary) -> dict[str, Any]:
+def citations(index: Index, ids: Sequence[str], fmt: str, *, budget: int = DEFAULT_BUDGET) -> Citations:
+    """The papers named by ids (document ids, former ids, external ids or prefixes) as citations in ``fmt``.
+
+    Entries are never cut: when all of them would pass the budget, the first ones that fit are given and the
+    rest are named for another call (always at least one, so every call makes progress).
+    """
+    from .export import export, select_documents
+
+    docs = select_documents(index, ids, [])
+    count = len(docs)
+    text = export(docs, fmt)
+    if count > 1 and len(text) > budget:
+        count = max(1, min(count - 1, count * budget // len(text)))  # entries are about the same size
+        text = export(docs[:count], fmt)
+    while count > 1 and len(text) > budget:
+        count -= 1
+        text = export(docs[:count], fmt)
+    return Citations(fmt, text, [d.id for d in docs[:count]], [d.id for d in docs[count:]])
+
+
+def to_dict(record: PaperCard | Page | Paper | IndexSummary | Citations) -> dict[str, Any]:
     """The record as JSON-ready data; a card leaves out what it lacks (no "authors": null on every line)."""
     data = asdict(record)
     if isinstance(record, PaperCard):

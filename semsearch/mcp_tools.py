@@ -18,7 +18,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from . import agent_results as results
-from .agent_results import DEFAULT_BUDGET, DEFAULT_K, MAX_QUERY_CHARS, IndexSummary, Page, Paper
+from .agent_results import DEFAULT_BUDGET, DEFAULT_K, MAX_QUERY_CHARS, Citations, IndexSummary, Page, Paper
 from .errors import SemsearchError, UnknownDocumentError
 from .live import LiveIndex
 from .search import MAX_K
@@ -54,10 +54,18 @@ PaperIdArg = Annotated[
     str,
     Field(min_length=1, max_length=200, description="A paper id from a search or related card (or an external id)."),
 ]
+IdsArg = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=200)]],
+    Field(min_length=1, max_length=MAX_K, description="Paper ids from search, related or get_paper."),
+]
+FormatArg = Annotated[
+    Literal["bibtex", "ris", "csljson", "csv"],
+    Field(description="bibtex (LaTeX), ris (EndNote, Zotero import), csljson (Zotero, Pandoc) or csv."),
+]
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
-def _reply(record: Page | Paper | IndexSummary) -> CallToolResult:
+def _reply(record: Page | Paper | IndexSummary | Citations) -> CallToolResult:
     """A tool result: the record as structured content, and the same compact JSON as its text block."""
     data = results.to_dict(record)
     return CallToolResult(content=[TextContent(type="text", text=results.compact_json(data))], structured_content=data)
@@ -136,8 +144,12 @@ def create_server(live: LiveIndex, *, budget: int = DEFAULT_BUDGET) -> MCPServer
         with live.use() as v:
             return _reply(results.summary(v.info, budget=budget))
 
-    # recommend(like, not, k, since), whats_new(since, k), export(ids, format): add them here, one line each
-    # over the library, when the issue on tags and recommendations lands.
+    def export(ids: IdsArg, format: FormatArg = "bibtex") -> Annotated[CallToolResult, Citations]:
+        with live.use() as v:
+            return _reply(results.citations(v.index, ids, format, budget=budget))
+
+    # recommend(like, not, k, since) and whats_new(since, k): add them here, one line each over the library,
+    # when the issue on tags and recommendations lands.
 
     descriptions: dict[Callable[..., Any], str] = {
         search: "Find papers in the local index that answer a question in plain words; returns one page of short "
@@ -146,6 +158,8 @@ def create_server(live: LiveIndex, *, budget: int = DEFAULT_BUDGET) -> MCPServer
         "page of short cards.",
         get_paper: "Get one paper in full (abstract, metadata, sources) by the id that a search or related card gave.",
         info: "Describe the local index: how many papers, which model, which source files, which version.",
+        export: "Get papers as citations to paste into a reference manager or a LaTeX file (whole entries; ids "
+        "that did not fit come back in rest).",
     }
     tools = [
         AgentTool.from_function(fn, description=text, annotations=READ_ONLY, structured_output=True)

@@ -18,6 +18,7 @@ from semsearch.agent_results import (
     authors_of,
     check_budget,
     check_page,
+    citations,
     compact_json,
     link_of,
     paginate,
@@ -54,6 +55,20 @@ def fedask_id(index: Index) -> str:
     hits = index.search("FedASK federated LoRA differential privacy", 1, mode="lexical")
     assert "FedASK" in hits[0].text
     return hits[0].id
+
+
+def test_citations_keep_whole_entries_within_the_budget(index: Index) -> None:
+    ids = [h.id for h in index.search("learning", 12, mode="lexical")]
+    whole = citations(index, ids, "bibtex", budget=1_000_000)
+    assert whole.ids == ids and whole.rest == [] and whole.text.count("\n@") + 1 == 12
+    part = citations(index, ids, "bibtex", budget=MIN_BUDGET)
+    assert part.ids + part.rest == ids and 1 <= len(part.ids) < 12
+    assert len(part.text) <= MIN_BUDGET or len(part.ids) == 1  # one entry always comes back
+    assert part.text.count("@") == len(part.ids)
+    with pytest.raises(UnknownDocumentError):
+        citations(index, ["0000000000000000"], "ris")
+    with pytest.raises(QueryError, match="unknown export format"):
+        citations(index, ids[:1], "docx")
 
 
 def test_card_fields_come_from_metadata_when_present() -> None:

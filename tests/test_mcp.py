@@ -35,7 +35,7 @@ from semsearch.cli import cli  # noqa: E402
 from semsearch.live import LiveIndex  # noqa: E402
 from semsearch.mcp_tools import INSTRUCTIONS, create_server  # noqa: E402
 
-TOOLS = {"search", "related", "get_paper", "info"}
+TOOLS = {"search", "related", "get_paper", "info", "export"}
 WORKER = Path(__file__).resolve().parent / "mcp_worker.py"
 ENV = {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1"}
 EXTRA = (
@@ -109,6 +109,25 @@ def test_tools_have_typed_schemas_and_one_sentence_descriptions(fake_index: Path
                 assert tools["search"].input_schema["required"] == ["query"]
                 assert tools["get_paper"].input_schema["required"] == ["id"]
                 assert client.instructions == INSTRUCTIONS
+
+    run(go)
+
+
+def test_export_gives_citations_a_reference_manager_reads(fake_index: Path) -> None:
+    import bibtexparser
+
+    async def go() -> None:
+        with in_process(fake_index) as connect:
+            async with connect() as client:
+                page = data(await client.call_tool("search", {"query": "federated privacy", "k": 3}))
+                ids = [c["id"] for c in page["items"]]
+                got = data(await client.call_tool("export", {"ids": ids}))
+                assert got["format"] == "bibtex" and got["ids"] == ids and got["rest"] == []
+                assert len(bibtexparser.parse_string(got["text"]).entries) == 3
+                ris = data(await client.call_tool("export", {"ids": ids[:1], "format": "ris"}))
+                assert ris["text"].startswith("TY  -")
+                assert error_line(await client.call_tool("export", {"ids": ["nope"]})).startswith("export: no document")
+                assert "format" in error_line(await client.call_tool("export", {"ids": ids, "format": "doc"}))
 
     run(go)
 
