@@ -282,6 +282,7 @@ def build_index(
                 finally:
                     cache.close()
 
+                _stamp_arrivals(dedup.documents, vectors, prev_version, index_path)
                 ann, budget = _ann_settings(opts, prev_manifest)
                 contents = write_contents(
                     writer.path,
@@ -352,6 +353,17 @@ def build_index(
         skipped=ingested.skipped,
         engine=opts.engine,
     )
+
+
+def _stamp_arrivals(documents: Sequence[Document], vectors: np.ndarray, previous: Path | None, index: Path) -> None:
+    """When each document first entered the index, carried forward from the live version (see arrivals.py)."""
+    from .arrivals import stamp_arrivals
+    from .store import next_sequence
+
+    try:
+        stamp_arrivals(documents, vectors, previous, next_sequence(index), utc_now())
+    except IndexCorruptError:  # a damaged live version (--full recovers it): its documents count as new
+        stamp_arrivals(documents, vectors, None, next_sequence(index), utc_now())
 
 
 def _previous_ids(version: Path) -> set[str]:

@@ -552,3 +552,9 @@ def main() -> None:
     # A value the user set wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     cli(prog_name="semsearch")
+
+
+# Tags, recommendations and arrivals live in their own module; registered here, their single call site.
+from .cli_recs import register as _register_recs  # noqa: E402
+
+_register_recs(cli)

@@ -83,6 +83,17 @@ class IngestResult:
     skipped: list[str] = field(default_factory=list)  # "file:line N: reason" for --skip-bad
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """When a document first entered the index: the version's sequence number and the build's UTC time."""
+
+    seq: int
+    at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.seq, "at": self.at}
+
+
 @dataclass
 class Document:
     """One unique abstract after deduplication; remembers every place it came from."""
@@ -94,6 +105,7 @@ class Document:
     external_ids: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     text_hash: str = ""  # sha256 of the normalized text; the embedding-cache key
+    added: Arrival | None = None  # first entered the index (carried forward by every build; see arrivals.py)
 
     def embedding_text(self) -> str:
         """The text given to the encoder: title and abstract, as BEIR/MTEB join them."""

@@ -35,6 +35,7 @@ from .store import (
 
 if TYPE_CHECKING:
     from .lexical import LexicalIndex
+    from .recommend import Recommendation
 
 DEFAULT_INDEX = Path("indexes") / "default"
 MODES = ("hybrid", "dense", "lexical")
@@ -432,6 +433,42 @@ class Index:
             if len(kept) >= want or len(ranked) < want + extra:
                 break
         return self._finish(kept, dense, lexical, vector, text, "dense", k, min_score, diverse, diversity, False)
+
+    def recommend(
+        self,
+        like: Sequence[str] = (),
+        k: int = 10,
+        *,
+        not_like: Sequence[str] = (),
+        like_texts: Sequence[str] = (),
+        where: Sequence[str] = (),
+        since: str | None = None,
+        include_tagged: bool = False,
+        method: str | None = None,
+    ) -> list[Recommendation]:
+        """Papers like the liked ones and unlike ``not_like``; each names the liked paper it is nearest to.
+
+        Args:
+            like: tag names (their papers) and paper ids, external ids, id prefixes or DOIs.
+            not_like: the same, for papers you do not want more of.
+            like_texts: abstracts you have that are not in the index.
+            where: metadata filters, as for ``search``; ``since``: a version, a date or "last" (arrived since).
+            include_tagged: also return papers that are in any tag (left out by default).
+            method: see ``semsearch.recommend.METHODS``; the default is the one measured best.
+        """
+        from .recommend import DEFAULT_METHOD, recommend
+
+        return recommend(
+            self,
+            like,
+            not_like=not_like,
+            like_texts=like_texts,
+            k=k,
+            where=where,
+            since=since,
+            include_tagged=include_tagged,
+            method=method or DEFAULT_METHOD,
+        )
 
 
 def _pool_size(k: int) -> int:

@@ -40,7 +40,7 @@ import numpy as np
 
 from .corpus_map import write_map
 from .errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
-from .records import Document, Provenance
+from .records import Arrival, Document, Provenance
 from .vectors import IDS_FILE, VECTOR_FILE, VectorStore, write_vector_files
 
 FORMAT_NAME = "semsearch-index"
@@ -83,6 +83,11 @@ CREATE TABLE external_ids (
     num INTEGER NOT NULL REFERENCES documents(num)
 );
 CREATE INDEX external_ids_id ON external_ids(external_id);
+CREATE TABLE arrivals (
+    num INTEGER PRIMARY KEY REFERENCES documents(num),
+    version INTEGER NOT NULL,     -- sequence number of the version the document first entered
+    added_at TEXT NOT NULL        -- UTC time of that build (ISO 8601)
+);
 """
 
 
@@ -242,6 +247,10 @@ class DocumentStore:
         try:
             self.conn = sqlite3.connect(readonly_uri(path), uri=True, check_same_thread=False)
             self.conn.execute("SELECT count(*) FROM documents").fetchone()
+            # Versions written before arrivals were recorded lack the table.
+            self.has_arrivals = bool(
+                self.conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='arrivals'").fetchone()
+            )
         except sqlite3.Error as exc:
             raise IndexCorruptError(
                 f"{path} is not a readable document store ({exc}); rebuild with: semsearch index --full"
@@ -275,6 +284,12 @@ class DocumentStore:
             list(nums),
         ):
             sources.setdefault(num, []).append(Provenance(file, kind, number))
+        arrivals: dict[int, Arrival] = {}
+        if self.has_arrivals:
+            for num, version, added_at in self._query(
+                f"SELECT num, version, added_at FROM arrivals WHERE num IN ({marks})", list(nums)
+            ):
+                arrivals[num] = Arrival(int(version), str(added_at))
         out = {}
         for num, doc_id, text_hash, title, text, metadata, external_ids in rows:
             out[num] = Document(
@@ -285,6 +300,7 @@ class DocumentStore:
                 external_ids=json.loads(external_ids),
                 metadata=json.loads(metadata),
                 text_hash=text_hash,
+                added=arrivals.get(num),
             )
         return out
 
@@ -341,6 +357,10 @@ def write_documents(path: Path, documents: Sequence[Document]) -> None:
         conn.executemany(
             "INSERT INTO external_ids VALUES (?, ?)",
             ((e, doc_num(d.id)) for d in documents for e in d.external_ids),
+        )
+        conn.executemany(
+            "INSERT INTO arrivals VALUES (?, ?, ?)",
+            ((doc_num(d.id), d.added.seq, d.added.at) for d in documents if d.added is not None),
         )
         conn.commit()
     finally:
