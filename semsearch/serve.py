@@ -287,7 +287,7 @@ def _docs_routes(app: FastAPI) -> None:
         )
 
 
-def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> FastAPI:
+def create_app(index_dir: str | Path, *, embedder: Embedder | None = None, allow_tags: bool = False) -> FastAPI:
     """The web app over the index at ``index_dir``; raises IndexNotFoundError when there is none."""
     from fastapi import FastAPI, Query, Request
     from fastapi import Path as PathParam
@@ -420,6 +420,9 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
             raise StarletteHTTPException(404, "this index has no map; rebuild it with semsearch index")
         return data
 
+    from .serve_recs import add_routes
+
+    add_routes(app, live, allow_tags=allow_tags, max_k=MAX_K, max_where=MAX_WHERE)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
 
     @app.get("/", include_in_schema=False)
@@ -438,13 +441,14 @@ def run_server(
     embedder: Embedder | None = None,
     access_log: bool = False,
     ready: Any = None,
+    allow_tags: bool = False,
 ) -> None:
     """Serve the app with uvicorn until interrupted; ``ready(url)`` is called once the socket listens."""
     import socket
 
     import uvicorn
 
-    app = create_app(index_dir, embedder=embedder)
+    app = create_app(index_dir, embedder=embedder, allow_tags=allow_tags)
     with contextlib.suppress(ImportError):
         import faiss
 

@@ -259,11 +259,12 @@ def read_id_file(path: Path) -> list[str]:
     return keys
 
 
-def members(index: Index, store: TagStore, name: str) -> list[TagMember]:
+def members(index: Index, store: TagStore, name: str, *, repoint: bool = True) -> list[TagMember]:
     """A tag's entries resolved against the index's live version.
 
     An entry is live when its id is in the version, or when one of its external ids now names a document
-    (its abstract was edited); such entries are re-pointed to the live document in the tags file.
+    (its abstract was edited); such entries are re-pointed to the live document in the tags file (unless
+    ``repoint`` is False: a read-only server).
     """
     out = []
     moves: dict[str, Document] = {}
@@ -279,7 +280,7 @@ def members(index: Index, store: TagStore, name: str) -> list[TagMember]:
                     live = doc.id
                     break
         out.append(TagMember(name, entry, live))
-    if moves:
+    if moves and repoint:
         with contextlib.suppress(OSError, TagError):  # a read-only place still answers; it just re-resolves
             store.repoint(name, moves)
     return out
