@@ -108,15 +108,17 @@ def summarize(per: dict[str, dict[str, list[float]]], seed: int) -> dict[str, An
 def run_requests(
     requests: Sequence[Request],
     candidates_of: Callable[[Request], np.ndarray],
-    scorers: dict[str, Callable[[Request], np.ndarray]],
+    scorer: Callable[[Request], dict[str, np.ndarray]],
     label: str,
 ) -> dict[str, dict[str, list[float]]]:
-    per: dict[str, dict[str, list[float]]] = {m: {"recall": [], "ndcg": []} for m in scorers}
+    """Metrics of every method on every request (``scorer`` gives all methods' scores for one request)."""
+    per: dict[str, dict[str, list[float]]] = {}
     started = time.perf_counter()
     for i, req in enumerate(requests):
         cands = candidates_of(req)
-        for name, scorer in scorers.items():
-            r, n = metrics(scorer(req), cands, req[2])
+        for name, scores in scorer(req).items():
+            r, n = metrics(scores, cands, req[2])
+            per.setdefault(name, {"recall": [], "ndcg": []})
             per[name]["recall"].append(r)
             per[name]["ndcg"].append(n)
         if (i + 1) % 50 == 0:
@@ -187,11 +189,15 @@ def with_negatives(requests: list[Request], authors: list[list[str]], rng: np.ra
     return out
 
 
-def embed_scorers(X: np.ndarray, feats: Any) -> dict[str, Callable[[Request], np.ndarray]]:
-    def one(method: str) -> Callable[[Request], np.ndarray]:
-        return lambda req: method_scores(method, X, req[0], req[1], sparse_features=feats)
+def embed_scorer(X: np.ndarray, feats: Any) -> Callable[[Request], dict[str, np.ndarray]]:
+    """Every method's scores for a request; ``fused`` reuses the two SVMs' (the library computes the same)."""
 
-    return {m: one(m) for m in EMBED_METHODS}
+    def score(req: Request) -> dict[str, np.ndarray]:
+        out = {m: method_scores(m, X, req[0], req[1], sparse_features=feats) for m in EMBED_METHODS[:-1]}
+        out["fused"] = 0.5 * zscore(out["svm"]) + 0.5 * zscore(out["svm-bm25"])
+        return out
+
+    return score
 
 
 def neurips_variants(path: Path, args: argparse.Namespace, out: dict[str, Any]) -> None:
@@ -203,7 +209,7 @@ def neurips_variants(path: Path, args: argparse.Namespace, out: dict[str, Any]) 
     def candidates(req: Request) -> np.ndarray:
         return np.setdiff1d(np.arange(n), req[0] + req[1])
 
-    scorers = embed_scorers(X, feats)
+    scorer = embed_scorer(X, feats)
     variants = {
         "author": author_requests(authors, rng, 6, args.authors),
         "group": group_requests(authors, rng, 4),
@@ -212,7 +218,7 @@ def neurips_variants(path: Path, args: argparse.Namespace, out: dict[str, Any]) 
     variants["group_not"] = with_negatives(variants["group"], authors, rng)
     for name, requests in variants.items():
         started = time.perf_counter()
-        per = run_requests(requests, candidates, scorers, name)
+        per = run_requests(requests, candidates, scorer, name)
         out[name] = {
             "corpus": "neurips2025",
             "documents": n,
@@ -295,7 +301,9 @@ def temporal_tfidf(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict
         "maxsim": lambda req: sparse_dot(dense_rows(req)).max(axis=1),
         "svm": lambda req: svm_scores(F, req[0], req[1], C=SVM_C_SPARSE, seed=args.seed),
     }
-    per = run_requests(requests, lambda req: recent, scorers, "temporal-tfidf")
+    per = run_requests(
+        requests, lambda req: recent, lambda req: {m: f(req) for m, f in scorers.items()}, "temporal-tfidf"
+    )
     return {
         "corpus": "mlanthology (all abstracts with a year), tf-idf features only",
         "documents": len(rows),
@@ -362,15 +370,18 @@ def temporal_embed(rows: list[dict[str, Any]], index_path: Path, args: argparse.
     def svm_sparse(req: Request) -> np.ndarray:
         return svm_scores(feats, [], extra_pos=S[req[0]], C=SVM_C_SPARSE, seed=args.seed)
 
-    scorers: dict[str, Callable[[Request], np.ndarray]] = {
-        "related": lambda req: X @ P(req)[0],
-        "centroid": lambda req: centroid_scores(X, P(req)),
-        "maxsim": lambda req: maxsim_scores(X, P(req)),
-        "svm": svm_dense,
-        "svm-bm25": svm_sparse,
-        "fused": lambda req: 0.5 * zscore(svm_dense(req)) + 0.5 * zscore(svm_sparse(req)),
-    }
-    per = run_requests(requests, lambda req: cands, scorers, "temporal-embed")
+    def scorer(req: Request) -> dict[str, np.ndarray]:
+        out = {
+            "related": X @ P(req)[0],
+            "centroid": centroid_scores(X, P(req)),
+            "maxsim": maxsim_scores(X, P(req)),
+            "svm": svm_dense(req),
+            "svm-bm25": svm_sparse(req),
+        }
+        out["fused"] = 0.5 * zscore(out["svm"]) + 0.5 * zscore(out["svm-bm25"])
+        return out
+
+    per = run_requests(requests, lambda req: cands, scorer, "temporal-embed")
     return {
         "corpus": "liked from mlanthology <=2023 (encoded), candidates neurips2025",
         "documents": n,

@@ -140,8 +140,23 @@ def test_library_cli_and_api_agree(index: Path, fake: FakeEmbedder) -> None:
 
     with Index.open(index, embedder=fake) as idx:
         lib = [r.hit.id for r in idx.recommend(["rl-0", "rl-1"], 5, not_like=["priv-0"])]
-    result = run(["recommend", "--like", "rl-0", "--like", "rl-1", "--not", "priv-0", "-k", "5", "--json",
-                  "--index", str(index)], fake)
+    result = run(
+        [
+            "recommend",
+            "--like",
+            "rl-0",
+            "--like",
+            "rl-1",
+            "--not",
+            "priv-0",
+            "-k",
+            "5",
+            "--json",
+            "--index",
+            str(index),
+        ],
+        fake,
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert [r["id"] for r in rows] == lib

@@ -61,7 +61,9 @@ def digest(path: Path) -> str:
 
 def test_add_by_id_prefix_external_id_and_doi(index: Path, fake: FakeEmbedder) -> None:
     fed, rl = doc_id(index, "fed"), doc_id(index, "rl")
-    result = run(["tag", "add", "liked", fed, rl[:8], "key-llm", "https://doi.org/10.1234/GRAPH.5", "--index", str(index)], fake)
+    result = run(
+        ["tag", "add", "liked", fed, rl[:8], "key-llm", "https://doi.org/10.1234/GRAPH.5", "--index", str(index)], fake
+    )
     assert result.exit_code == 0, result.output
     assert "tagged 4 papers" in result.output
     entries = tag_json(index, "liked", fake)
