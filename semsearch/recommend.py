@@ -332,11 +332,13 @@ def _sparse_inputs(index: Index, nums: np.ndarray, texts: Sequence[str]) -> tupl
     from scipy import sparse
 
     lex = index.lexical
-    feats = bm25_features(lex.data, lex.indices, lex.indptr, len(lex))
-    rows = lex.rows_of(nums)
-    if (rows < 0).any():
-        raise QueryError("the BM25 index lacks some documents; rebuild with: semsearch index --full")
-    feats = feats[rows]
+    feats = index._recommend_features.get("bm25")
+    if feats is None:  # a version never changes, so an open Index (a server) builds this once
+        rows = lex.rows_of(nums)
+        if (rows < 0).any():
+            raise QueryError("the BM25 index lacks some documents; rebuild with: semsearch index --full")
+        feats = bm25_features(lex.data, lex.indices, lex.indptr, len(lex))[rows]
+        index._recommend_features["bm25"] = feats
     extra = None
     if texts:
         from sklearn.preprocessing import normalize

@@ -115,6 +115,7 @@ class Index:
         self._lexical: LexicalIndex | None = None
         self._filters: dict[tuple[str, ...], np.ndarray] = {}
         self._filters_lock = threading.Lock()
+        self._recommend_features: dict[str, Any] = {}  # BM25 feature rows, built once (semsearch.recommend)
         check_file_sizes(version, manifest)
         self.ann, self.vectors = open_version_vectors(version, manifest)
         self.store = DocumentStore(version / DOCS)

@@ -212,9 +212,7 @@ def test_a_reformatted_copy_that_moved_to_another_file_is_not_new(
     build_index([str(first)], index, BuildOptions(progress=False), embedder=fake)
     records = read_sources([str(first)]).records
     moved = tmp_path / "moved.txt"
-    moved.write_text(
-        "Moved\n\n" + "\n\n".join([reformat(r.text) for r in records] + [NEW[0]]) + "\n", encoding="utf-8"
-    )
+    moved.write_text("Moved\n\n" + "\n\n".join([reformat(r.text) for r in records] + [NEW[0]]) + "\n", encoding="utf-8")
     build_index([str(moved)], index, BuildOptions(progress=False), embedder=fake)  # the old file is gone
     rows = json.loads(run(["new", "--index", str(index), "--json"], fake).output)
     assert [r["text"] for r in rows] == [NEW[0]]
