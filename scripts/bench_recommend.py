@@ -95,7 +95,7 @@ def summarize(per: dict[str, dict[str, list[float]]], seed: int) -> dict[str, An
         }
     best = max(per, key=lambda name: out[name]["recall@20"])
     out["best"] = best
-    for floor in ("related", "centroid"):
+    for floor in ("related", "centroid", "svm-bm25", "fused"):
         if floor in per and floor != best:
             diff = np.asarray(per[best]["recall"]) - np.asarray(per[floor]["recall"])
             out[f"{best}_minus_{floor}_recall@20"] = {

@@ -286,14 +286,22 @@ class Section:
 
 
 def new_since(index: Index, since: str | None = None, *, name: str = "new") -> list[str]:
-    """The --where clauses of "arrived since": default the live version's own arrivals."""
+    """The --where clauses of "arrived since": by default the latest arrivals (the last build that added any)."""
     if since is None:
-        return [f"added_version>={live_seq(index)}"]
+        latest = index.store._query("SELECT max(version) FROM arrivals") if index.store.has_arrivals else []
+        seq = latest[0][0] if latest and latest[0][0] is not None else live_seq(index)
+        return [f"added_version>={int(seq)}"]
     return since_where(index, since, name=name)
 
 
-def sections(index: Index, clauses: Sequence[str], *, k: int = 5, where: Sequence[str] = ()) -> list[Section]:
-    """Per tag and per saved query, the best of the documents the clauses select (arrived since)."""
+def sections(
+    index: Index, clauses: Sequence[str], *, k: int = 5, where: Sequence[str] = (), min_cosine: float | None = None
+) -> list[Section]:
+    """Per tag and per saved query, the best of the documents the clauses select (arrived since).
+
+    ``min_cosine`` drops papers whose cosine to the query (or to the nearest liked paper) is below it, so a
+    section lists only papers on its subject even when few arrived.
+    """
     from .recommend import recommend
     from .tags import TagStore
 
@@ -308,9 +316,13 @@ def sections(index: Index, clauses: Sequence[str], *, k: int = 5, where: Sequenc
             recs = recommend(index, [tag], k=k, where=allowed_where)
         except QueryError:  # a tag whose papers all left the index recommends nothing
             continue
+        if min_cosine is not None:
+            recs = [r for r in recs if r.because.cosine >= min_cosine]
         out.append(Section("tag", tag, [_paper(r.hit, f"tag:{tag}", r.because.label) for r in recs]))
     for watch in read_watches(index.path):
         hits = index.search(watch.query, k, where=allowed_where)
+        if min_cosine is not None:
+            hits = [h for h in hits if h.scores.get("dense", 1.0) >= min_cosine]
         out.append(Section("watch", watch.name, [_paper(h, f"watch:{watch.name}") for h in hits]))
     from .store import doc_num
 

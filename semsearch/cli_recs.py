@@ -277,7 +277,7 @@ def _recommend_table(recs: Sequence[Any]) -> str:
     "--since",
     metavar="VERSION|DATE|last",
     help="Arrived after this version (v-000003 or 3), on/after this date, or since the last `new --since last` "
-    "[default: what the live version added].",
+    "[default: the latest arrivals, i.e. what the last build that added papers added].",
 )
 @click.option("-k", "k", type=int, default=20, show_default=True, help="How many papers to list.")
 @index_option
@@ -397,6 +397,14 @@ def watch_remove(name: str, index_dir: Path) -> None:
 @click.option("-k", "k", type=int, default=5, show_default=True, help="Papers per tag and per saved query.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
 @click.option("--no-bookmark", is_flag=True, help="Do not move the bookmark (a preview).")
+@click.option(
+    "--min-cosine",
+    type=float,
+    default=0.3,
+    show_default=True,
+    help="List a paper under a tag or saved query only when its cosine to the nearest liked paper (or the "
+    "query) reaches this; 0 lists the best k whatever they are.",
+)
 @index_option
 @click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help="Metadata filters, as for query.")
 @click.pass_context
@@ -408,6 +416,7 @@ def digest(
     k: int,
     out: Path | None,
     no_bookmark: bool,
+    min_cosine: float,
     index_dir: Path,
     where: tuple[str, ...],
 ) -> None:
@@ -424,7 +433,7 @@ def digest(
     from .search import Index
 
     with Index.open(index_dir, embedder=_embedder(ctx)) as idx:
-        made = make_digest(idx, name=name, since=since, k=k, where=where, bookmark=False)
+        made = make_digest(idx, name=name, since=since, k=k, where=where, bookmark=False, min_cosine=min_cosine)
         text = render(made, fmt)
         if out is not None:
             from .store import write_text_atomic

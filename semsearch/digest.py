@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 FORMATS = ("md", "html", "json", "atom")
 LINK_FIELDS = ("url", "venue_url", "openreview_url", "pdf_url", "doi")
+# A paper is listed under a tag or saved query only when its cosine to the nearest liked paper (or to the
+# query) reaches this: all-MiniLM-L6-v2 puts unrelated abstracts at about 0.0-0.2 and same-topic ones at 0.4+.
+DIGEST_MIN_COSINE = 0.3
 
 
 @dataclass
@@ -57,6 +60,7 @@ def make_digest(
     k: int = 5,
     where: Sequence[str] = (),
     bookmark: bool = True,
+    min_cosine: float = DIGEST_MIN_COSINE,
 ) -> Digest:
     """The digest of what arrived since ``since`` (``last``: the bookmark of digest ``name``).
 
@@ -70,7 +74,9 @@ def make_digest(
     clauses = new_since(index, since, name=name) if since is not None else []
     allowed = index._allowed(list(where) + clauses)
     arrived = len(index) if allowed is None else len(allowed)
-    found = [s for s in sections(index, clauses, k=k, where=where) if s.papers] if arrived else []
+    threshold = min_cosine if min_cosine > 0 else None  # 0 (or below): the best k, whatever their cosine
+    found = sections(index, clauses, k=k, where=where, min_cosine=threshold) if arrived else []
+    found = [s for s in found if s.papers]
     digest = Digest(name, str(index.path), since or "all", index.version.name, utc_now(), arrived, found)
     if bookmark:
         set_bookmark(index.path, name, live_seq(index))

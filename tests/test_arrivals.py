@@ -111,6 +111,20 @@ def test_arrivals_survive_refresh_full_and_remove(arrived: tuple[Path, Path, lis
     assert gone not in after and after == {k: v for k, v in before.items() if k != gone}
 
 
+def test_new_defaults_to_the_latest_arrivals_and_digest_sections_stay_on_subject(
+    arrived: tuple[Path, Path, list[str]], fake: FakeEmbedder
+) -> None:
+    index, _, _ = arrived
+    build_index(None, index, BuildOptions(progress=False), embedder=fake)  # unchanged: adds nothing
+    rows = json.loads(run(["new", "--index", str(index), "--json"], fake).output)
+    assert {r["id"] for r in rows} == new_ids(index)
+    run(["watch", "add", "soil", "soil moisture forecasting satellite radar irrigation", "--index", str(index)], fake)
+    made = json.loads(run(["digest", "--since", "1", "--format", "json", "--index", str(index)], fake).output)
+    assert [[p["text"] for p in s["papers"]] for s in made["sections"]] == [[NEW[2]]]
+    loose = run(["digest", "--since", "1", "--format", "json", "--min-cosine", "0", "--index", str(index)], fake)
+    assert len(json.loads(loose.output)["sections"][0]["papers"]) == 3
+
+
 def test_new_is_ranked_for_tags_and_saved_queries(arrived: tuple[Path, Path, list[str]], fake: FakeEmbedder) -> None:
     index, _, _ = arrived
     assert run(["watch", "add", "soil", "soil moisture irrigation", "--index", str(index)], fake).exit_code == 0
@@ -163,7 +177,8 @@ def test_digest_formats(arrived: tuple[Path, Path, list[str]], tmp_path: Path, f
     index, _, _ = arrived
     run(["watch", "add", "soil", "soil moisture irrigation", "--index", str(index)], fake)
     out = tmp_path / f"digest.{fmt}"
-    result = run(["digest", "--since", "1", "--format", fmt, "--out", str(out), "--index", str(index)], fake)
+    args = ["digest", "--since", "1", "--format", fmt, "--out", str(out), "--min-cosine", "0"]
+    result = run([*args, "--index", str(index)], fake)
     assert result.exit_code == 0, result.output
     text = out.read_text(encoding="utf-8")
     assert "soil moisture forecasting" in text.lower()
