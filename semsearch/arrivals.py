@@ -44,6 +44,9 @@ BOOKMARKS_FILE = "bookmarks.json"
 _VERSION = re.compile(r"^(?:v-)?(\d{1,6})(?:-\d{8}T\d{6})?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?")
 RRF_K = 60
+# A paper is "for" a tag or saved query only when its cosine to the nearest liked paper (or to the query)
+# reaches this: all-MiniLM-L6-v2 puts unrelated abstracts at about 0.0-0.2 and same-topic ones at 0.4+.
+MIN_COSINE = 0.3
 
 
 # ---------------------------------------------------------------- stamping at build time
@@ -350,7 +353,8 @@ def _paper(hit: Hit, reason: str, like_title: str = "") -> NewPaper:
 def ranked_new(index: Index, clauses: Sequence[str], *, k: int = 20, where: Sequence[str] = ()) -> list[NewPaper]:
     """The arrived documents, ranked by reciprocal-rank fusion over the tags' and saved queries' rankings.
 
-    With no tags and no saved queries, newest first. Each paper names the tags / queries that rank it.
+    With no tags and no saved queries, newest first. Each paper names the tags / queries it is for (those whose
+    liked paper or query it is within ``MIN_COSINE`` of), best first.
     """
     from .search import _hit
 
@@ -370,7 +374,8 @@ def ranked_new(index: Index, clauses: Sequence[str], *, k: int = 20, where: Sequ
             doc_id = paper.hit.id
             share = 1.0 / (RRF_K + rank)
             fused[doc_id] = fused.get(doc_id, 0.0) + share
-            reasons.setdefault(doc_id, []).append((share, f"{section.kind}:{section.name}"))
+            if paper.hit.scores.get("dense", 0.0) >= MIN_COSINE:
+                reasons.setdefault(doc_id, []).append((share, f"{section.kind}:{section.name}"))
             hits.setdefault(doc_id, paper.hit)
     docs = index.store.get_many([int(n) for n in allowed])
     by_id = {d.id: d for d in docs.values()}

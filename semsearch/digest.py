@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
-from .arrivals import NewPaper, Section, live_seq, new_since, sections, set_bookmark
+from .arrivals import MIN_COSINE, NewPaper, Section, live_seq, new_since, sections, set_bookmark
 from .errors import QueryError
 from .store import utc_now
 
@@ -23,9 +23,7 @@ if TYPE_CHECKING:
 
 FORMATS = ("md", "html", "json", "atom")
 LINK_FIELDS = ("url", "venue_url", "openreview_url", "pdf_url", "doi")
-# A paper is listed under a tag or saved query only when its cosine to the nearest liked paper (or to the
-# query) reaches this: all-MiniLM-L6-v2 puts unrelated abstracts at about 0.0-0.2 and same-topic ones at 0.4+.
-DIGEST_MIN_COSINE = 0.3
+DIGEST_MIN_COSINE = MIN_COSINE  # a paper is listed under a tag or saved query only this close to it
 
 
 @dataclass
