@@ -46,6 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 from semsearch.recommend import (  # noqa: E402
+    DEFAULT_METHOD,
     SVM_C_SPARSE,
     bm25_features,
     centroid_scores,
@@ -95,13 +96,17 @@ def summarize(per: dict[str, dict[str, list[float]]], seed: int) -> dict[str, An
         }
     best = max(per, key=lambda name: out[name]["recall@20"])
     out["best"] = best
-    for floor in ("related", "centroid", "svm-bm25", "fused"):
-        if floor in per and floor != best:
-            diff = np.asarray(per[best]["recall"]) - np.asarray(per[floor]["recall"])
-            out[f"{best}_minus_{floor}_recall@20"] = {
-                "mean": round(float(diff.mean()), 4),
-                "ci95": bootstrap(diff, rng),
-            }
+    # Paired differences (same requests) of the best method and of the default against every other method.
+    for lead in dict.fromkeys([best, DEFAULT_METHOD]):
+        if lead not in per:
+            continue
+        for other in per:
+            if other != lead:
+                diff = np.asarray(per[lead]["recall"]) - np.asarray(per[other]["recall"])
+                out[f"{lead}_minus_{other}_recall@20"] = {
+                    "mean": round(float(diff.mean()), 4),
+                    "ci95": bootstrap(diff, rng),
+                }
     return out
 
 

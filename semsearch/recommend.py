@@ -215,7 +215,8 @@ def resolve_liked(index: Index, keys: Sequence[str]) -> list[Document]:
     out: list[Document] = []
     for key in keys:
         if key in tags:
-            live = [m.live_id for m in members(index, store, key) if m.live_id is not None]
+            # Reading only: a recommendation never rewrites the tags file (a read-only server calls this).
+            live = [m.live_id for m in members(index, store, key, repoint=False) if m.live_id is not None]
             out.extend(index.store.find(i) or _missing(i) for i in live)
         else:
             out.extend(resolve_papers(index, [key]))
@@ -262,7 +263,10 @@ def recommend(
     pos_docs = resolve_liked(index, like)
     neg_docs = resolve_liked(index, not_like)
     if not pos_docs and not texts:
-        raise QueryError("name at least one liked paper (--like TAG|ID) or abstract (--like-text)")
+        raise QueryError(
+            "name at least one liked paper (--like TAG|ID) or abstract (--like-text); "
+            "a tag whose papers all left the index likes nothing"
+        )
     clauses = list(where) + since_clause(since, index)
     allowed = index._allowed(clauses)
     vectors = index.vectors
