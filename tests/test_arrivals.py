@@ -202,6 +202,7 @@ def test_digest_formats(arrived: tuple[Path, Path, list[str]], tmp_path: Path, f
         (["watch", "add", "empty", "  "], "the saved query is empty"),
         (["digest", "--name", "no/slash"], "invalid digest name"),
         (["digest", "--format", "pdf"], "Invalid value for '--format'"),
+        (["digest", "-k", "0"], "k must be 1..100"),
     ],
 )
 def test_bad_input_is_one_line(
@@ -231,3 +232,21 @@ def test_a_reformatted_copy_that_moved_to_another_file_is_not_new(
     build_index([str(moved)], index, BuildOptions(progress=False), embedder=fake)  # the old file is gone
     rows = json.loads(run(["new", "--index", str(index), "--json"], fake).output)
     assert [r["text"] for r in rows] == [NEW[0]]
+
+
+def test_library_api_and_cli_agree_on_new(arrived: tuple[Path, Path, list[str]], fake: FakeEmbedder) -> None:
+    from fastapi.testclient import TestClient
+
+    from semsearch.arrivals import new_since, ranked_new
+    from semsearch.serve import create_app
+
+    index, _, _ = arrived
+    run(["watch", "add", "soil", "soil moisture irrigation", "--index", str(index)], fake)
+    with Index.open(index, embedder=fake) as idx:
+        lib = [p.hit.id for p in ranked_new(idx, new_since(idx, "1"), k=10)]
+    cli_rows = json.loads(run(["new", "--since", "1", "--index", str(index), "--json"], fake).output)
+    with TestClient(create_app(index, embedder=fake)) as client:
+        api = client.get("/api/new", params={"since": "1", "k": 10}).json()["hits"]
+        assert client.get("/api/new", params={"since": "last"}).status_code == 422
+    assert lib == [r["id"] for r in cli_rows] == [h["id"] for h in api]
+    assert set(lib) == new_ids(index)

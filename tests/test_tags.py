@@ -216,3 +216,21 @@ def test_concurrent_writers_lose_nothing(index: Path) -> None:
     assert sum(len(v) for v in tags.values()) == 15
     with Index.open(index) as idx:
         assert all(not m.dangling for m in members(idx, store, "t0"))
+
+
+def test_import_of_an_empty_file_fails(index: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    listing = tmp_path / "empty.txt"
+    listing.write_text("# nothing here\n\n", encoding="utf-8")
+    result = run(["tag", "import", "reading", str(listing), "--index", str(index)], fake)
+    assert result.exit_code == 2 and "names no papers" in result.output
+    assert not (index / TAGS_FILE).exists()
+
+
+def test_a_tag_whose_papers_all_left_recommends_nothing_and_says_why(
+    index: Path, corpus: Path, fake: FakeEmbedder
+) -> None:
+    run(["tag", "add", "gone", "key-fed", "--index", str(index)], fake)
+    write_jsonl(corpus, {k: v for k, v in PAPERS.items() if k != "fed"})
+    build_index(None, index, BuildOptions(progress=False), embedder=fake)
+    result = run(["recommend", "--like", "gone", "--index", str(index)], fake)
+    assert result.exit_code == 2 and "a tag whose papers all left the index likes nothing" in result.output
