@@ -359,8 +359,8 @@ def ranked_new(index: Index, clauses: Sequence[str], *, k: int = 20, where: Sequ
     from .search import _hit
 
     allowed = index._allowed(list(where) + list(clauses))
-    if allowed is None:
-        raise QueryError("internal: arrivals need a --since clause")
+    if allowed is None:  # no clause at all (`--since last` before any bookmark): everything arrived
+        allowed = np.asarray(index.vectors.ids, dtype=np.int64)
     total = len(allowed)
     if not total:
         return []

@@ -250,3 +250,12 @@ def test_library_api_and_cli_agree_on_new(arrived: tuple[Path, Path, list[str]],
         assert client.get("/api/new", params={"since": "last"}).status_code == 422
     assert lib == [r["id"] for r in cli_rows] == [h["id"] for h in api]
     assert set(lib) == new_ids(index)
+
+
+def test_new_since_last_follows_its_own_bookmark(arrived: tuple[Path, Path, list[str]], fake: FakeEmbedder) -> None:
+    index, _, _ = arrived
+    first = json.loads(run(["new", "--since", "last", "-k", "500", "--index", str(index), "--json"], fake).output)
+    assert len(first) == 94  # no bookmark yet: everything
+    again = run(["new", "--since", "last", "--index", str(index), "--json"], fake)
+    assert json.loads(again.output) == []
+    assert "nothing new" in run(["new", "--since", "last", "--index", str(index)], fake).output
