@@ -95,7 +95,9 @@ class BuildOptions:
     actors: int | None = None  # Ray encoder actors; None: one per CPU of the cluster
 
 
-def _previous(index_dir: Path, *, tolerate_damage: bool = False) -> tuple[Path | None, dict[str, Any] | None, set[str]]:
+def _previous(
+    index_dir: Path, *, tolerate_damage: bool = False
+) -> tuple[Path | None, dict[str, Any] | None, set[str]]:
     """The live version, its manifest and its document ids, or (None, None, set()) when there is none.
 
     With ``tolerate_damage`` (``--full``), a damaged or unreadable index counts as absent, so that the
