@@ -28,6 +28,7 @@ _EXPORTS = {
     "ModelMismatchError": "errors",
     "QueryError": "errors",
     "SemsearchError": "errors",
+    "TagError": "errors",
     "UnknownDocumentError": "errors",
     "Document": "records",
     "Hit": "records",
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         ModelMismatchError,
         QueryError,
         SemsearchError,
+        TagError,
         UnknownDocumentError,
     )
     from .records import Document, Hit, Provenance
@@ -81,6 +83,7 @@ __all__ = [
     "Provenance",
     "QueryError",
     "SemsearchError",
+    "TagError",
     "UnknownDocumentError",
     "__version__",
     "build_index",

@@ -33,9 +33,9 @@ from .ingest import expand_sources, read_sources
 from .layout import CACHE_DIR, current_version
 from .manifest import Counts, Manifest, ModelInfo
 from .options import DEFAULT_BATCH_SIZE
-from .records import DedupResult, IngestResult
+from .records import DedupResult, Document, IngestResult
 from .version import __version__
-from .versions import PreviousVersion, VersionWriter, new_version
+from .versions import PreviousVersion, VersionWriter, new_version, next_sequence
 
 if TYPE_CHECKING:
     from .catalogue import CatalogueReport
@@ -301,6 +301,7 @@ def build_index(
             documents = read.dedup.documents
             choice = _open_encoder(opts, previous, writer, embedder)
             vectors, encoded = _encode(choice, read, index_path, writer, opts)
+            _stamp_arrivals(documents, vectors, previous, index_path)
             ann, budget = _ann_settings(opts, previous.manifest if previous is not None else None)
             contents = write_contents(
                 writer.path,
@@ -345,3 +346,16 @@ def build_index(
         aliases=read.counts.aliases,
         catalogue=read.catalogue.to_dict(with_uncatalogued=True) if read.catalogue is not None else None,
     )
+
+
+def _stamp_arrivals(
+    documents: Sequence[Document], vectors: np.ndarray, previous: PreviousVersion | None, index: Path
+) -> None:
+    """When each document first entered the index, carried forward from the live version (see arrivals.py)."""
+    from .arrivals import stamp_arrivals
+
+    version = previous.path if previous is not None else None
+    try:
+        stamp_arrivals(documents, vectors, version, next_sequence(index), utc_now())
+    except IndexCorruptError:  # a damaged live version (--full recovers it): its documents count as new
+        stamp_arrivals(documents, vectors, None, next_sequence(index), utc_now())

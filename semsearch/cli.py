@@ -566,11 +566,14 @@ def remove(ids: tuple[str, ...], sources: tuple[str, ...], index_dir: Path, wait
     "--port", type=int, default=options.DEFAULT_PORT, show_default=True, help="Port to listen on (0: any free one)."
 )
 @click.option("--access-log", is_flag=True, help="Log every request to stderr.")
+@click.option(
+    "--allow-tags", is_flag=True, help="Let the page's like / not-for-me buttons write tags (same-origin JSON POST)."
+)
 @click.pass_context
-def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log: bool) -> None:
+def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log: bool, allow_tags: bool) -> None:
     """Browse an index in a web browser: a search page at / and a JSON API under /api (docs at /docs).
 
-    Read-only. When `semsearch index` publishes a new version of the index, the server answers
+    Read-only unless --allow-tags. When `semsearch index` publishes a new version of the index, the server answers
     from it from the next request on, without a restart.
     """
     from .serve import check_installed, run_server
@@ -583,7 +586,15 @@ def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log:
     def ready(url: str) -> None:
         click.echo(f"semsearch: serving {index_dir} at {url} (Ctrl-C stops)", err=True)
 
-    run_server(index_dir, host=host, port=port, embedder=_embedder(ctx), access_log=access_log, ready=ready)
+    run_server(
+        index_dir,
+        host=host,
+        port=port,
+        embedder=_embedder(ctx),
+        access_log=access_log,
+        ready=ready,
+        allow_tags=allow_tags,
+    )
 
 
 @cli.command()
@@ -698,3 +709,9 @@ def main() -> None:
     # A value the user set wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     cli(prog_name="semsearch")
+
+
+# Tags, recommendations and arrivals live in their own module; registered here, their single call site.
+from .cli_recs import register as _register_recs  # noqa: E402
+
+_register_recs(cli)

@@ -12,7 +12,7 @@ from typing import Any
 from .errors import IndexCorruptError
 from .fileio import readonly_uri
 from .layout import doc_num
-from .records import Document, Provenance
+from .records import Arrival, Document, Provenance
 
 _SCHEMA = """
 CREATE TABLE documents (
@@ -47,12 +47,17 @@ CREATE TABLE aliases (            -- former ids of a document, which still resol
     num INTEGER NOT NULL REFERENCES documents(num)
 );
 CREATE INDEX aliases_num ON aliases(num);
+CREATE TABLE arrivals (
+    num INTEGER PRIMARY KEY REFERENCES documents(num),
+    version INTEGER NOT NULL,     -- sequence number of the version the document first entered
+    added_at TEXT NOT NULL        -- UTC time of that build (ISO 8601)
+);
 CREATE TABLE title_only (         -- documents read without an abstract: their text is their title
     num INTEGER PRIMARY KEY REFERENCES documents(num)
 );
 """
 # Tables older versions lack; readers treat a missing one as empty.
-_OPTIONAL_TABLES = ("document_texts", "aliases", "title_only")
+_OPTIONAL_TABLES = ("document_texts", "aliases", "title_only", "arrivals")
 
 
 
@@ -116,6 +121,11 @@ class DocumentStore:
         if "aliases" in self._tables:
             for num, alias in self._query(f"SELECT num, alias FROM aliases WHERE num IN ({marks})", list(nums)):
                 aliases.setdefault(num, []).append(alias)
+        arrivals: dict[int, Arrival] = {}
+        if "arrivals" in self._tables:
+            sql = f"SELECT num, version, added_at FROM arrivals WHERE num IN ({marks})"
+            for num, version, added_at in self._query(sql, list(nums)):
+                arrivals[num] = Arrival(int(version), str(added_at))
         if "title_only" in self._tables:
             title_only = {r[0] for r in self._query(f"SELECT num FROM title_only WHERE num IN ({marks})", list(nums))}
         out = {}
@@ -131,8 +141,33 @@ class DocumentStore:
                 title_only=num in title_only,
                 texts=texts.get(num, []),
                 aliases=sorted(aliases.get(num, [])),
+                added=arrivals.get(num),
             )
         return out
+
+    @property
+    def has_arrivals(self) -> bool:
+        """Whether the version records when its documents arrived (versions before that do not)."""
+        return "arrivals" in self._tables
+
+    def arrivals(self) -> dict[str, Arrival]:
+        """Document id -> when it first entered the index (empty for versions without the record)."""
+        if not self.has_arrivals:
+            return {}
+        sql = "SELECT d.id, a.version, a.added_at FROM documents d JOIN arrivals a ON a.num = d.num"
+        return {str(i): Arrival(int(v), str(t)) for i, v, t in self._query(sql)}
+
+    def latest_arrival(self) -> int | None:
+        """The sequence number of the latest version that added documents (None without the record)."""
+        if not self.has_arrivals:
+            return None
+        found = self._query("SELECT max(version) FROM arrivals")[0][0]
+        return None if found is None else int(found)
+
+    def positions(self) -> dict[tuple[str, str, int], str]:
+        """Every source position (file, kind, number) -> the id of the document read there."""
+        sql = "SELECT d.id, p.file, p.kind, p.number FROM provenance p JOIN documents d ON d.num = p.num"
+        return {(f, k, int(n)): str(i) for i, f, k, n in self._query(sql)}
 
     def alias_count(self) -> int:
         """How many former ids resolve to a document of this version."""
@@ -198,6 +233,10 @@ def write_documents(path: Path, documents: Sequence[Document]) -> None:
             "INSERT INTO aliases VALUES (?, ?)", ((a, doc_num(d.id)) for d in documents for a in d.aliases)
         )
         conn.executemany("INSERT INTO title_only VALUES (?)", ((doc_num(d.id),) for d in documents if d.title_only))
+        conn.executemany(
+            "INSERT INTO arrivals VALUES (?, ?, ?)",
+            ((doc_num(d.id), d.added.seq, d.added.at) for d in documents if d.added is not None),
+        )
         conn.commit()
     finally:
         conn.close()

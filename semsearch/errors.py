@@ -47,3 +47,7 @@ class ExportUnsupportedError(ModelLoadError):
 
 class IndexLockedError(SemsearchError):
     """Another process is writing this index."""
+
+
+class TagError(SemsearchError):
+    """A tag name is invalid, a tag is unknown, or the tags file cannot be read."""

@@ -17,8 +17,9 @@ OPERATORS = ("=", "!=", ">=", "<=", ">", "<", "~")
 MAX_CLAUSE_CHARS = 500  # a filter value is a name or a number, not a text: longer is a mistake (or an attack)
 WHERE_HELP = (
     "FIELD OP VALUE with OP one of = != >= <= > < ~ (contains); numbers compare as numbers, text ignores case. "
-    "Fields: any metadata key (venue, year, authors, ...), title, collection, id, and file (the source path; "
-    "= takes shell wildcards). Repeat to combine (all must hold)."
+    "Fields: any metadata key (venue, year, authors, ...), title, collection, id, file (the source path; "
+    "= takes shell wildcards), added (when it first entered the index, e.g. added>=2026-12-01) and "
+    "added_version. Repeat to combine (all must hold)."
 )
 
 
@@ -86,6 +87,10 @@ def _field_value(doc: Document, field: str) -> Any:
         return doc.title
     if field == "id":
         return doc.id
+    if field == "added":  # when the document first entered the index (UTC, ISO 8601): added>=2026-12-01
+        return doc.added.at if doc.added is not None else None
+    if field == "added_version":  # the sequence number of that version: added_version>3
+        return doc.added.seq if doc.added is not None else None
     for key, value in doc.metadata.items():
         if key.lower() == field:
             return value

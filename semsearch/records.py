@@ -86,6 +86,17 @@ class IngestResult:
     skipped: list[str] = field(default_factory=list)  # "file:line N: reason" for --skip-bad
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """When a document first entered the index: the version's sequence number and the build's UTC time."""
+
+    seq: int
+    at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.seq, "at": self.at}
+
+
 @dataclass
 class Document:
     """One unique abstract after deduplication; remembers every place it came from."""
@@ -100,6 +111,7 @@ class Document:
     title_only: bool = False  # the record had no abstract: ``text`` is its title
     texts: list[str] = field(default_factory=list)  # hashes of the other texts merged into it (not text_hash)
     aliases: list[str] = field(default_factory=list)  # former ids of this document that still resolve to it
+    added: Arrival | None = None  # first entered the index (carried forward by every build; see arrivals.py)
 
     def embedding_text(self) -> str:
         """The text given to the encoder: title and abstract, as BEIR/MTEB join them (the title alone once)."""

@@ -29,6 +29,7 @@ from .records import Document, Hit, SourceFile
 
 if TYPE_CHECKING:
     from .lexical import LexicalIndex
+    from .recommend import Recommendation
 
 DEFAULT_INDEX = Path(options.DEFAULT_INDEX)
 DIVERSITY_LAMBDA = 0.5  # equal weight to relevance (min-max scaled over the pool) and novelty
@@ -137,6 +138,7 @@ class Index:
         self._lexical: LexicalIndex | None = None
         self._filters: dict[tuple[str, ...], np.ndarray] = {}
         self._filters_lock = threading.Lock()
+        self._recommend_features: dict[str, Any] = {}  # BM25 feature rows, built once (semsearch.recommend)
         manifest.check_file_sizes(version)
         self.ann, self.vectors = open_version_vectors(version, manifest)
         self.store = DocumentStore(version / DOCS)
@@ -445,6 +447,42 @@ class Index:
             if len(kept) >= shape.want or len(ranking.ranked) < shape.want + extra:
                 break
         return self._finish(replace(ranking, ranked=kept), shape)
+
+    def recommend(
+        self,
+        like: Sequence[str] = (),
+        k: int = 10,
+        *,
+        not_like: Sequence[str] = (),
+        like_texts: Sequence[str] = (),
+        where: Sequence[str] = (),
+        since: str | None = None,
+        include_tagged: bool = False,
+        method: str | None = None,
+    ) -> list[Recommendation]:
+        """Papers like the liked ones and unlike ``not_like``; each names the liked paper it is nearest to.
+
+        Args:
+            like: tag names (their papers) and paper ids, external ids, id prefixes or DOIs.
+            not_like: the same, for papers you do not want more of.
+            like_texts: abstracts you have that are not in the index.
+            where: metadata filters, as for ``search``; ``since``: a version, a date or "last" (arrived since).
+            include_tagged: also return papers that are in any tag (left out by default).
+            method: see ``semsearch.recommend.METHODS``; the default is the one measured best.
+        """
+        from .recommend import DEFAULT_METHOD, recommend
+
+        return recommend(
+            self,
+            like,
+            not_like=not_like,
+            like_texts=like_texts,
+            k=k,
+            where=where,
+            since=since,
+            include_tagged=include_tagged,
+            method=method or DEFAULT_METHOD,
+        )
 
 
 def _pool_size(k: int) -> int:

@@ -133,12 +133,15 @@ def _docs_routes(app: FastAPI) -> None:
         )
 
 
-def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> FastAPI:
+def create_app(index_dir: str | Path, *, embedder: Embedder | None = None, allow_tags: bool = False) -> FastAPI:
     """The web app over the index at ``index_dir``; raises IndexNotFoundError when there is none."""
+    from .serve_recs import add_routes
+
     live = LiveIndex(index_dir, embedder=embedder)
     app = _new_app(live)
     _error_handlers(app)
     _api_routes(app, live)
+    add_routes(app, live, allow_tags=allow_tags, max_k=MAX_K, max_where=MAX_WHERE)
     _page_routes(app)
     _docs_routes(app)
     return app
@@ -322,13 +325,14 @@ def run_server(
     embedder: Embedder | None = None,
     access_log: bool = False,
     ready: Any = None,
+    allow_tags: bool = False,
 ) -> None:
     """Serve the app with uvicorn until interrupted; ``ready(url)`` is called once the socket listens."""
     import socket
 
     import uvicorn
 
-    app = create_app(index_dir, embedder=embedder)
+    app = create_app(index_dir, embedder=embedder, allow_tags=allow_tags)
     with contextlib.suppress(ImportError):
         import faiss
 

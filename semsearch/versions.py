@@ -88,9 +88,9 @@ class VersionWriter:
         index_dir.mkdir(parents=True, exist_ok=True)
         # A version numbered above the live one was renamed into place but never published (a crash
         # between the rename and the CURRENT swap): drop it before numbering the next one.
-        live_seq = _sequence(read_pointer(index_dir))
+        live_seq = sequence_of(read_pointer(index_dir))
         for orphan in index_dir.glob("v-*"):
-            if _sequence(orphan.name) > live_seq:
+            if sequence_of(orphan.name) > live_seq:
                 shutil.rmtree(orphan, ignore_errors=True)
         path = index_dir / f"{BUILD_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         path.mkdir()
@@ -131,7 +131,7 @@ class VersionWriter:
             shutil.rmtree(self.path, ignore_errors=True)
 
 
-def _sequence(name: str) -> int:
+def sequence_of(name: str) -> int:
     """The publication number of a version folder name (v-000012-...), or -1."""
     parts = name.split("-")
     return int(parts[1]) if len(parts) > 2 and parts[0] == "v" and parts[1].isdigit() else -1
@@ -139,7 +139,7 @@ def _sequence(name: str) -> int:
 
 def next_sequence(index_dir: Path) -> int:
     """One more than the highest version number in the index directory."""
-    return 1 + max((_sequence(p.name) for p in index_dir.glob("v-*")), default=0)
+    return 1 + max((sequence_of(p.name) for p in index_dir.glob("v-*")), default=0)
 
 
 def prune_versions(index_dir: Path, *, grace_s: float | None = None) -> None:
@@ -151,20 +151,21 @@ def prune_versions(index_dir: Path, *, grace_s: float | None = None) -> None:
     """
     grace_s = PRUNE_GRACE_S if grace_s is None else grace_s
     live = read_pointer(index_dir)
-    live_seq = _sequence(live)
-    older = sorted((p for p in index_dir.glob("v-*") if p.is_dir() and p.name != live), key=lambda p: _sequence(p.name))
-    previous = [p for p in older if _sequence(p.name) < live_seq][-KEEP_OLD_VERSIONS:]
+    live_seq = sequence_of(live)
+    replaced = (p for p in index_dir.glob("v-*") if p.is_dir() and p.name != live)
+    older = sorted(replaced, key=lambda p: sequence_of(p.name))
+    previous = [p for p in older if sequence_of(p.name) < live_seq][-KEEP_OLD_VERSIONS:]
     # A version was replaced when its successor was published; the successor's folder time says when
     # (a version's own time is its build, which may be long before anyone stopped reading it).
-    versions = (p for p in index_dir.glob("v-*") if p.is_dir() and _sequence(p.name) <= live_seq)
-    published = sorted(versions, key=lambda p: _sequence(p.name))
+    versions = (p for p in index_dir.glob("v-*") if p.is_dir() and sequence_of(p.name) <= live_seq)
+    published = sorted(versions, key=lambda p: sequence_of(p.name))
     replaced_at: dict[Path, float] = {}
     for old, successor in zip(published, published[1:], strict=False):
         with contextlib.suppress(OSError):
             replaced_at[old] = successor.stat().st_mtime
     now = time.time()
     for old in older:
-        unpublished = _sequence(old.name) > live_seq
+        unpublished = sequence_of(old.name) > live_seq
         if old in previous or (not unpublished and now - replaced_at.get(old, 0.0) < grace_s):
             continue
         shutil.rmtree(old, ignore_errors=True)

@@ -222,11 +222,114 @@
         sourcesLine(hit.sources),
         collection ? ` · ${collection}` : null,
         ` · id `, el("code", {}, hit.id)),
+      hit.because ? el("p", { className: "because" }, "because it is near ",
+        hit.because.id ? el("a", { href: "#" + new URLSearchParams({ doc: hit.because.id }) }, hit.because.label)
+          : hit.because.label, ` (cosine ${hit.because.cosine.toFixed(3)})`) : null,
+      hit.added ? el("p", { className: "because" }, `arrived ${hit.added.at}`,
+        hit.for && hit.for.length ? ` · for ${hit.for.join(", ")}` : "") : null,
       el("div", { className: "actions" },
         el("a", { href: "#" + new URLSearchParams({ related: hit.id }), className: "related" }, "Related papers"),
         el("a", { href: "#" + new URLSearchParams({ doc: hit.id }), className: "open" }, "Open"),
         el("a", { href: exportHref([hit.id], "bibtex"), className: "cite", target: "_blank",
-          title: "This paper as BibTeX" }, "Cite")));
+          title: "This paper as BibTeX" }, "Cite"),
+        tagButtons(hit.id)));
+  }
+
+  // ------------------------------------------------------------------ like / not for me (tags "liked", "not-for-me")
+
+  const LIKED = "liked";
+  const NOT = "not-for-me";
+  let tagState = { writable: false, tags: {} };
+
+  async function loadTags() {
+    try { tagState = await api("/api/tags"); } catch (_) { tagState = { writable: false, tags: {} }; }
+  }
+
+  function inTag(name, id) {
+    const tag = tagState.tags[name];
+    return Boolean(tag && tag.ids.includes(id));
+  }
+
+  // Tag writes are same-origin JSON POSTs; the server takes them only when started with --allow-tags.
+  async function toggleTag(name, id) {
+    const body = inTag(name, id) ? { remove: [id] } : { add: [id] };
+    const response = await fetch(`/api/tags/${encodeURIComponent(name)}`, {
+      method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify(body),
+    });
+    if (!response.ok) {
+      let message = `HTTP ${response.status}`;
+      try { message = (await response.json()).error || message; } catch (_) { /* keep the status */ }
+      throw new Error(message);
+    }
+    await loadTags();
+  }
+
+  function tagButtons(id) {
+    if (!tagState.writable) return null;
+    const button = (name, label, pressedLabel) => {
+      const pressed = inTag(name, id);
+      return el("button", { type: "button", className: `tag-button ${name}`, "aria-pressed": String(pressed),
+        "data-tag": name, onclick: async (event) => {
+          const target = event.currentTarget;
+          target.disabled = true;
+          try {
+            await toggleTag(name, id);
+            const now = inTag(name, id);
+            target.setAttribute("aria-pressed", String(now));
+            target.textContent = now ? pressedLabel : label;
+            if (location.hash.startsWith("#foryou")) route(); // the recommendations follow the tags at once
+          } catch (error) {
+            target.after(errorBox(error));
+          } finally {
+            target.disabled = false;
+          }
+        } }, pressed ? pressedLabel : label);
+    };
+    return el("span", { className: "tag-buttons" }, button(LIKED, "♡ like", "♥ liked"),
+      button(NOT, "not for me", "✕ not for me"));
+  }
+
+  async function renderForYou(token) {
+    await loadTags();
+    if (token !== pending) return;
+    document.title = "For you · semsearch";
+    if (!tagState.tags[LIKED]) {
+      show(el("p", { className: "hint", id: "status" },
+        tagState.writable ? "Like a few papers (♡ on any hit) and recommendations appear here."
+          : "Tag papers as 'liked' (semsearch tag add liked ID) and recommendations appear here."));
+      return;
+    }
+    const query = new URLSearchParams({ like: LIKED, k: $("k").value || "10" });
+    if (tagState.tags[NOT]) query.append("not", NOT);
+    show(el("p", { className: "status" }, "Finding papers for you…"));
+    let data;
+    try { data = await api("/api/recommend?" + query); } catch (error) {
+      if (token === pending) show(errorBox(error));
+      return;
+    }
+    if (token !== pending) return;
+    show(el("p", { className: "status", id: "status" },
+      `For you: ${data.hits.length} papers like the ${tagState.tags[LIKED].papers} you liked · ${data.method} · ${data.version}`),
+    el("div", { id: "hits" }, data.hits.map(hitCard)));
+    highlightMap(data.hits.map((h) => h.id));
+  }
+
+  async function renderNew(params, token) {
+    const query = new URLSearchParams({ k: $("k").value || "20" });
+    if (params.get("since")) query.set("since", params.get("since"));
+    show(el("p", { className: "status" }, "Loading what arrived…"));
+    let data;
+    try { data = await api("/api/new?" + query); } catch (error) {
+      if (token === pending) show(errorBox(error));
+      return;
+    }
+    if (token !== pending) return;
+    document.title = "New · semsearch";
+    const since = params.get("since") ? `since ${params.get("since")}` : "in the latest build";
+    show(el("p", { className: "status", id: "status" }, `New ${since}: ${data.hits.length} papers · ${data.version}`),
+      data.hits.length ? el("div", { id: "hits" }, data.hits.map(hitCard)) : el("p", { className: "hint" }, "Nothing new."));
+    highlightMap(data.hits.map((h) => h.id));
   }
 
   function highlightMap(ids) {
@@ -360,6 +463,8 @@
     if (params.get("doc")) return renderDocument(params.get("doc"), token);
     if (params.get("related")) return renderRelated(params.get("related"), token);
     if (params.get("q")) return renderSearch(params, token);
+    if (params.has("foryou")) return renderForYou(token);
+    if (params.has("new")) return renderNew(params, token);
     document.title = "semsearch";
     show(el("p", { className: "hint" },
       "Type a question and press Enter. Click a title to read the paper and its nearest neighbours."));
@@ -411,6 +516,6 @@
   }
 
   loadInfo();
-  route();
+  loadTags().then(route);
   loadMap();
 })();

@@ -1,0 +1,388 @@
+"""What arrived: when each document first entered the index, saved queries, and digest bookmarks.
+
+Every build stamps each document with an ``Arrival`` (the sequence number of the version it first entered,
+and that build's UTC time), stored in the version's ``docs.sqlite`` (table ``arrivals``) and carried forward
+by every later build and ``remove``. A document keeps its arrival when
+
+1. its id is in the previous version (same normalized text, same id), or
+2. it shares a source position (file, kind, number) with a previous document whose text it near-duplicates
+   (an abstract re-wrapped or marked up in place, or a reformatted copy that became the merged document's
+   representative), or
+3. its nearest previous vector (cosine ≥ ``COPY_COSINE``) belongs to a text it near-duplicates (a reformatted
+   copy that arrived in another file).
+
+So a reformatted copy of a known abstract is not news. A document removed and later added again is new again.
+
+Beside the index (not in a version; atomic writes under the state lock of ``semsearch.tags``):
+``watches.json`` holds saved queries, ``bookmarks.json`` where each named digest (or ``new --since last``)
+stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import QueryError, TagError
+from .fileio import utc_now, write_text_atomic
+from .records import Arrival, Document, Hit
+from .tags import check_name, locked_state
+
+if TYPE_CHECKING:
+    from .search import Index
+
+COPY_COSINE = 0.9
+WATCHES_FILE = "watches.json"
+BOOKMARKS_FILE = "bookmarks.json"
+_VERSION = re.compile(r"^(?:v-)?(\d{1,6})(?:-\d{8}T\d{6})?$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?")
+RRF_K = 60
+# A paper is "for" a tag or saved query only when its cosine to the nearest liked paper (or to the query)
+# reaches this: all-MiniLM-L6-v2 puts unrelated abstracts at about 0.0-0.2 and same-topic ones at 0.4+.
+MIN_COSINE = 0.3
+
+
+# ---------------------------------------------------------------- stamping at build time
+
+
+def stamp_arrivals(
+    documents: Sequence[Document], vectors: np.ndarray, previous: Path | None, seq: int, now: str
+) -> int:
+    """Set ``added`` on every document (carried from ``previous`` where it was known); returns how many are new."""
+    from .dedup import is_near_duplicate
+    from .documents import DocumentStore
+    from .layout import DOCS
+    from .manifest import read_manifest
+    from .versions import sequence_of
+
+    fresh = Arrival(seq, now)
+    if previous is None:
+        for doc in documents:
+            doc.added = fresh
+        return len(documents)
+    store = DocumentStore(previous / DOCS)
+    try:
+        if store.has_arrivals:
+            known = store.arrivals()
+        else:  # a version from before arrivals were recorded: its documents date from its own build
+            try:
+                manifest = read_manifest(previous)
+                stamp = Arrival(max(sequence_of(previous.name), 0), manifest.built_at or now)
+            except Exception:  # noqa: BLE001 - a damaged manifest only costs the date
+                stamp = Arrival(0, now)
+            known = dict.fromkeys(store.ids(), stamp)
+        for doc in documents:
+            # A document keeps its arrival under a former id too (ids that never move: identity.py).
+            doc.added = next((known[i] for i in (doc.id, *doc.aliases) if i in known), fresh)
+        unknown = [d for d in documents if d.added == fresh]
+        if not unknown:
+            return 0
+        # 2: a shared source position with a near-duplicate text.
+        position = store.positions()
+        still: list[Document] = []
+        for doc in unknown:
+            olds = {position[key] for p in doc.sources if (key := (p.file, p.kind, p.number)) in position}
+            olds &= known.keys()
+            match = _near_match(store, doc, sorted(olds), is_near_duplicate)
+            if match is not None:
+                doc.added = known[match]
+            else:
+                still.append(doc)
+        # 3: the nearest previous vector, when it is a near-duplicate text.
+        if still:
+            row_of = {d.id: i for i, d in enumerate(documents)}
+            nearest = _nearest_previous(previous, vectors, [row_of[d.id] for d in still])
+            for doc, old_id in zip(still, nearest, strict=True):
+                if old_id is not None and old_id in known and _near_match(store, doc, [old_id], is_near_duplicate):
+                    doc.added = known[old_id]
+    finally:
+        store.close()
+    return sum(1 for d in documents if d.added == fresh)
+
+
+def _near_match(store: Any, doc: Document, old_ids: Sequence[str], same: Any) -> str | None:
+    from .layout import doc_num
+
+    if not old_ids:
+        return None
+    olds = store.get_many([doc_num(i) for i in old_ids])
+    for old in olds.values():
+        if same(old.text, doc.text):
+            return str(old.id)
+    return None
+
+
+def _nearest_previous(previous: Path, vectors: np.ndarray, rows: Sequence[int]) -> list[str | None]:
+    """The id of each row's nearest vector in the previous version, when it is at least COPY_COSINE away."""
+    from .layout import doc_id_from_num
+    from .vectors import IDS_FILE, VECTOR_FILE
+
+    try:
+        old = np.load(previous / VECTOR_FILE, mmap_mode="r", allow_pickle=False)
+        ids = np.load(previous / IDS_FILE, allow_pickle=False)
+    except (OSError, ValueError):
+        return [None] * len(rows)
+    if old.ndim != 2 or old.shape[1] != vectors.shape[1] or not len(old):
+        return [None] * len(rows)  # another model (--full switched): no comparison
+    out: list[str | None] = []
+    for start in range(0, len(rows), 256):
+        q = np.asarray(vectors[list(rows[start : start + 256])], dtype=np.float32)
+        best = np.full(len(q), -2.0, dtype=np.float32)
+        arg = np.zeros(len(q), dtype=np.int64)
+        for s in range(0, len(old), 65536):
+            sims = q @ np.asarray(old[s : s + 65536]).T
+            top = sims.argmax(axis=1)
+            val = sims[np.arange(len(q)), top]
+            better = val > best
+            best[better] = val[better]
+            arg[better] = top[better] + s
+        out.extend(doc_id_from_num(int(ids[a])) if b >= COPY_COSINE else None for a, b in zip(arg, best, strict=True))
+    return out
+
+
+# ---------------------------------------------------------------- --since
+
+
+def live_seq(index: Index) -> int:
+    from .versions import sequence_of
+
+    return max(sequence_of(index.version.name), 0)
+
+
+def since_where(index: Index, since: str, *, name: str = "new") -> list[str]:
+    """``--since`` as --where clauses: VERSION (v-000003-… or 3) → added after it; DATE → added on/after it;
+    ``last`` → after the bookmark ``name`` (everything when there is none)."""
+    since = since.strip()
+    if since == "last":
+        mark = read_bookmarks(index.path).get(name)
+        return [f"added_version>{int(mark['version'])}"] if mark else []
+    match = _VERSION.match(since)
+    if match:
+        return [f"added_version>{int(match.group(1))}"]
+    if _DATE.match(since):
+        try:
+            datetime.fromisoformat(since.replace(" ", "T")[:19] if "T" in since or " " in since else since[:10])
+        except ValueError as exc:
+            raise QueryError(f"--since {since!r}: not a valid date ({exc})") from exc
+        return [f"added>={since.replace(' ', 'T')}"]
+    raise QueryError(f"--since {since!r}: give a version (v-000003 or 3), a date (2026-12-01) or 'last'")
+
+
+# ---------------------------------------------------------------- saved queries and bookmarks
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise TagError(f"{path} is unreadable ({exc}); fix or delete it") from exc
+    if not isinstance(data, dict):
+        raise TagError(f"{path} is malformed; fix or delete it")
+    return data
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+@dataclass
+class Watch:
+    """A saved query."""
+
+    name: str
+    query: str
+    created: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "query": self.query, "created": self.created}
+
+
+def read_watches(index_dir: Path) -> list[Watch]:
+    data = _read_json(Path(index_dir) / WATCHES_FILE)
+    return [Watch(str(n), str(w.get("query", "")), str(w.get("created", ""))) for n, w in sorted(data.items())]
+
+
+def add_watch(index_dir: Path, name: str, query: str) -> Watch:
+    check_name(name, "saved query")
+    if not query.strip():
+        raise QueryError("the saved query is empty")
+    if len(query) > 1000:
+        raise QueryError("the saved query is over 1,000 characters")
+    index_dir = Path(index_dir)
+    with locked_state(index_dir):
+        data = _read_json(index_dir / WATCHES_FILE)
+        watch = Watch(name, query.strip(), utc_now())
+        data[name] = {"query": watch.query, "created": watch.created}
+        _write_json(index_dir / WATCHES_FILE, data)
+    return watch
+
+
+def remove_watch(index_dir: Path, name: str) -> None:
+    index_dir = Path(index_dir)
+    with locked_state(index_dir):
+        data = _read_json(index_dir / WATCHES_FILE)
+        if name not in data:
+            raise TagError(f"no saved query {name!r} (semsearch watch list shows them)")
+        del data[name]
+        _write_json(index_dir / WATCHES_FILE, data)
+
+
+def read_bookmarks(index_dir: Path) -> dict[str, dict[str, Any]]:
+    return _read_json(Path(index_dir) / BOOKMARKS_FILE)
+
+
+def set_bookmark(index_dir: Path, name: str, seq: int) -> None:
+    """Remember that digest ``name`` has reported everything up to version ``seq``."""
+    check_name(name, "digest")
+    index_dir = Path(index_dir)
+    with locked_state(index_dir):
+        data = read_bookmarks(index_dir)
+        data[name] = {"version": seq, "at": utc_now()}
+        _write_json(index_dir / BOOKMARKS_FILE, data)
+
+
+# ---------------------------------------------------------------- what is new, ranked for the user
+
+
+@dataclass
+class NewPaper:
+    """A paper that arrived, with why it is listed (the tag or saved query that ranks it best)."""
+
+    hit: Hit
+    added: Arrival | None
+    reasons: list[str] = field(default_factory=list)  # "tag:liked", "watch:privacy", best first
+    best_sentence: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.hit.to_dict()
+        out["added"] = self.added.to_dict() if self.added else None
+        out["for"] = self.reasons
+        out["best_sentence"] = self.best_sentence
+        return out
+
+
+@dataclass
+class Section:
+    """One part of a digest: a tag's or a saved query's best new papers."""
+
+    kind: str  # "tag", "watch" or "all"
+    name: str
+    papers: list[NewPaper]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "papers": [p.to_dict() for p in self.papers]}
+
+
+def new_since(index: Index, since: str | None = None, *, name: str = "new") -> list[str]:
+    """The --where clauses of "arrived since": by default the latest arrivals (the last build that added any)."""
+    if since is None:
+        latest = index.store.latest_arrival()
+        seq = latest if latest is not None else live_seq(index)
+        return [f"added_version>={int(seq)}"]
+    return since_where(index, since, name=name)
+
+
+def sections(
+    index: Index, clauses: Sequence[str], *, k: int = 5, where: Sequence[str] = (), min_cosine: float | None = None
+) -> list[Section]:
+    """Per tag and per saved query, the best of the documents the clauses select (arrived since).
+
+    ``min_cosine`` drops papers whose cosine to the query (or to the nearest liked paper) is below it, so a
+    section lists only papers on its subject even when few arrived.
+    """
+    from .recommend import recommend
+    from .tags import TagStore
+
+    allowed_where = list(where) + list(clauses)
+    allowed = index._allowed(allowed_where)
+    if allowed is not None and not len(allowed):
+        return []
+    out: list[Section] = []
+    store = TagStore(index.path)
+    for tag in store.names():
+        try:
+            recs = recommend(index, [tag], k=k, where=allowed_where)
+        except QueryError:  # a tag whose papers all left the index recommends nothing
+            continue
+        if min_cosine is not None:
+            recs = [r for r in recs if r.because.cosine >= min_cosine]
+        out.append(Section("tag", tag, [_paper(r.hit, f"tag:{tag}", r.because.label) for r in recs]))
+    for watch in read_watches(index.path):
+        hits = index.search(watch.query, k, where=allowed_where)
+        if min_cosine is not None:
+            hits = [h for h in hits if h.scores.get("dense", 1.0) >= min_cosine]
+        out.append(Section("watch", watch.name, [_paper(h, f"watch:{watch.name}") for h in hits]))
+    from .layout import doc_num
+
+    arrivals = index.store.get_many([doc_num(p.hit.id) for s in out for p in s.papers])
+    for section in out:
+        for paper in section.papers:
+            paper.added = arrivals[doc_num(paper.hit.id)].added
+    return out
+
+
+def _paper(hit: Hit, reason: str, like_title: str = "") -> NewPaper:
+    """A listed paper with its best sentence: for a query the highlighted one, for a tag the sentence that
+    best covers the title of the liked paper it is nearest to."""
+    from .highlight import best_sentences
+    from .lexical import Analyzer
+
+    if hit.highlights:
+        sentence = hit.highlights[0]
+    else:
+        found = best_sentences(hit.text, Analyzer()(like_title), n=1)
+        sentence = found[0] if found else ""
+    return NewPaper(hit, None, [reason] if reason else [], sentence)
+
+
+def ranked_new(index: Index, clauses: Sequence[str], *, k: int = 20, where: Sequence[str] = ()) -> list[NewPaper]:
+    """The arrived documents, ranked by reciprocal-rank fusion over the tags' and saved queries' rankings.
+
+    With no tags and no saved queries, newest first. Each paper names the tags / queries it is for (those whose
+    liked paper or query it is within ``MIN_COSINE`` of), best first.
+    """
+    from .search import _hit
+
+    allowed = index._allowed(list(where) + list(clauses))
+    if allowed is None:  # no clause at all (`--since last` before any bookmark): everything arrived
+        allowed = np.asarray(index.vectors.ids, dtype=np.int64)
+    total = len(allowed)
+    if not total:
+        return []
+    fused: dict[str, float] = {}
+    reasons: dict[str, list[tuple[float, str]]] = {}
+    hits: dict[str, Hit] = {}
+    from .search import MAX_K
+
+    for section in sections(index, clauses, k=min(total, MAX_K), where=where):
+        for rank, paper in enumerate(section.papers, start=1):
+            doc_id = paper.hit.id
+            share = 1.0 / (RRF_K + rank)
+            fused[doc_id] = fused.get(doc_id, 0.0) + share
+            if paper.hit.scores.get("dense", 0.0) >= MIN_COSINE:
+                reasons.setdefault(doc_id, []).append((share, f"{section.kind}:{section.name}"))
+            hits.setdefault(doc_id, paper.hit)
+    docs = index.store.get_many([int(n) for n in allowed])
+    by_id = {d.id: d for d in docs.values()}
+    newest = {
+        d.id: n for n, d in enumerate(sorted(by_id.values(), key=lambda d: (-(d.added.seq if d.added else 0), d.id)))
+    }
+    order = sorted(by_id, key=lambda i: (-fused.get(i, 0.0), newest[i]))[:k]
+    out = []
+    for rank, doc_id in enumerate(order, start=1):
+        doc = by_id[doc_id]
+        hit = _hit(rank, round(fused.get(doc_id, 0.0), 6), doc, "new")
+        why = [r for _, r in sorted(reasons.get(doc_id, []), key=lambda x: -x[0])]
+        out.append(_paper(hit, ""))
+        out[-1].added = doc.added
+        out[-1].reasons = why
+    return out

@@ -1,0 +1,120 @@
+"""HTTP routes for recommendations, arrivals and tags (``semsearch serve``).
+
+Reads are always allowed. Tag writes (the page's like / not-for-me buttons) need ``semsearch serve
+--allow-tags`` and a same-origin JSON POST: the body must be ``application/json`` (which a cross-site form
+cannot send without a CORS preflight, and the server answers none), and an ``Origin`` header, when sent,
+must name this server's own host.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+# Imported only by serve.create_app (the 'serve' extra). Route signatures are read by FastAPI at run time,
+# so the types they name must be module globals.
+from fastapi import Body, Query, Request
+from fastapi import Path as PathParam
+from starlette.exceptions import HTTPException
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from .live import LiveIndex
+
+MAX_KEYS = 200  # ids or tags per request
+LIKED_TAG = "liked"
+NOT_TAG = "not-for-me"
+
+
+def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, max_where: int) -> None:
+    """Add /api/recommend, /api/new and /api/tags to the app."""
+    from .errors import QueryError
+
+    @app.get("/api/recommend", summary="Papers like the liked ones (tags or ids), unlike the `not` ones")
+    def recommend(
+        like: list[str] = Query([], max_length=MAX_KEYS, description="Tag names or paper ids (repeat)."),
+        not_: list[str] = Query([], alias="not", max_length=MAX_KEYS, description="Tags or ids to steer away from."),
+        k: int = Query(10, ge=1, le=max_k),
+        where: list[str] = Query([], max_length=max_where),
+        since: str | None = Query(None, max_length=40, description="A version (v-000003 or 3) or a date."),
+        include_tagged: bool = Query(False, description="Also return papers that are in a tag."),
+        method: str | None = Query(None, max_length=20),
+    ) -> dict[str, Any]:
+        if since == "last":
+            raise QueryError("since=last is for the command line (it follows a bookmark); give a version or date")
+        with live.use() as loaded:
+            recs = loaded.index.recommend(
+                like, k, not_like=not_, where=where, since=since, include_tagged=include_tagged, method=method
+            )
+        return {
+            "like": like,
+            "not": not_,
+            "k": k,
+            "version": loaded.name,
+            "method": recs[0].method if recs else method,
+            "hits": [r.to_dict() for r in recs],
+        }
+
+    @app.get("/api/new", summary="Papers that arrived since a version or date, ranked for the tags and saved queries")
+    def new(
+        since: str | None = Query(None, max_length=40, description="A version or a date [default: the live build's]."),
+        k: int = Query(20, ge=1, le=max_k),
+        where: list[str] = Query([], max_length=max_where),
+    ) -> dict[str, Any]:
+        from .arrivals import new_since, ranked_new
+
+        if since == "last":
+            raise QueryError("since=last is for the command line; give a version or a date")
+        with live.use() as loaded:
+            papers = ranked_new(loaded.index, new_since(loaded.index, since), k=k, where=where)
+        return {"since": since, "k": k, "version": loaded.name, "hits": [p.to_dict() for p in papers]}
+
+    @app.get("/api/tags", summary="The tags: papers and dangling entries per tag; whether this server writes them")
+    def tags() -> dict[str, Any]:
+        from .tags import TagStore, members
+
+        with live.use() as loaded:
+            store = TagStore(loaded.index.path)
+            found = {n: members(loaded.index, store, n, repoint=False) for n in store.names()}
+        return {
+            "writable": allow_tags,
+            "tags": {
+                n: {
+                    "papers": len(ms),
+                    "dangling": sum(m.dangling for m in ms),
+                    "ids": [m.live_id or m.entry.id for m in ms],
+                }
+                for n, ms in found.items()
+            },
+        }
+
+    @app.post("/api/tags/{name}", summary="Add or remove papers of a tag (needs serve --allow-tags)")
+    def edit_tag(
+        request: Request,
+        name: str = PathParam(..., max_length=64),
+        body: dict[str, list[str]] = Body(..., examples=[{"add": ["6a24ce769ac8de0d"], "remove": []}]),
+    ) -> dict[str, Any]:
+        from .tags import TagStore, check_name, resolve_papers
+
+        if not allow_tags:
+            raise HTTPException(403, "this server is read-only; start it with semsearch serve --allow-tags")
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            raise HTTPException(415, "tag writes are JSON: Content-Type: application/json")
+        origin = request.headers.get("origin")
+        if origin and urlsplit(origin).netloc != request.headers.get("host"):
+            raise HTTPException(403, "tag writes must come from this server's own page")
+        check_name(name)
+        add = body.get("add", [])
+        remove = body.get("remove", [])
+        if len(add) + len(remove) > MAX_KEYS or not (add or remove):
+            raise QueryError(f"give 1..{MAX_KEYS} ids in 'add' and 'remove'")
+        with live.use() as loaded:
+            store = TagStore(loaded.index.path)
+            docs = resolve_papers(loaded.index, add)
+            added = store.add(name, docs) if docs else 0
+            removed = store.remove(name, remove) if remove and name in store.read() else 0
+            size = len(store.read().get(name, []))
+        return {"tag": name, "added": added, "removed": removed, "papers": size}
+
+    _ = edit_tag, tags, new, recommend  # registered by the decorators
