@@ -53,6 +53,7 @@ class PaperCard:
     score: float | None = None
     best_sentence: str | None = None  # the abstract's sentence that best matches the query (or the paper)
     link: str | None = None
+    why: str | None = None  # recommend / whats_new: the liked paper, tag or saved query it is listed for
 
     @classmethod
     def of(cls, doc: Document | Hit, *, score: float | None = None, sentence: str | None = None) -> PaperCard:
@@ -280,6 +281,63 @@ def search_page(
         budget=budget,
         version=version or index.version.name,
     )
+
+
+def recommend_page(
+    index: Index,
+    like: Sequence[str],
+    *,
+    not_like: Sequence[str] = (),
+    k: int = DEFAULT_K,
+    offset: int = 0,
+    where: Sequence[str] = (),
+    since: str | None = None,
+    budget: int = DEFAULT_BUDGET,
+    version: str = "",
+) -> Page:
+    """Ranks offset..offset+k of ``Index.recommend``, each card naming the liked paper it is nearest to."""
+    check_page(k, offset)
+    if not like:
+        raise QueryError("name at least one liked paper id or tag in like")
+    if since == "last":
+        raise QueryError("since=last follows a command-line bookmark; give a version (3) or a date (2026-12-01)")
+    recs = index.recommend(
+        like, min(offset + k + 1, MAX_K), not_like=not_like, where=_clauses(where), since=since or None
+    )
+    cards = []
+    for rec in recs:
+        card = PaperCard.of(rec.hit, score=rec.hit.score)
+        card.why = f"near liked paper {rec.because.label}"
+        cards.append(card)
+    more = len(recs) > offset + k
+    return paginate(cards[offset:], offset=offset, k=k, more=more, budget=budget, version=version or index.version.name)
+
+
+def new_page(
+    index: Index,
+    *,
+    since: str | None = None,
+    k: int = DEFAULT_K,
+    offset: int = 0,
+    where: Sequence[str] = (),
+    budget: int = DEFAULT_BUDGET,
+    version: str = "",
+) -> Page:
+    """Papers that arrived since a version or date (default: the latest build that added any), ranked for the
+    user's tags and saved queries; each card says which of them it is for."""
+    from .arrivals import new_since, ranked_new
+
+    check_page(k, offset)
+    if since == "last":
+        raise QueryError("since=last follows a command-line bookmark; give a version (3) or a date (2026-12-01)")
+    papers = ranked_new(index, new_since(index, since or None), k=min(offset + k + 1, MAX_K), where=_clauses(where))
+    cards = []
+    for paper in papers:
+        card = PaperCard.of(paper.hit, sentence=paper.best_sentence or None)
+        card.why = ", ".join(paper.reasons) or None
+        cards.append(card)
+    more = len(papers) > offset + k
+    return paginate(cards[offset:], offset=offset, k=k, more=more, budget=budget, version=version or index.version.name)
 
 
 def related_page(

@@ -62,6 +62,22 @@ FormatArg = Annotated[
     Literal["bibtex", "ris", "csljson", "csv"],
     Field(description="bibtex (LaTeX), ris (EndNote, Zotero import), csljson (Zotero, Pandoc) or csv."),
 ]
+LikeArg = Annotated[
+    tuple[Annotated[str, Field(min_length=1, max_length=200)], ...],
+    Field(min_length=1, max_length=100, description="Paper ids or tag names the user likes (e.g. the tag 'liked')."),
+]
+NotLikeArg = Annotated[
+    tuple[Annotated[str, Field(min_length=1, max_length=200)], ...],
+    Field(max_length=100, description="Paper ids or tag names to steer away from (e.g. the tag 'not-for-me')."),
+]
+SinceArg = Annotated[
+    str,
+    Field(
+        max_length=40,
+        description="Only papers that arrived after this index version (3 or v-000003) or on/after this date "
+        "(2026-12-01); empty: the latest build that added papers (whats_new) or any time (recommend).",
+    ),
+]
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
@@ -148,8 +164,29 @@ def create_server(live: LiveIndex, *, budget: int = DEFAULT_BUDGET) -> MCPServer
         with live.use() as v:
             return _reply(results.citations(v.index, ids, format, budget=budget))
 
-    # recommend(like, not, k, since) and whats_new(since, k): add them here, one line each over the library,
-    # when the issue on tags and recommendations lands.
+    def recommend(
+        like: LikeArg,
+        not_like: NotLikeArg = (),
+        k: KArg = DEFAULT_K,
+        since: SinceArg = "",
+        where: WhereArg = (),
+        offset: OffsetArg = 0,
+    ) -> Annotated[CallToolResult, Page]:
+        with live.use() as v:
+            return _reply(
+                results.recommend_page(
+                    v.index, like, not_like=not_like, k=k, offset=offset, where=where, since=since, budget=budget,
+                    version=v.name,
+                )
+            )
+
+    def whats_new(
+        since: SinceArg = "", k: KArg = DEFAULT_K, where: WhereArg = (), offset: OffsetArg = 0
+    ) -> Annotated[CallToolResult, Page]:
+        with live.use() as v:
+            return _reply(
+                results.new_page(v.index, since=since, k=k, offset=offset, where=where, budget=budget, version=v.name)
+            )
 
     descriptions: dict[Callable[..., Any], str] = {
         search: "Find papers in the local index that answer a question in plain words; returns one page of short "
@@ -158,6 +195,10 @@ def create_server(live: LiveIndex, *, budget: int = DEFAULT_BUDGET) -> MCPServer
         "page of short cards.",
         get_paper: "Get one paper in full (abstract, metadata, sources) by the id that a search or related card gave.",
         info: "Describe the local index: how many papers, which model, which source files, which version.",
+        recommend: "Recommend papers of the index like the ones the user likes (ids or tags) and unlike the "
+        "not_like ones, as one page of cards, each saying which liked paper it is near.",
+        whats_new: "List the papers that arrived in the index since a version or date, ranked for the user's tags "
+        "and saved queries, as one page of cards, each saying which tag or query it is for.",
         export: "Get papers as citations to paste into a reference manager or a LaTeX file (whole entries; ids "
         "that did not fit come back in rest).",
     }

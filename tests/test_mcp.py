@@ -29,13 +29,13 @@ from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-from semsearch import build_index  # noqa: E402
+from semsearch import Index, build_index  # noqa: E402
 from semsearch.agent_results import compact_json  # noqa: E402
 from semsearch.cli import cli  # noqa: E402
 from semsearch.live import LiveIndex  # noqa: E402
 from semsearch.mcp_tools import INSTRUCTIONS, create_server  # noqa: E402
 
-TOOLS = {"search", "related", "get_paper", "info", "export"}
+TOOLS = {"search", "related", "get_paper", "info", "export", "recommend", "whats_new"}
 WORKER = Path(__file__).resolve().parent / "mcp_worker.py"
 ENV = {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1"}
 EXTRA = (
@@ -111,6 +111,42 @@ def test_tools_have_typed_schemas_and_one_sentence_descriptions(fake_index: Path
                 assert client.instructions == INSTRUCTIONS
 
     run(go)
+
+
+def test_recommend_and_whats_new_follow_tags_and_arrivals(fake_index: Path, tmp_path: Path) -> None:
+    from semsearch.tags import TagStore
+
+    async def go() -> None:
+        with in_process(fake_index) as connect:
+            async with connect() as client:
+                page = data(await client.call_tool("search", {"query": "federated privacy", "k": 2}))
+                liked = [c["id"] for c in page["items"]]
+                recs = data(await client.call_tool("recommend", {"like": liked, "k": 5}))
+                assert len(recs["items"]) == 5 and not set(liked) & {c["id"] for c in recs["items"]}
+                assert all(c["why"].startswith("near liked paper") for c in recs["items"])
+                assert error_line(await client.call_tool("recommend", {"like": ["nope-nope"]})).startswith("recommend:")
+                assert "since=last" in error_line(
+                    await client.call_tool("recommend", {"like": liked, "since": "last"})
+                )
+                # Like them as a tag, then let new abstracts arrive: whats_new lists exactly those.
+                with Index.open(fake_index, embedder=FakeEmbedder()) as idx:
+                    TagStore(fake_index).add("liked", [idx.get(i) for i in liked])
+                by_tag = data(await client.call_tool("recommend", {"like": ["liked"], "k": 3}))
+                assert len(by_tag["items"]) == 3
+                arrival = tmp_path / "arrival.txt"
+                arrival.write_text("Arrivals\n\n" + "\n\n".join(NEW_ABSTRACTS) + "\n", encoding="utf-8")
+                build_index([str(SEEDS), str(arrival)], fake_index, embedder=FakeEmbedder())
+                new = data(await client.call_tool("whats_new", {"k": 10}))
+                assert len(new["items"]) == len(NEW_ABSTRACTS)
+                assert {c["title"][:30] for c in new["items"]} == {t[:30] for t in NEW_ABSTRACTS}
+
+    run(go)
+
+
+NEW_ABSTRACTS = [
+    "Private federated fine-tuning of language models with secure aggregation keeps client updates hidden.",
+    "A graph transformer for molecule property prediction uses learned positional encodings of atoms.",
+]
 
 
 def test_export_gives_citations_a_reference_manager_reads(fake_index: Path) -> None:
