@@ -17,7 +17,7 @@ from .documents import DocumentStore
 from .embed import Embedder
 from .encoders import check_requested_model, open_query_encoder
 from .errors import IndexCorruptError, QueryError, UnknownDocumentError
-from .filters import matcher, parse_where
+from .filters import evaluate, parse_where
 from .fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex, mmr
 from .highlight import best_sentences, matched_terms
 from .layout import DOCS, LEXICAL_DIR, current_version, doc_id_from_num, doc_num
@@ -134,7 +134,7 @@ class Index:
         self.manifest = manifest
         self._embedder = embedder
         self._lexical: LexicalIndex | None = None
-        self._filters: dict[tuple[str, ...], np.ndarray] = {}
+        self._filters: dict[tuple[str, ...], tuple[np.ndarray, list[str]]] = {}
         self._filters_lock = threading.Lock()
         manifest.check_file_sizes(version)
         self.ann, self.vectors = open_version_vectors(version, manifest)
@@ -336,12 +336,19 @@ class Index:
         """
         if not where:
             return None
+        return self._filter(where)[0]
+
+    def where_warnings(self, where: Sequence[str]) -> list[str]:
+        """Why ``where`` matches no document (a field none has, a clause matching nothing); empty when it matches."""
+        return self._filter(where)[1] if where else []
+
+    def _filter(self, where: Sequence[str]) -> tuple[np.ndarray, list[str]]:
         key = tuple(where)
         with self._filters_lock:
             found = self._filters.pop(key, None)
         if found is None:
-            holds = matcher(parse_where(where))
-            found = np.array([doc_num(d.id) for d in self.store.iter_documents() if holds(d)], dtype=np.int64)
+            result = evaluate(self.store.iter_documents(), parse_where(where))
+            found = (np.array([doc_num(i) for i in result.ids], dtype=np.int64), result.warnings)
         with self._filters_lock:  # a server's threads share the Index
             self._filters[key] = found  # most recently used last
             while len(self._filters) > FILTER_CACHE:

@@ -216,6 +216,7 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
         with live.use() as loaded:
             hits = loaded.index.search(q, k, mode=mode, where=where, diverse=diverse, min_score=min_score)
             rows = [h.to_dict() for h in hits]
+            warnings = loaded.index.where_warnings(where)
         for row in rows:
             row["highlight_spans"] = highlight_spans(row["highlights"], q)
         return {
@@ -227,6 +228,7 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
             "version": loaded.name,
             "took_ms": round((time.perf_counter() - start) * 1000, 2),
             "hits": rows,
+            "warnings": warnings,
         }
 
     @app.get("/api/related/{doc_id}", summary="Papers nearest to one in the index (cosine), never itself")
@@ -237,7 +239,14 @@ def create_app(index_dir: str | Path, *, embedder: Embedder | None = None) -> Fa
     ) -> dict[str, Any]:
         with live.use() as loaded:
             hits = loaded.index.related(doc_id, k, where=where)
-        return {"id": doc_id, "k": k, "version": loaded.name, "hits": [h.to_dict() for h in hits]}
+            warnings = loaded.index.where_warnings(where)
+        return {
+            "id": doc_id,
+            "k": k,
+            "version": loaded.name,
+            "hits": [h.to_dict() for h in hits],
+            "warnings": warnings,
+        }
 
     @app.get("/api/documents/{doc_id}", summary="One document: text, title, metadata, sources")
     def document(doc_id: str = PathParam(..., max_length=200)) -> dict[str, Any]:
