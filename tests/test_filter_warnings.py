@@ -89,8 +89,14 @@ def test_type_mismatch_is_an_error(dated: Path, fake: FakeEmbedder) -> None:
 
 @pytest.mark.parametrize(
     ("clause", "written"),
-    [("year=>2024", "'=>'"), ("year==2024", "'=='"), ("year=<2024", "'=<'"), ("year:2024", "':'"),
-     ("year<>2024", "'<>'"), ("year !~ x", "'!~'")],
+    [
+        ("year=>2024", "'=>'"),
+        ("year==2024", "'=='"),
+        ("year=<2024", "'=<'"),
+        ("year:2024", "':'"),
+        ("year<>2024", "'<>'"),
+        ("year !~ x", "'!~'"),
+    ],
 )
 def test_unknown_operator(dated: Path, fake: FakeEmbedder, clause: str, written: str) -> None:
     result = run(["query", "privacy", "--index", str(dated), "--where", clause], fake)
