@@ -218,6 +218,11 @@ class Index:
     def get(self, doc_id: str) -> Document:
         """A document by id, unambiguous id prefix, or external id (e.g. a BEIR ``_id``)."""
         doc = self.store.find(doc_id)
+        if doc is None and len(doc_id.strip()) >= 6 and len(several := self.store.prefix_ids(doc_id)) > 1:
+            raise UnknownDocumentError(
+                f"id prefix {doc_id.strip()!r} matches several documents ({', '.join(several[:2])}, ...); "
+                "give more digits of the id"
+            )
         if doc is None:
             raise UnknownDocumentError(
                 f"no document {doc_id!r} in {self.path} (ids appear in the output of semsearch query)"
