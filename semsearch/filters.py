@@ -12,7 +12,7 @@ from .errors import QueryError
 from .records import Document
 
 # Longest operators first so that ">=" is not read as ">".
-_CLAUSE = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|!=|=|>|<|~)\s*(.*?)\s*$")
+_CLAUSE = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|!=|=|>|<|~)\s*(.*?)\s*$", re.DOTALL)
 OPERATORS = ("=", "!=", ">=", "<=", ">", "<", "~")
 MAX_CLAUSE_CHARS = 500  # a filter value is a name or a number, not a text: longer is a mistake (or an attack)
 WHERE_HELP = (
@@ -40,7 +40,7 @@ def parse_where(clauses: Sequence[str]) -> list[Clause]:
     for text in clauses:
         if len(text) > MAX_CLAUSE_CHARS:
             raise QueryError(f"a where clause is {len(text)} characters; the limit is {MAX_CLAUSE_CHARS}")
-        match = _CLAUSE.match(text)
+        match = _CLAUSE.match(text.replace("\ufeff", " "))  # a byte-order mark pasted along is space
         _check_operator(text, match)
         if not match or not match.group(3):
             raise QueryError(f"malformed --where {text!r}: expected FIELD OP VALUE, e.g. year>=2024 or venue=neurips")
