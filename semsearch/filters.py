@@ -225,8 +225,7 @@ def evaluate(documents: Iterable[Document], clauses: Sequence[Clause]) -> Filter
             continue
         if not survey.has(clause.field) and clause.op != "!=":
             warnings.append(
-                f"--where {clause} matches nothing: no document has a field {clause.field!r} "
-                f"(fields: {survey.names()})"
+                f"--where {clause} matches nothing: no document has a field {clause.field!r} (fields: {survey.names()})"
             )
         else:
             warnings.append(f"--where {clause} matches none of the {survey.documents} documents")
