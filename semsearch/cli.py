@@ -136,6 +136,12 @@ def _warn_if_stale(idx: Any) -> None:
         click.echo(f"semsearch: {notice}", err=True)
 
 
+def _warn_where(idx: Any, where: tuple[str, ...]) -> None:
+    """One line on stderr per reason a --where filter matched no document."""
+    for line in idx.where_warnings(where):
+        click.echo(f"semsearch: {line}", err=True)
+
+
 def _read_text_arg(text: str) -> str:
     """``-`` reads the text from standard input."""
     if text != "-":
@@ -375,6 +381,7 @@ def query(
     with Index.open(index_dir, embedder=_embedder(ctx), model=model) as idx:
         hits = idx.search(_read_text_arg(text), k, mode=mode, where=where, min_score=min_score, diverse=diverse)
         _warn_if_stale(idx)
+        _warn_where(idx, where)
     _print_hits(hits, as_json, as_jsonl, fmt)
 
 
@@ -429,6 +436,7 @@ def related(
         else:
             hits = idx.related_to_text(text or "", k, where=where, min_score=min_score, diverse=diverse)
         _warn_if_stale(idx)
+        _warn_where(idx, where)
     _print_hits(hits, as_json, as_jsonl, fmt)
 
 

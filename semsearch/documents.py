@@ -189,6 +189,14 @@ class DocumentStore:
             return None
         return self.get_many([rows[0][0]]).get(rows[0][0])
 
+    def prefix_ids(self, prefix: str, limit: int = 3) -> list[str]:
+        """Ids that start with a hex prefix (at most ``limit``): more than one means the prefix is ambiguous."""
+        key = prefix.strip().lower()
+        if not key or any(c not in "0123456789abcdef" for c in key):
+            return []
+        rows = self._query("SELECT id FROM documents WHERE id LIKE ? ORDER BY id LIMIT ?", (key + "%", limit))
+        return [str(r[0]) for r in rows]
+
     def iter_documents(self, batch: int = 1000) -> Iterator[Document]:
         """Every document, in id order."""
         nums = [r[0] for r in self._query("SELECT num FROM documents ORDER BY num")]

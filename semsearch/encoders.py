@@ -47,8 +47,27 @@ def copy_encoder(src: Path, dst: Path) -> None:
                 shutil.copy2(path, dst / path.name)
 
 
-def _reusable_export(previous_version: Path | None, model_name: str) -> Path | None:
-    """The previous version's ONNX export when it was made from the same model files."""
+def copy_export(src: Path, dst: Path, precision: str) -> None:
+    """Copy a previous version's ONNX export keeping only the files ``precision`` needs (hard links if possible).
+
+    An index queries with one precision: the other ONNX file (90 MB for fp32 all-MiniLM-L6-v2) would only
+    take room in every version. It is exported again when a build asks for it (``--precision``).
+    """
+    from .onnx_backend import keep_precision, read_spec, write_spec
+
+    spec = read_spec(src)
+    kept = keep_precision(spec, precision)
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in kept.files:
+        try:
+            os.link(src / name, dst / name)
+        except OSError:
+            shutil.copy2(src / name, dst / name)
+    write_spec(dst, kept)
+
+
+def _reusable_export(previous_version: Path | None, model_name: str, precision: str) -> Path | None:
+    """The previous version's ONNX export when it was made from the same model files and holds ``precision``."""
     if previous_version is None:
         return None
     from .onnx_backend import read_spec, source_fingerprint
@@ -58,7 +77,7 @@ def _reusable_export(previous_version: Path | None, model_name: str) -> Path | N
         spec = read_spec(folder)
     except (IndexCorruptError, OSError):
         return None
-    if spec.get("source_model") != model_name:
+    if spec.get("source_model") != model_name or precision not in spec.precisions:
         return None
     current = source_fingerprint(model_name)
     # A hub name cannot be fingerprinted without loading it; trust the name in that case.
@@ -88,12 +107,12 @@ def open_build_encoder(
         from .onnx_backend import OnnxEmbedder, export_onnx
 
         target = out_dir / ENCODER_DIR
-        reusable = _reusable_export(previous_version, model_name)
+        reusable = _reusable_export(previous_version, model_name, precision)
         try:
             if reusable is not None:
-                copy_encoder(reusable, target)
+                copy_export(reusable, target, precision)
             else:
-                export_onnx(model_name, target)
+                export_onnx(model_name, target, precisions=(precision,))
             return EncoderChoice(OnnxEmbedder.load(target, precision), "onnx", precision)
         except ExportUnsupportedError as exc:
             shutil.rmtree(target, ignore_errors=True)

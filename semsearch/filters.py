@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import QueryError
 from .records import Document
 
 # Longest operators first so that ">=" is not read as ">".
-_CLAUSE = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|!=|=|>|<|~)\s*(.*?)\s*$")
+_CLAUSE = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|!=|=|>|<|~)\s*(.*?)\s*$", re.DOTALL)
 OPERATORS = ("=", "!=", ">=", "<=", ">", "<", "~")
 MAX_CLAUSE_CHARS = 500  # a filter value is a name or a number, not a text: longer is a mistake (or an attack)
 WHERE_HELP = (
@@ -41,11 +41,34 @@ def parse_where(clauses: Sequence[str]) -> list[Clause]:
     for text in clauses:
         if len(text) > MAX_CLAUSE_CHARS:
             raise QueryError(f"a where clause is {len(text)} characters; the limit is {MAX_CLAUSE_CHARS}")
-        match = _CLAUSE.match(text)
+        match = _CLAUSE.match(text.replace("\ufeff", " "))  # a byte-order mark pasted along is space
+        _check_operator(text, match)
         if not match or not match.group(3):
             raise QueryError(f"malformed --where {text!r}: expected FIELD OP VALUE, e.g. year>=2024 or venue=neurips")
         parsed.append(Clause(match.group(1).lower(), match.group(2), match.group(3)))
     return parsed
+
+
+# A run of operator-like characters after the field name: ``year=>2024``, ``year==2024``, ``year:2024``.
+_ANY_OPERATOR = re.compile(r"^\s*[A-Za-z_][\w.\-]*?\s*([=<>!~:]+)")
+_OPERATOR_CHARS = "=<>!~"
+
+
+def _check_operator(text: str, match: re.Match[str] | None) -> None:
+    """Raise QueryError for an operator that is not one of OPERATORS (rather than match nothing silently)."""
+    if match is not None:
+        value = match.group(3)
+        if not value or value[0] not in _OPERATOR_CHARS:
+            return
+        written = match.group(2) + value[: len(value) - len(value.lstrip(_OPERATOR_CHARS))]
+    else:
+        loose = _ANY_OPERATOR.match(text)
+        if loose is None:
+            return
+        written = loose.group(1)
+    raise QueryError(
+        f"unknown operator {written!r} in --where {text!r}: use one of {' '.join(OPERATORS)} (e.g. year>=2024)"
+    )
 
 
 def _number(value: Any) -> float | None:
@@ -111,3 +134,108 @@ def matcher(clauses: Sequence[Clause]) -> Callable[[Document], bool]:
         return True
 
     return holds
+
+
+ORDERING = (">=", "<=", ">", "<")
+BUILTIN_FIELDS = ("id", "title", "file")
+_FILE_FIELDS = ("file", "source", "sources")
+MAX_FIELDS_SHOWN = 25
+
+
+@dataclass
+class FilterResult:
+    """Which documents meet every clause, and why none did (warnings) when that is the case."""
+
+    ids: list[str]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Survey:
+    """What one scan saw: the fields documents have, and the kinds of value of the fields clauses name."""
+
+    documents: int = 0
+    fields: dict[str, int] = field(default_factory=dict)  # field name (lower case) -> documents that have it
+    numbers: dict[str, int] = field(default_factory=dict)
+    texts: dict[str, int] = field(default_factory=dict)
+    example: dict[str, Any] = field(default_factory=dict)
+
+    def observe(self, doc: Document, named: Iterable[str]) -> None:
+        self.documents += 1
+        for key, value in doc.metadata.items():
+            if value is not None and value != [] and value != "":
+                name = key.lower()
+                self.fields[name] = self.fields.get(name, 0) + 1
+        if doc.title:
+            self.fields["title"] = self.fields.get("title", 0) + 1
+        for name in named:
+            if name in _FILE_FIELDS or name == "id":
+                continue
+            value = _field_value(doc, name)
+            for item in value if isinstance(value, list) else [value]:
+                if item is None or isinstance(item, (dict, list)):
+                    continue
+                kind = self.numbers if _number(item) is not None and not isinstance(item, bool) else self.texts
+                kind[name] = kind.get(name, 0) + 1
+                self.example.setdefault(name, item)
+
+    def has(self, name: str) -> bool:
+        return name in _FILE_FIELDS or name == "id" or self.fields.get(name, 0) > 0
+
+    def names(self) -> str:
+        names = sorted(set(BUILTIN_FIELDS) | set(self.fields))
+        shown = ", ".join(names[:MAX_FIELDS_SHOWN])
+        return shown + (f", ... ({len(names)} in all)" if len(names) > MAX_FIELDS_SHOWN else "")
+
+
+def _check_types(clauses: Sequence[Clause], survey: _Survey) -> None:
+    """A clause that compares a numeric field with a value that is not a number is a mistake: say so."""
+    for clause in clauses:
+        name = clause.field
+        if clause.op == "~" or name in _FILE_FIELDS or name == "id":
+            continue
+        numeric, textual = survey.numbers.get(name, 0), survey.texts.get(name, 0)
+        if numeric and not textual and _number(clause.value) is None:
+            raise QueryError(
+                f"--where {clause}: {name} holds numbers (e.g. {survey.example[name]!r}) but {clause.value!r} "
+                "is not a number"
+            )
+
+
+def evaluate(documents: Iterable[Document], clauses: Sequence[Clause]) -> FilterResult:
+    """The ids of the documents meeting every clause, in one pass over ``documents``.
+
+    Raises QueryError when a clause compares a field that holds only numbers with a value that is not one
+    (``year>=abc``). When nothing matches, ``warnings`` says why in one line each: a field no document has
+    (naming the fields that exist), a clause that alone matches nothing, or clauses that exclude each other.
+    """
+    holds = matcher(clauses)
+    singles = [matcher([c]) for c in clauses] if len(clauses) > 1 else []
+    alone = [0] * len(clauses)
+    survey = _Survey()
+    named = {c.field for c in clauses}
+    ids = []
+    for doc in documents:
+        survey.observe(doc, named)
+        if holds(doc):
+            ids.append(doc.id)
+        for i, single in enumerate(singles):
+            alone[i] += single(doc)
+    _check_types(clauses, survey)
+    if ids or not survey.documents:
+        return FilterResult(ids)
+    warnings = []
+    for clause, count in zip(clauses, alone, strict=True):
+        if count:
+            continue
+        if not survey.has(clause.field) and clause.op != "!=":
+            warnings.append(
+                f"--where {clause} matches nothing: no document has a field {clause.field!r} (fields: {survey.names()})"
+            )
+        else:
+            warnings.append(f"--where {clause} matches none of the {survey.documents} documents")
+    if not warnings:
+        warnings.append(
+            f"the --where clauses {'; '.join(map(str, clauses))} each match some documents, but none meets them all"
+        )
+    return FilterResult(ids, warnings)

@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import InputError
+from .guards import check_duplicate_ids, check_link, check_source_file
 from .records import IngestResult, Provenance, Record, SourceFile
 
 TITLE_KEY = "title"
@@ -123,6 +124,8 @@ def _directory_files(directory: Path) -> list[Path]:
             path = Path(root, name)
             if not _is_hidden(name) and _format_for_name(name) is not None and path.is_file():
                 files.append(path.resolve())
+            elif path.is_symlink() and not _is_hidden(name) and _format_for_name(name) is not None:
+                check_link(path, str(path))  # a loop or a dangling link is named, not skipped
     return files
 
 
@@ -159,6 +162,8 @@ def read_sources(sources: Sequence[str], *, skip_bad: bool = False) -> IngestRes
         result.records.extend(records)
         result.files.append(source_file)
         result.skipped.extend(skipped)
+    result.records, clashes = check_duplicate_ids(result.records, skip_bad=skip_bad)
+    result.skipped.extend(clashes)
     return result
 
 
@@ -175,6 +180,7 @@ def read_file(path: Path, *, skip_bad: bool = False) -> tuple[list[Record], Sour
         mtime_ns = path.stat().st_mtime_ns
     except OSError:
         mtime_ns = 0  # _read_bytes reports the error
+    check_source_file(path, display)  # not a FIFO, no line of hundreds of MB (streamed, bounded memory)
     raw = _read_bytes(path, display)
     if not raw:
         raise InputError(f"{display}: empty file")

@@ -141,6 +141,23 @@ class EncoderSpec:
         )
 
 
+def keep_precision(spec: EncoderSpec, precision: str) -> EncoderSpec:
+    """The spec of an export that holds only ``precision``'s ONNX file (plus the tokenizer and the rest)."""
+    dropped = {name for p, name in spec.precisions.items() if p != precision}
+    return replace(
+        spec,
+        files={name: entry for name, entry in spec.files.items() if name not in dropped},
+        precisions={p: name for p, name in spec.precisions.items() if p == precision},
+        int8_fp32_nodes=spec.int8_fp32_nodes if precision == "int8" else (),
+        export_check={p: c for p, c in spec.export_check.items() if p == precision},
+    )
+
+
+def write_spec(folder: Path, spec: EncoderSpec) -> None:
+    """Write ``encoder.json`` atomically (it is what makes an export complete)."""
+    write_bytes_atomic(folder / SPEC_FILE, (json.dumps(spec.to_dict(), indent=2) + "\n").encode("utf-8"))
+
+
 def read_spec(folder: Path) -> EncoderSpec:
     """Read and validate ``encoder.json`` in an export folder."""
     path = Path(folder) / SPEC_FILE
@@ -326,8 +343,6 @@ def _write_models(source: _Exportable, out_dir: Path, wanted: tuple[str, ...]) -
             quantize_int8(fp32_path, out_dir / model_filename("int8"), keep_fp32=keep_fp32)
         except Exception as exc:
             raise ExportUnsupportedError(f"cannot quantize model {model!r} to int8: {_first_line(exc)}") from exc
-    if "fp32" not in wanted:
-        fp32_path.unlink()
     return keep_fp32
 
 
@@ -354,7 +369,8 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
     _write_tokenizer(source, out_dir)
 
     embedder, transformer = source.embedder, source.transformer
-    files = {name: _file_entry(out_dir / name) for name in [model_filename(p) for p in wanted] + [TOKENIZER_FILE]}
+    made = ("fp32", *(p for p in wanted if p != "fp32"))  # fp32 is always made: int8 comes from it
+    files = {name: _file_entry(out_dir / name) for name in [model_filename(p) for p in made] + [TOKENIZER_FILE]}
     spec = EncoderSpec(
         source_model=embedder.name,
         source_fingerprint=embedder.fingerprint,
@@ -366,7 +382,7 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
         inputs=source.inputs,
         pad_token_id=int(transformer.tokenizer.pad_token_id or 0),
         files=files,
-        precisions={p: model_filename(p) for p in wanted},
+        precisions={p: model_filename(p) for p in made},
         versions=_versions(),
         int8_fp32_nodes=tuple(keep_fp32) if "int8" in wanted else (),
     )
@@ -377,7 +393,11 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
             f"ONNX export of {model!r} disagrees with torch (min cosine {check['fp32']}) - use the torch backend"
         )
     spec = replace(spec, export_check=check)
-    write_bytes_atomic(out_dir / SPEC_FILE, (json.dumps(spec.to_dict(), indent=2) + "\n").encode("utf-8"))
+    if "fp32" not in wanted:
+        # fp32 was made to quantize from and to check the export against torch; the index does not query with it.
+        spec = keep_precision(spec, "int8")
+        (out_dir / model_filename("fp32")).unlink()
+    write_spec(out_dir, spec)
     return spec
 
 

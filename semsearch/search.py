@@ -18,7 +18,7 @@ from .documents import DocumentStore
 from .embed import Embedder
 from .encoders import check_requested_model, open_query_encoder
 from .errors import IndexCorruptError, QueryError, UnknownDocumentError
-from .filters import matcher, parse_where
+from .filters import evaluate, parse_where
 from .fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex, mmr
 from .highlight import best_sentences, matched_terms
 from .layout import DOCS, LEXICAL_DIR, current_version, doc_id_from_num, doc_num
@@ -136,7 +136,7 @@ class Index:
         self.manifest = manifest
         self._embedder = embedder
         self._lexical: LexicalIndex | None = None
-        self._filters: dict[tuple[str, ...], np.ndarray] = {}
+        self._filters: dict[tuple[str, ...], tuple[np.ndarray, list[str]]] = {}
         self._filters_lock = threading.Lock()
         self._recommend_features: dict[str, Any] = {}  # BM25 feature rows, built once (semsearch.recommend)
         manifest.check_file_sizes(version)
@@ -224,6 +224,11 @@ class Index:
     def get(self, doc_id: str) -> Document:
         """A document by id, unambiguous id prefix, or external id (e.g. a BEIR ``_id``)."""
         doc = self.store.find(doc_id)
+        if doc is None and len(doc_id.strip()) >= 6 and len(several := self.store.prefix_ids(doc_id)) > 1:
+            raise UnknownDocumentError(
+                f"id prefix {doc_id.strip()!r} matches several documents ({', '.join(several[:2])}, ...); "
+                "give more digits of the id"
+            )
         if doc is None:
             raise UnknownDocumentError(
                 f"no document {doc_id!r} in {self.path} (ids appear in the output of semsearch query)"
@@ -342,12 +347,19 @@ class Index:
         """
         if not where:
             return None
+        return self._filter(where)[0]
+
+    def where_warnings(self, where: Sequence[str]) -> list[str]:
+        """Why ``where`` matches no document (a field none has, a clause matching nothing); empty when it matches."""
+        return self._filter(where)[1] if where else []
+
+    def _filter(self, where: Sequence[str]) -> tuple[np.ndarray, list[str]]:
         key = tuple(where)
         with self._filters_lock:
             found = self._filters.pop(key, None)
         if found is None:
-            holds = matcher(parse_where(where))
-            found = np.array([doc_num(d.id) for d in self.store.iter_documents() if holds(d)], dtype=np.int64)
+            result = evaluate(self.store.iter_documents(), parse_where(where))
+            found = (np.array([doc_num(i) for i in result.ids], dtype=np.int64), result.warnings)
         with self._filters_lock:  # a server's threads share the Index
             self._filters[key] = found  # most recently used last
             while len(self._filters) > FILTER_CACHE:

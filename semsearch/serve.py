@@ -33,6 +33,17 @@ if TYPE_CHECKING:
 WEB_DIR = Path(__file__).resolve().parent / "web"
 MAX_QUERY_CHARS = 1000  # longer text is an abstract, not a query: use `semsearch related --file`
 MAX_WHERE = 20
+# What the library accepts, said in the OpenAPI description too (so generated clients and fuzzers know):
+# a query has a non-space character; a filter is FIELD OP VALUE with a known operator.
+# (The character classes also leave out what Python counts as space and ECMA regexes do not: \x1c-\x1f, \x85.)
+QUERY_SCHEMA: dict[str, Any] = {"minLength": 1, "pattern": r"[^\s\x1c-\x1f\x85]"}
+WHERE_SCHEMA: dict[str, Any] = {
+    "items": {
+        "type": "string",
+        "maxLength": 500,
+        "pattern": r"^\s*[A-Za-z_][\w.\-]*\s*(>=|<=|!=|=|>|<|~)\s*[^\s\x1c-\x1f\x85=<>!~]",
+    }
+}
 
 
 class ServeUnavailableError(SemsearchError):
@@ -223,12 +234,18 @@ def _api_routes(app: FastAPI, live: LiveIndex) -> None:
     @app.get("/api/search", summary="Papers that best answer a query")
     def search(
         q: str = Query(
-            ..., max_length=MAX_QUERY_CHARS, description=f"The question in plain words (≤ {MAX_QUERY_CHARS} chars)."
+            ...,
+            max_length=MAX_QUERY_CHARS,
+            description=f"The question in plain words (≤ {MAX_QUERY_CHARS} chars).",
+            json_schema_extra=QUERY_SCHEMA,
         ),
         k: int = Query(10, ge=1, le=MAX_K, description="How many hits."),
         mode: Literal["hybrid", "dense", "lexical"] = Query("hybrid", description="How hits are scored."),
         where: list[str] = Query(
-            [], max_length=MAX_WHERE, description="FIELD OP VALUE filters (repeat; all must hold), e.g. year>=2024."
+            [],
+            max_length=MAX_WHERE,
+            description="FIELD OP VALUE filters (repeat; all must hold), e.g. year>=2024.",
+            json_schema_extra=WHERE_SCHEMA,
         ),
         diverse: bool = Query(False, description="Re-rank with maximal marginal relevance."),
         min_score: float | None = Query(None, allow_inf_nan=False, description="Drop hits scoring below this."),
@@ -237,6 +254,7 @@ def _api_routes(app: FastAPI, live: LiveIndex) -> None:
         with live.use() as loaded:
             hits = loaded.index.search(q, k, mode=mode, where=where, diverse=diverse, min_score=min_score)
             rows = [h.to_dict() for h in hits]
+            warnings = loaded.index.where_warnings(where)
         for row in rows:
             row["highlight_spans"] = highlight_spans(row["highlights"], q)
         return {
@@ -248,17 +266,25 @@ def _api_routes(app: FastAPI, live: LiveIndex) -> None:
             "version": loaded.name,
             "took_ms": round((time.perf_counter() - start) * 1000, 2),
             "hits": rows,
+            "warnings": warnings,
         }
 
     @app.get("/api/related/{doc_id}", summary="Papers nearest to one in the index (cosine), never itself")
     def related(
         doc_id: str = PathParam(..., max_length=200),
         k: int = Query(10, ge=1, le=MAX_K),
-        where: list[str] = Query([], max_length=MAX_WHERE),
+        where: list[str] = Query([], max_length=MAX_WHERE, json_schema_extra=WHERE_SCHEMA),
     ) -> dict[str, Any]:
         with live.use() as loaded:
             hits = loaded.index.related(doc_id, k, where=where)
-        return {"id": doc_id, "k": k, "version": loaded.name, "hits": [h.to_dict() for h in hits]}
+            warnings = loaded.index.where_warnings(where)
+        return {
+            "id": doc_id,
+            "k": k,
+            "version": loaded.name,
+            "hits": [h.to_dict() for h in hits],
+            "warnings": warnings,
+        }
 
     @app.get("/api/documents/{doc_id}", summary="One document: text, title, metadata, sources")
     def document(doc_id: str = PathParam(..., max_length=200)) -> dict[str, Any]:

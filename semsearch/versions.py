@@ -68,12 +68,20 @@ def new_version(index_dir: Path, *, wait: bool = False) -> Iterator[VersionWrite
     A version the block did not publish (an error, an interruption) is removed on the way out; the live one is
     never touched.
     """
-    with writer_lock(index_dir, wait=wait):
-        writer = VersionWriter.create(index_dir)
-        try:
-            yield writer
-        finally:
-            writer.abandon()
+    try:
+        with writer_lock(index_dir, wait=wait):
+            writer = VersionWriter.create(index_dir)
+            try:
+                yield writer
+            finally:
+                writer.abandon()
+    except Exception as exc:
+        from .writefail import write_failure
+
+        failure = write_failure(exc, index_dir)  # a full disk or a read-only directory: one line that says so
+        if failure is None:
+            raise
+        raise failure from exc
 
 
 @dataclass

@@ -1,0 +1,382 @@
+"""The bad-input suite: each case gives one line on stderr and exit 2, and leaves the index on disk unchanged.
+
+Huge inputs are generated in the test's temporary folder, streaming; the reader must not read them whole
+(peak memory is measured in a subprocess).
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from conftest import PAPERS, REPO, FakeEmbedder
+from test_cli import assert_one_line_error, run, snapshot
+
+from semsearch.dedup import doc_id_for, text_hash
+from semsearch.guards import MAX_LINE_BYTES
+
+MB = 2**20
+
+
+@pytest.fixture
+def built(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> Path:
+    index = tmp_path / "idx"
+    assert run(["index", str(small_corpus), "--index", str(index), "-q"], fake).exit_code == 0
+    return index
+
+
+def refused(result: Result, index: Path, before: dict[str, str], *fragments: str) -> None:
+    """One line, exit 2, and not one byte of the index changed."""
+    assert_one_line_error(result, *fragments)
+    assert snapshot(index) == before
+
+
+def index_with(source: Path, index: Path, fake: FakeEmbedder, *extra: str) -> tuple[Result, dict[str, str]]:
+    before = snapshot(index)
+    return run(["index", str(source), "--index", str(index), "-q", *extra], fake), before
+
+
+def write_repeated(path: Path, chunk: bytes, times: int, *, opener: Callable[..., object] = open) -> Path:
+    """A big file written a chunk at a time (never held in memory)."""
+    with opener(path, "wb") as fh:  # type: ignore[operator]
+        for _ in range(times):
+            fh.write(chunk)  # type: ignore[attr-defined]
+    return path
+
+
+def good_jsonl_rows(n: int = 3) -> str:
+    texts = list(PAPERS.values())
+    return "".join(
+        json.dumps({"id": f"g{i}", "abstract": texts[i % len(texts)] + f" Variant {i}."}) + "\n" for i in range(n)
+    )
+
+
+# ------------------------------------------------------------------ huge and many
+
+
+def test_directory_of_ten_thousand_empty_files(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    folder = tmp_path / "empties"
+    folder.mkdir()
+    for i in range(10_000):
+        (folder / f"{i:05d}.txt").touch()
+    result, before = index_with(folder, built, fake)
+    refused(result, built, before, "00000.txt", "empty file")
+
+
+def test_single_line_file_of_200_mb(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    big = write_repeated(tmp_path / "one-line.txt", b"a" * MB, 200)
+    result, before = index_with(big, built, fake)
+    refused(result, built, before, "one-line.txt", "a line of more than 16 MB")
+
+
+def test_jsonl_line_of_50_mb(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    path = tmp_path / "huge.jsonl"
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write(good_jsonl_rows())
+        fh.write('{"id": "big", "abstract": "')
+        for _ in range(50):
+            fh.write("word " * (MB // 5))
+        fh.write('"}\n')
+    result, before = index_with(path, built, fake)
+    refused(result, built, before, "huge.jsonl", "a line of more than 16 MB", "JSONL")
+
+
+def test_gzip_that_inflates_to_one_huge_line(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    path = write_repeated(tmp_path / "bomb.txt.gz", b"b" * MB, 64, opener=gzip.open)
+    assert path.stat().st_size < MB
+    result, before = index_with(path, built, fake)
+    refused(result, built, before, "bomb.txt.gz", "a line of more than 16 MB")
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_reading_a_huge_line_keeps_memory_bounded(tmp_path: Path, gz: bool) -> None:
+    name = "one-line.txt.gz" if gz else "one-line.txt"
+    big = write_repeated(tmp_path / name, b"a" * MB, 200, opener=gzip.open if gz else open)
+    small = tmp_path / "small.txt"
+    small.write_text("Papers\n\n" + PAPERS["fed"] + "\n", encoding="utf-8")
+    probe = (
+        "import resource, sys\n"
+        "from semsearch.ingest import read_file\n"
+        "from semsearch.errors import InputError\n"
+        "try:\n"
+        "    read_file(__import__('pathlib').Path(sys.argv[1]))\n"
+        "    print('read', end=' ')\n"
+        "except InputError as exc:\n"
+        "    print('refused', end=' ')\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"  # KiB on Linux
+    )
+
+    def peak(path: Path) -> tuple[str, int]:
+        out = subprocess.run(
+            [sys.executable, "-c", probe, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        assert out.returncode == 0, out.stderr
+        verdict, kib = out.stdout.split()
+        return verdict, int(kib) * 1024
+
+    base_verdict, base = peak(small)
+    verdict, used = peak(big)
+    assert (base_verdict, verdict) == ("read", "refused")
+    # Reading the 200 MB whole would cost 200 MB (bytes) and more (text); the guard holds one 1 MB chunk.
+    assert used - base < 32 * MB, (used, base)
+
+
+# ------------------------------------------------------------------ bytes and encodings
+
+
+def test_raw_nul_byte_inside_a_json_string(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    path = tmp_path / "nul.jsonl"
+    # Past the binary probe (the first 8 KB), so the JSON reader meets it inside a string.
+    padding = good_jsonl_rows(60)
+    assert len(padding) > 8192
+    path.write_bytes(padding.encode() + b'{"id": "z", "abstract": "bad \x00 byte"}\n')
+    result, before = index_with(path, built, fake)
+    refused(result, built, before, "nul.jsonl", "line 61")
+
+
+def test_nul_byte_near_the_start_is_binary(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    path = tmp_path / "nul-early.jsonl"
+    path.write_bytes(b'{"id": "z", "abstract": "bad \x00 byte"}\n')
+    result, before = index_with(path, built, fake)
+    refused(result, built, before, "nul-early.jsonl", "binary file")
+
+
+def test_mixed_encodings_in_one_folder(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "a-utf8.txt").write_text("Papers\n\n" + PAPERS["fed"] + " Naïve café.\n", encoding="utf-8")
+    (folder / "b-utf16.txt").write_text("Papers\n\n" + PAPERS["rl"] + "\n", encoding="utf-16")
+    (folder / "c-gb18030.txt").write_text("论文\n\n" + PAPERS["graph"] + " 图神经网络。\n", encoding="gb18030")
+    # Every decodable encoding is read as it is...
+    fresh = tmp_path / "mixed-index"
+    ok = run(["index", str(folder), "--index", str(fresh), "--json"], fake)
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["documents"] == 3
+    # ...and one that is none of them is named, with the index left as it was.
+    (folder / "d-latin1.txt").write_bytes("Papers\n\nCaf\xe9 \xff na\xefve.\n".encode("latin-1"))
+    result, before = index_with(folder, fresh, fake)
+    refused(result, fresh, before, "d-latin1.txt", "cannot detect the text encoding")
+
+
+# ------------------------------------------------------------------ odd file system objects
+
+
+def test_symlink_loop_in_a_source_folder(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    folder = tmp_path / "loopy"
+    folder.mkdir()
+    (folder / "good.txt").write_text("Papers\n\n" + PAPERS["llm"] + "\n", encoding="utf-8")
+    os.symlink("loop.txt", folder / "loop.txt")
+    result, before = index_with(folder, built, fake)
+    refused(result, built, before, "loop.txt", "symbolic link loop")
+
+
+def test_symlink_loop_named_as_the_source(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    os.symlink("self.txt", tmp_path / "self.txt")
+    result, before = index_with(tmp_path / "self.txt", built, fake)
+    refused(result, built, before, "self.txt")
+
+
+def test_dangling_symlink_in_a_source_folder(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    folder = tmp_path / "dangling"
+    folder.mkdir()
+    (folder / "good.txt").write_text("Papers\n\n" + PAPERS["llm"] + "\n", encoding="utf-8")
+    os.symlink(tmp_path / "gone.txt", folder / "moved.txt")
+    result, before = index_with(folder, built, fake)
+    refused(result, built, before, "moved.txt", "broken symbolic link")
+
+
+def test_directory_symlink_loop_is_not_followed(tmp_path: Path, fake: FakeEmbedder) -> None:
+    folder = tmp_path / "tree"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "good.txt").write_text("Papers\n\n" + PAPERS["llm"] + "\n", encoding="utf-8")
+    os.symlink("..", folder / "sub" / "up")  # a walk that followed links would never end
+    result = run(["index", str(folder), "--index", str(tmp_path / "i"), "--json"], fake)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["documents"] == 1
+
+
+def test_fifo_as_source(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    result, before = index_with(fifo, built, fake)  # reading it would block forever
+    refused(result, built, before, "pipe.jsonl", "is a FIFO, not a regular file")
+
+
+# ------------------------------------------------------------------ records
+
+
+@pytest.mark.parametrize(("name", "header"), [("header.csv", "id,title,abstract\n"), ("header.tsv", "id\tabstract\n")])
+def test_table_with_a_header_only(built: Path, tmp_path: Path, fake: FakeEmbedder, name: str, header: str) -> None:
+    path = tmp_path / name
+    path.write_text(header, encoding="utf-8")
+    result, before = index_with(path, built, fake)
+    refused(result, built, before, name, "no abstracts found")
+
+
+def test_duplicate_ids_with_different_texts(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    path = tmp_path / "dups.jsonl"
+    rows = [{"id": "p1", "abstract": PAPERS["fed"]}, {"id": "p1", "abstract": PAPERS["vision"]}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result, before = index_with(path, built, fake)
+    refused(result, built, before, "dups.jsonl:line 2", "id 'p1' was already given to another abstract", "line 1")
+    # --skip-bad keeps the first and names the one it skipped.
+    skipped = run(["index", str(path), "--index", str(tmp_path / "i2"), "--skip-bad", "--json"], fake)
+    assert skipped.exit_code == 0, skipped.output
+    assert json.loads(skipped.stdout.strip().splitlines()[-1])["documents"] == 1
+    assert "dups.jsonl:line 2: id 'p1'" in skipped.stderr
+
+
+def test_duplicate_ids_across_files(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    folder = tmp_path / "two"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(json.dumps({"id": "x", "abstract": PAPERS["rl"]}) + "\n", encoding="utf-8")
+    (folder / "b.jsonl").write_text(json.dumps({"id": "x", "abstract": PAPERS["llm"]}) + "\n", encoding="utf-8")
+    result, before = index_with(folder, built, fake)
+    refused(result, built, before, "b.jsonl:line 1", "a.jsonl:line 1")
+
+
+def test_same_id_same_text_is_one_paper(tmp_path: Path, fake: FakeEmbedder) -> None:
+    path = tmp_path / "twice.jsonl"
+    row = json.dumps({"id": "p1", "abstract": PAPERS["fed"]}) + "\n"
+    path.write_text(row + row, encoding="utf-8")
+    result = run(["index", str(path), "--index", str(tmp_path / "i"), "--json"], fake)
+    assert result.exit_code == 0 and json.loads(result.stdout)["documents"] == 1
+
+
+# ------------------------------------------------------------------ models and index folders
+
+
+def test_model_folder_with_a_tokenizer_but_no_weights(tmp_path: Path, small_corpus: Path) -> None:
+    model = tmp_path / "half-model"
+    model.mkdir()
+    (model / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "WordLevel", "vocab": {}}}')
+    (model / "tokenizer_config.json").write_text("{}")
+    index = tmp_path / "never"
+    result = CliResult = run(["index", str(small_corpus), "--index", str(index), "--model", str(model), "-q"])
+    assert_one_line_error(CliResult, "half-model")
+    assert not index.exists()  # a first build that fails leaves nothing behind
+    assert "Traceback" not in result.output
+
+
+def test_current_pointing_outside_the_index(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    outside = tmp_path / "elsewhere"
+    (outside / "v-000001-x").mkdir(parents=True)
+    (outside / "v-000001-x" / "manifest.json").write_text("{}")
+    for pointer in ("../elsewhere/v-000001-x", str(outside / "v-000001-x"), ".."):
+        (built / "CURRENT").write_text(pointer + "\n")
+        before = snapshot(built)
+        refused(run(["query", "privacy", "--index", str(built)], fake), built, before, "CURRENT", "missing version")
+        refused(run(["remove", "abcdef", "--index", str(built)], fake), built, before, "CURRENT")
+
+
+def colliding_texts() -> tuple[str, str]:
+    """Two abstracts whose ids share their first 6 hex digits (found by trying numbered texts)."""
+    seen: dict[str, str] = {}
+    i = 0
+    while True:
+        text = f"Paper number {i} studies sparse attention in transformers for long documents."
+        prefix = doc_id_for(text_hash(text))[:6]
+        if prefix in seen:
+            return seen[prefix], text
+        seen[prefix] = text
+        i += 1
+
+
+def test_id_prefix_matching_two_documents(tmp_path: Path, fake: FakeEmbedder) -> None:
+    first, second = colliding_texts()
+    path = tmp_path / "pair.txt"
+    path.write_text(f"Pairs\n\n{first}\n\n{second}\n\n{PAPERS['fed']}\n", encoding="utf-8")
+    index = tmp_path / "pair-index"
+    assert run(["index", str(path), "--index", str(index), "-q"], fake).exit_code == 0
+    prefix = doc_id_for(text_hash(first))[:6]
+    before = snapshot(index)
+    refused(
+        run(["related", prefix, "--index", str(index)], fake), index, before, "matches several documents", "more digits"
+    )
+    refused(run(["remove", prefix, "--index", str(index)], fake), index, before)
+    # One more digit (where the two differ) picks one.
+    whole = doc_id_for(text_hash(first))
+    assert run(["related", whole[:12], "--index", str(index), "--json"], fake).exit_code == 0
+
+
+# ------------------------------------------------------------------ a read-only index directory
+
+
+@pytest.fixture
+def read_only(monkeypatch: pytest.MonkeyPatch) -> Callable[[Path], None]:
+    """Make every write below a folder fail as on a read-only filesystem (root ignores chmod)."""
+
+    def install(folder: Path) -> None:
+        root = str(folder.resolve())
+        real_open, real_mkdir = os.open, os.mkdir
+        writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+        def inside(path: object) -> bool:
+            return os.path.abspath(os.fspath(path)).startswith(root)  # type: ignore[arg-type]
+
+        def ro_open(path: object, flags: int, *args: object, **kwargs: object) -> int:
+            if inside(path) and flags & writes:
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))  # type: ignore[arg-type]
+            return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+        def ro_mkdir(path: object, *args: object, **kwargs: object) -> None:
+            if inside(path):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))  # type: ignore[arg-type]
+            real_mkdir(path, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "open", ro_open)
+        monkeypatch.setattr(os, "mkdir", ro_mkdir)
+
+    return install
+
+
+def test_read_only_index_answers_queries_and_refuses_builds(
+    built: Path, small_corpus: Path, fake: FakeEmbedder, read_only: Callable[[Path], None]
+) -> None:
+    before = snapshot(built)
+    read_only(built)
+    query = run(["query", "privacy", "--index", str(built), "--json"], fake)
+    assert query.exit_code == 0, query.output
+    assert json.loads(query.stdout)
+    assert run(["verify", "--index", str(built)], fake).exit_code == 0
+    refused(
+        run(["index", str(small_corpus), "--index", str(built), "-q"], fake),
+        built,
+        before,
+        "cannot write to",
+        "read-only",
+        "queries still work",
+    )
+    doc = json.loads(query.stdout)[0]["id"]
+    refused(run(["remove", doc, "--index", str(built)], fake), built, before, "read-only")
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes through chmod")
+def test_index_folder_without_write_permission(built: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
+    before = snapshot(built)
+    modes = {p: p.stat().st_mode for p in [built, *built.rglob("*")] if p.is_dir()}
+    for p in modes:
+        p.chmod(0o555)
+    try:
+        assert run(["query", "privacy", "--index", str(built)], fake).exit_code == 0
+        refused(run(["index", str(small_corpus), "--index", str(built), "-q"], fake), built, before, "cannot write")
+    finally:
+        for p, mode in modes.items():
+            p.chmod(mode)
+
+
+def test_line_limit_is_what_the_messages_say() -> None:
+    assert MAX_LINE_BYTES == 16 * MB
