@@ -19,8 +19,9 @@ from . import paperinfo
 from .errors import QueryError, UnknownDocumentError
 from .highlight import best_sentences
 from .lexical import Analyzer
+from .options import MAX_K, MODES
 from .records import Document, Hit
-from .search import MAX_K, MODES, Index
+from .search import Index
 
 DEFAULT_BUDGET = 8000  # characters of JSON per tool result: about 2,000 tokens
 MIN_BUDGET = 1000  # below this not even one card with its sentence fits
@@ -325,7 +326,8 @@ def new_page(
 ) -> Page:
     """Papers that arrived since a version or date (default: the latest build that added any), ranked for the
     user's tags and saved queries; each card says which of them it is for."""
-    from .arrivals import new_since, ranked_new
+    from .arrivals import new_since
+    from .whats_new import ranked_new
 
     check_page(k, offset)
     if since == "last":

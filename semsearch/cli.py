@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from . import options
+from .cli_options import (
+    SemsearchCliError,
+    embedder_of,
+    index_option,
+    k_option,
+    output_options,
+    shaping_options,
+)
 from .errors import SemsearchError
 from .version import __version__
 
@@ -24,12 +30,6 @@ HELP_SCORES = (
     "about 0 is average for the query, 2+ stands out. Compare hybrid scores within one query only; --json shows "
     "the cosine and BM25 parts of every hit."
 )
-
-
-class SemsearchCliError(click.ClickException):
-    """A one-line error with exit status 2."""
-
-    exit_code = 2
 
 
 class Group(click.Group):
@@ -47,65 +47,6 @@ class Group(click.Group):
         except KeyboardInterrupt:
             click.echo("semsearch: interrupted", err=True)
             sys.exit(130)
-
-
-def index_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--index",
-        "index_dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        envvar=options.INDEX_ENV,
-        default=options.DEFAULT_INDEX,
-        show_default=True,
-        help="Index directory (or set SEMSEARCH_INDEX).",
-    )(fn)
-
-
-def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--json / --jsonl / --format on every command that prints hits."""
-
-    @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of hits.")
-    @click.option("--jsonl", "as_jsonl", is_flag=True, help="Print one JSON object per hit per line.")
-    @click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(["bibtex", "ris", "csljson", "csv"]),
-        help="Print the hits as citations: bibtex, ris, csljson (CSL-JSON for Zotero and Pandoc) or csv.",
-    )
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if sum(bool(kwargs[name]) for name in ("as_json", "as_jsonl", "fmt")) > 1:
-            raise SemsearchCliError("choose one of --json, --jsonl and --format")
-        return fn(*args, **kwargs)
-
-    return wrapper
-
-
-def k_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    # A plain int (not IntRange) so that a bad k gets the library's one-line error.
-    return click.option(
-        "-k", "k", type=int, default=options.DEFAULT_K, show_default=True, help=f"How many hits (1..{options.MAX_K})."
-    )(fn)
-
-
-def shaping_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--where / --min-score / --diverse, shared by query and related."""
-    from .filters import WHERE_HELP
-
-    fn = click.option(
-        "--diverse",
-        is_flag=True,
-        help="Re-rank with maximal marginal relevance (λ 0.5: relevance and novelty weigh the same) "
-        "so near-identical papers do not crowd the list.",
-    )(fn)
-    fn = click.option("--min-score", type=float, help="Drop hits scoring below this (in the mode's units).")(fn)
-    fn = click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help=WHERE_HELP)(fn)
-    return fn
-
-
-def _embedder(ctx: click.Context) -> Any:
-    """An encoder injected by the caller of the CLI (tests), else None to load the index's own."""
-    return (ctx.obj or {}).get("embedder")
 
 
 def _print_hits(hits: list[Any], as_json: bool, as_jsonl: bool, fmt: str | None = None) -> None:
@@ -307,7 +248,7 @@ def index(
             actors=actors,
             catalogues=[] if no_catalogue else (list(catalogues) or None),
         ),
-        embedder=_embedder(ctx),
+        embedder=embedder_of(ctx),
     )
     for line in summary.skipped:
         click.echo(f"semsearch: skipped {line}", err=True)
@@ -378,7 +319,7 @@ def query(
     """
     from .search import Index
 
-    with Index.open(index_dir, embedder=_embedder(ctx), model=model) as idx:
+    with Index.open(index_dir, embedder=embedder_of(ctx), model=model) as idx:
         hits = idx.search(_read_text_arg(text), k, mode=mode, where=where, min_score=min_score, diverse=diverse)
         _warn_if_stale(idx)
         _warn_where(idx, where)
@@ -430,7 +371,7 @@ def related(
             text = file_.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
             raise SemsearchCliError(f"cannot read {file_}: {getattr(exc, 'strerror', None) or exc}") from exc
-    with Index.open(index_dir, embedder=_embedder(ctx)) as idx:
+    with Index.open(index_dir, embedder=embedder_of(ctx)) as idx:
         if doc_id is not None:
             hits = idx.related(doc_id, k, where=where, min_score=min_score, diverse=diverse)
         else:
@@ -598,7 +539,7 @@ def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log:
         index_dir,
         host=host,
         port=port,
-        embedder=_embedder(ctx),
+        embedder=embedder_of(ctx),
         access_log=access_log,
         ready=ready,
         allow_tags=allow_tags,
@@ -647,7 +588,7 @@ def mcp(ctx: click.Context, index_dir: Path, http: bool, host: str, port: int, b
     def ready(where: str) -> None:
         click.echo(f"semsearch: MCP server over {index_dir} on {where} (Ctrl-C stops)", err=True)
 
-    run_server(index_dir, http=http, host=host, port=port, budget=budget, embedder=_embedder(ctx), ready=ready)
+    run_server(index_dir, http=http, host=host, port=port, budget=budget, embedder=embedder_of(ctx), ready=ready)
 
 
 @cli.command(name="eval")
@@ -703,7 +644,7 @@ def eval_(
         where,
         target,
         modes=modes or EVAL_MODES,
-        embedder=_embedder(ctx),
+        embedder=embedder_of(ctx),
         options=BuildOptions(model=model, backend=backend, precision=precision, progress=not as_json),
         progress=not as_json,
     )

@@ -13,35 +13,13 @@ from typing import Any
 
 import click
 
-from .cli import SemsearchCliError, _embedder, index_option, k_option
+from .cli_options import SemsearchCliError, embedder_of, index_option, k_option
 
 FOR_YOU_HELP = "Tag names or paper ids (ids, external ids such as citation keys, unambiguous prefixes, DOIs)."
 
 
-def _bibtex(rows: Sequence[dict[str, Any]]) -> str:
-    """Hits as BibTeX @misc entries (key: the first citation-key-like external id, else semsearch-ID)."""
-    out = []
-    for row in rows:
-        key = next((e for e in row.get("external_ids", []) if e and " " not in e and "/" not in e), "")
-        key = key or f"semsearch-{row['id']}"
-        meta = row.get("metadata", {})
-        fields = {"title": row.get("title") or row.get("label")}
-        authors = meta.get("authors")
-        if isinstance(authors, list) and authors:
-            fields["author"] = " and ".join(str(a) for a in authors)
-        for name in ("year", "doi", "venue"):
-            if meta.get(name):
-                fields[name] = str(meta[name])
-        url = meta.get("venue_url") or meta.get("openreview_url") or meta.get("pdf_url")
-        if url:
-            fields["url"] = str(url)
-        fields["note"] = f"semsearch id {row['id']}"
-        body = ",\n".join(f"  {k} = {{{str(v).replace('{', '(').replace('}', ')')}}}" for k, v in fields.items())
-        out.append(f"@misc{{{key},\n{body}\n}}")
-    return "\n\n".join(out)
-
-
-def _print_rows(rows: list[dict[str, Any]], fmt: str, table: str) -> None:
+def _print_rows(rows: list[dict[str, Any]], fmt: str, table: str, hits: Sequence[Any]) -> None:
+    from .export import FORMATS, export
     from .render import to_json, to_jsonl
 
     if fmt == "json":
@@ -49,9 +27,8 @@ def _print_rows(rows: list[dict[str, Any]], fmt: str, table: str) -> None:
     elif fmt == "jsonl":
         if rows:
             click.echo(to_jsonl(rows))
-    elif fmt == "bibtex":
-        if rows:
-            click.echo(_bibtex(rows))
+    elif fmt in FORMATS:  # citations, as `semsearch export` writes them
+        click.echo(export(hits, fmt), nl=False)
     else:
         click.echo(table)
 
@@ -62,10 +39,10 @@ def _format_option(fn: Any) -> Any:
     return click.option(
         "--format",
         "fmt",
-        type=click.Choice(["table", "json", "jsonl", "bibtex"]),
+        type=click.Choice(["table", "json", "jsonl", "bibtex", "ris", "csljson", "csv"]),
         default="table",
         show_default=True,
-        help="Output: a readable table, JSON, JSON lines or BibTeX entries.",
+        help="Output: a readable table, JSON, JSON lines, or citations (bibtex, ris, csljson, csv).",
     )(fn)
 
 
@@ -232,7 +209,7 @@ def recommend(
 
     fmt = _fmt(fmt, as_json, as_jsonl)
     texts = [_read_file(p) for p in like_files]
-    with Index.open(index_dir, embedder=_embedder(ctx)) as idx:
+    with Index.open(index_dir, embedder=embedder_of(ctx)) as idx:
         recs = idx.recommend(
             like,
             k,
@@ -244,7 +221,7 @@ def recommend(
             method=method,
         )
     rows = [r.to_dict() for r in recs]
-    _print_rows(rows, fmt, _recommend_table(recs))
+    _print_rows(rows, fmt, _recommend_table(recs), [r.hit for r in recs])
 
 
 def _read_file(path: Path) -> str:
@@ -304,18 +281,20 @@ def new(
       semsearch new                      # what that build added
       semsearch new --since 2026-12-01 --json
     """
-    from .arrivals import live_seq, new_since, ranked_new, set_bookmark
-    from .search import Index, _check_k
+    from .arrivals import live_seq, new_since, set_bookmark
+    from .limits import check_k
+    from .search import Index
+    from .whats_new import ranked_new
 
     fmt = _fmt(fmt, as_json, as_jsonl)
-    _check_k(k)
-    with Index.open(index_dir, embedder=_embedder(ctx)) as idx:
+    check_k(k)
+    with Index.open(index_dir, embedder=embedder_of(ctx)) as idx:
         papers = ranked_new(idx, new_since(idx, since), k=k, where=where)
         if since == "last":
             set_bookmark(idx.path, "new", live_seq(idx))
     rows = [p.to_dict() for p in papers]
     table = _new_table(papers)
-    _print_rows(rows, fmt, table)
+    _print_rows(rows, fmt, table, [p.hit for p in papers])
 
 
 def _new_table(papers: Sequence[Any]) -> str:
@@ -432,7 +411,7 @@ def digest(
     from .digest import make_digest, render
     from .search import Index
 
-    with Index.open(index_dir, embedder=_embedder(ctx)) as idx:
+    with Index.open(index_dir, embedder=embedder_of(ctx)) as idx:
         made = make_digest(idx, name=name, since=since, k=k, where=where, bookmark=False, min_cosine=min_cosine)
         text = render(made, fmt)
         if out is not None:

@@ -346,6 +346,11 @@ def _rep_key(rec: Record, norm_len: int, thash: str) -> tuple[Any, ...]:
     )
 
 
+def same_paper(other: str, own_hash: str, text: str) -> bool:
+    """Whether ``other`` is the abstract ``text`` (whose normalized hash is ``own_hash``) or a near copy of it."""
+    return text_hash(other) == own_hash or is_near_duplicate(other, text)
+
+
 def deduplicate(
     records: Sequence[Record],
     *,

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
-from .arrivals import MIN_COSINE, NewPaper, Section, live_seq, new_since, sections, set_bookmark
+from .arrivals import MIN_COSINE, live_seq, new_since, set_bookmark
 from .errors import QueryError
 from .fileio import utc_now
+from .whats_new import NewPaper, Section, sections
 
 if TYPE_CHECKING:
     from .search import Index

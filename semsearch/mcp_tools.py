@@ -21,7 +21,7 @@ from . import agent_results as results
 from .agent_results import DEFAULT_BUDGET, DEFAULT_K, MAX_QUERY_CHARS, Citations, IndexSummary, Page, Paper
 from .errors import SemsearchError, UnknownDocumentError
 from .live import LiveIndex
-from .search import MAX_K
+from .options import MAX_K
 from .version import __version__
 
 MAX_WHERE = 20

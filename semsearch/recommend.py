@@ -253,13 +253,13 @@ def recommend(
 ) -> list[Recommendation]:
     """Papers like ``like`` (tags or ids) and ``like_texts``, unlike ``not_like``; see Index.recommend."""
     from .layout import doc_num
-    from .search import _check_k, _check_text, _hit
+    from .limits import check_k, check_text
     from .tags import TagStore
 
-    _check_k(k)
+    check_k(k)
     if method not in METHODS:
         raise QueryError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
-    texts = [_check_text(t, "liked abstract") for t in like_texts]
+    texts = [check_text(t, "liked abstract") for t in like_texts]
     pos_docs = resolve_liked(index, like)
     neg_docs = resolve_liked(index, not_like)
     if not pos_docs and not texts:
@@ -300,7 +300,7 @@ def recommend(
     out = []
     for rank, row in enumerate(order, start=1):
         doc = docs[int(nums[row])]
-        hit = _hit(rank, float(scores[row]), doc, f"recommend:{method}")
+        hit = Hit.of(rank, float(scores[row]), doc, f"recommend:{method}")
         cos = np.asarray(P @ X[row]) if P is not None else np.zeros(0)
         best = int(cos.argmax())
         hit.scores = {"dense": round(float(cos[best]), 6)}
@@ -315,8 +315,7 @@ def _opening(text: str, words: int = 12) -> str:
 
 def _copies_of(X: np.ndarray, extra: np.ndarray | None, nums: np.ndarray, index: Index, texts: Sequence[str]) -> Any:
     """Rows holding a copy of a --like-text abstract (checked among its 5 nearest), which are not news."""
-    from .dedup import text_hash
-    from .search import _same_paper
+    from .dedup import same_paper, text_hash
 
     out = np.zeros(len(nums), dtype=bool)
     if extra is None:
@@ -326,7 +325,7 @@ def _copies_of(X: np.ndarray, extra: np.ndarray | None, nums: np.ndarray, index:
         docs = index.store.get_many([int(nums[r]) for r in near])
         own = text_hash(text)
         for r in near:
-            if _same_paper(docs[int(nums[r])].text, own, text):
+            if same_paper(docs[int(nums[r])].text, own, text):
                 out[r] = True
     return out
 

@@ -175,6 +175,23 @@ class Hit:
     matched_terms: list[str] = field(default_factory=list)  # query words found in title or abstract
     title_only: bool = False  # the paper has no abstract; it was found by its title
 
+    @classmethod
+    def of(cls, rank: int, score: float, doc: Document, mode: str) -> Hit:
+        """A document as the hit of a ranking, with its rank, score and what the score means."""
+        return cls(
+            rank=rank,
+            score=score,
+            id=doc.id,
+            title=doc.title,
+            label=doc.label(),
+            text=doc.text,
+            sources=doc.sources,
+            metadata=doc.metadata,
+            external_ids=doc.external_ids,
+            mode=mode,
+            title_only=doc.title_only,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "rank": self.rank,

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import options
 from .ann import VECTORS, open_version_vectors
-from .dedup import is_near_duplicate, text_hash
+from .dedup import same_paper, text_hash
 from .documents import DocumentStore
 from .embed import Embedder
 from .encoders import check_requested_model, open_query_encoder
@@ -23,8 +23,9 @@ from .fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex, mmr
 from .highlight import best_sentences, matched_terms
 from .layout import DOCS, LEXICAL_DIR, current_version, doc_id_from_num, doc_num
 from .lexical import Analyzer
+from .limits import check_k, check_text
 from .manifest import Manifest
-from .options import MAX_K, MODES
+from .options import MODES
 from .records import Document, Hit, SourceFile
 
 if TYPE_CHECKING:
@@ -101,19 +102,6 @@ class Shape:
     def want(self) -> int:
         """Candidates to rank: k, or MMR's pool when --diverse."""
         return _pool_size(self.k) if self.diverse else self.k
-
-
-def _check_k(k: int) -> None:
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise QueryError(f"k must be a positive integer, got {k!r}")
-    if k > MAX_K:
-        raise QueryError(f"k must be at most {MAX_K}, got {k}")
-
-
-def _check_text(text: str, what: str = "query") -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise QueryError(f"the {what} is empty")
-    return text.strip()
 
 
 class Index:
@@ -237,7 +225,7 @@ class Index:
 
     def encode_query(self, text: str) -> np.ndarray:
         """The unit-length query vector of a text, shape (1, dimension)."""
-        return self.embedder.encode([_check_text(text)])[:1]
+        return self.embedder.encode([check_text(text)])[:1]
 
     @property
     def lexical(self) -> LexicalIndex:
@@ -277,8 +265,8 @@ class Index:
             diversity: MMR λ (1 = relevance only; the default 0.5 weighs relevance and novelty equally).
             explain: add each hit's best-matching sentence and the query words it contains.
         """
-        _check_k(k)
-        text = _check_text(text)
+        check_k(k)
+        text = check_text(text)
         if mode not in MODES:
             raise QueryError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
         allowed = self._allowed(where)
@@ -394,7 +382,7 @@ class Index:
                     f"{self.version / VECTORS} has id {doc_id_from_num(num)} that the document store lacks; "
                     "rebuild with: semsearch index --full"
                 )
-            hit = _hit(rank, score, doc, ranking.mode)
+            hit = Hit.of(rank, score, doc, ranking.mode)
             hit.scores = self._breakdown(num, ranking)
             if analyzer is not None:
                 hit.highlights = best_sentences(doc.text, terms, n=1, analyzer=analyzer)
@@ -425,7 +413,7 @@ class Index:
         diversity: float = DIVERSITY_LAMBDA,
     ) -> list[Hit]:
         """The k papers nearest to one in the index (cosine), never the paper itself or its merged duplicates."""
-        _check_k(k)
+        check_k(k)
         doc = self.get(doc_id)
         num = doc_num(doc.id)
         vector = self.vectors.get_one(num).reshape(1, -1)
@@ -444,8 +432,8 @@ class Index:
         diversity: float = DIVERSITY_LAMBDA,
     ) -> list[Hit]:
         """The k papers nearest to an abstract given as text (cosine), leaving out copies of that abstract."""
-        _check_k(k)
-        text = _check_text(text, "text")
+        check_k(k)
+        text = check_text(text, "text")
         vector = self.encode_query(text)
         allowed = self._allowed(where)
         own = text_hash(text)
@@ -454,7 +442,7 @@ class Index:
         for extra in (5, len(self)):
             ranking = self._rank(text, vector, "dense", allowed, shape.want + extra)
             docs = self.store.get_many([n for n, _ in ranking.ranked])
-            copies = frozenset(n for n, _ in ranking.ranked if _same_paper(docs[n].text, own, text))
+            copies = frozenset(n for n, _ in ranking.ranked if same_paper(docs[n].text, own, text))
             kept = [(n, s) for n, s in ranking.ranked if n not in copies]
             if len(kept) >= shape.want or len(ranking.ranked) < shape.want + extra:
                 break
@@ -500,23 +488,3 @@ class Index:
 def _pool_size(k: int) -> int:
     """Candidates that MMR chooses k hits from when --diverse is on."""
     return max(3 * k, 30)
-
-
-def _same_paper(other: str, own_hash: str, text: str) -> bool:
-    return text_hash(other) == own_hash or is_near_duplicate(other, text)
-
-
-def _hit(rank: int, score: float, doc: Document, mode: str) -> Hit:
-    return Hit(
-        rank=rank,
-        score=score,
-        id=doc.id,
-        title=doc.title,
-        label=doc.label(),
-        text=doc.text,
-        sources=doc.sources,
-        metadata=doc.metadata,
-        external_ids=doc.external_ids,
-        mode=mode,
-        title_only=doc.title_only,
-    )

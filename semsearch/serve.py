@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .api_schema import IDS_SCHEMA, QUERY_SCHEMA, WHERE_SCHEMA
 from .errors import (
     IndexCorruptError,
     IndexFormatError,
@@ -33,17 +34,6 @@ if TYPE_CHECKING:
 WEB_DIR = Path(__file__).resolve().parent / "web"
 MAX_QUERY_CHARS = 1000  # longer text is an abstract, not a query: use `semsearch related --file`
 MAX_WHERE = 20
-# What the library accepts, said in the OpenAPI description too (so generated clients and fuzzers know):
-# a query has a non-space character; a filter is FIELD OP VALUE with a known operator.
-# (The character classes also leave out what Python counts as space and ECMA regexes do not: \x1c-\x1f, \x85.)
-QUERY_SCHEMA: dict[str, Any] = {"minLength": 1, "pattern": r"[^\s\x1c-\x1f\x85]"}
-WHERE_SCHEMA: dict[str, Any] = {
-    "items": {
-        "type": "string",
-        "maxLength": 500,
-        "pattern": r"^\s*[A-Za-z_][\w.\-]*\s*(>=|<=|!=|=|>|<|~)\s*[^\s\x1c-\x1f\x85=<>!~]",
-    }
-}
 
 
 class ServeUnavailableError(SemsearchError):
@@ -293,7 +283,13 @@ def _api_routes(app: FastAPI, live: LiveIndex) -> None:
 
     @app.get("/api/export", summary="Documents as citations: BibTeX, RIS, CSL-JSON or CSV")
     def export_endpoint(
-        ids: list[str] = Query(..., min_length=1, max_length=MAX_K, description="Ids (repeat, or comma-separated)."),
+        ids: list[str] = Query(
+            ...,
+            min_length=1,
+            max_length=MAX_K,
+            description="Ids (repeat, or comma-separated).",
+            json_schema_extra=IDS_SCHEMA,
+        ),
         fmt: Literal["bibtex", "ris", "csljson", "csv"] = Query("bibtex", alias="format", description="The format."),
     ) -> Any:
         from fastapi.responses import Response

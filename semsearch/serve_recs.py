@@ -17,12 +17,18 @@ from fastapi import Body, Query, Request
 from fastapi import Path as PathParam
 from starlette.exceptions import HTTPException
 
+from .api_schema import KEYS_SCHEMA, WHERE_SCHEMA
+from .arrivals import DATE_PATTERN, VERSION_PATTERN
+from .recommend import METHODS
+
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from .live import LiveIndex
 
 MAX_KEYS = 200  # ids or tags per request
+# --since in the API: a version (3, v-000003) or a date; empty means the default ("last" follows a CLI bookmark).
+SINCE_SCHEMA: dict[str, Any] = {"pattern": f"^\\s*(|{VERSION_PATTERN}|{DATE_PATTERN})\\s*$"}
 LIKED_TAG = "liked"
 NOT_TAG = "not-for-me"
 
@@ -33,14 +39,26 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
 
     @app.get("/api/recommend", summary="Papers like the liked ones (tags or ids), unlike the `not` ones")
     def recommend(
-        like: list[str] = Query([], max_length=MAX_KEYS, description="Tag names or paper ids (repeat)."),
-        not_: list[str] = Query([], alias="not", max_length=MAX_KEYS, description="Tags or ids to steer away from."),
+        like: list[str] = Query(
+            ..., min_length=1, max_length=MAX_KEYS, description="Tag names or paper ids (repeat).",
+            json_schema_extra=KEYS_SCHEMA,
+        ),
+        not_: list[str] = Query(
+            [], alias="not", max_length=MAX_KEYS, description="Tags or ids to steer away from.",
+            json_schema_extra=KEYS_SCHEMA,
+        ),
         k: int = Query(10, ge=1, le=max_k),
-        where: list[str] = Query([], max_length=max_where),
-        since: str | None = Query(None, max_length=40, description="A version (v-000003 or 3) or a date."),
+        where: list[str] = Query([], max_length=max_where, json_schema_extra=WHERE_SCHEMA),
+        since: str | None = Query(
+            None, max_length=40, description="A version (v-000003 or 3) or a date.", json_schema_extra=SINCE_SCHEMA
+        ),
         include_tagged: bool = Query(False, description="Also return papers that are in a tag."),
-        method: str | None = Query(None, max_length=20),
+        method: str | None = Query(
+            None, description=f"One of {', '.join(METHODS)} [default: the measured best]",
+            json_schema_extra={"enum": list(METHODS)},
+        ),
     ) -> dict[str, Any]:
+        since = (since or "").strip() or None  # empty: the default
         if since == "last":
             raise QueryError("since=last is for the command line (it follows a bookmark); give a version or date")
         with live.use() as loaded:
@@ -58,12 +76,19 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
 
     @app.get("/api/new", summary="Papers that arrived since a version or date, ranked for the tags and saved queries")
     def new(
-        since: str | None = Query(None, max_length=40, description="A version or a date [default: the live build's]."),
+        since: str | None = Query(
+            None,
+            max_length=40,
+            description="A version or a date [default: the latest build that added papers].",
+            json_schema_extra=SINCE_SCHEMA,
+        ),
         k: int = Query(20, ge=1, le=max_k),
-        where: list[str] = Query([], max_length=max_where),
+        where: list[str] = Query([], max_length=max_where, json_schema_extra=WHERE_SCHEMA),
     ) -> dict[str, Any]:
-        from .arrivals import new_since, ranked_new
+        from .arrivals import new_since
+        from .whats_new import ranked_new
 
+        since = (since or "").strip() or None  # empty: the default
         if since == "last":
             raise QueryError("since=last is for the command line; give a version or a date")
         with live.use() as loaded:
@@ -89,7 +114,15 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
             },
         }
 
-    @app.post("/api/tags/{name}", summary="Add or remove papers of a tag (needs serve --allow-tags)")
+    @app.post(
+        "/api/tags/{name}",
+        summary="Add or remove papers of a tag (needs serve --allow-tags)",
+        responses={
+            400: {"description": "A malformed JSON body"},
+            403: {"description": "The server is read-only (no --allow-tags), or the request is cross-site"},
+            415: {"description": "The body is not JSON"},
+        },
+    )
     def edit_tag(
         request: Request,
         name: str = PathParam(..., max_length=64),

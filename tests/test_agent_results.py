@@ -30,7 +30,7 @@ from semsearch.agent_results import (
     year_of,
 )
 from semsearch.errors import QueryError, UnknownDocumentError
-from semsearch.search import MAX_K
+from semsearch.options import MAX_K
 
 
 @pytest.fixture(scope="module")

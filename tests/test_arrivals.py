@@ -196,7 +196,7 @@ def test_digest_formats(arrived: tuple[Path, Path, list[str]], tmp_path: Path, f
     ("args", "fragment"),
     [
         (["new", "--since", "someday"], "--since 'someday'"),
-        (["new", "--since", "2026-13-45"], "not a valid date"),
+        (["new", "--since", "2026-13-45"], "give a version"),
         (["watch", "remove", "nothing"], "no saved query 'nothing'"),
         (["watch", "add", "bad name", "query"], "invalid saved query name"),
         (["watch", "add", "empty", "  "], "the saved query is empty"),
@@ -237,8 +237,9 @@ def test_a_reformatted_copy_that_moved_to_another_file_is_not_new(
 def test_library_api_and_cli_agree_on_new(arrived: tuple[Path, Path, list[str]], fake: FakeEmbedder) -> None:
     from fastapi.testclient import TestClient
 
-    from semsearch.arrivals import new_since, ranked_new
+    from semsearch.arrivals import new_since
     from semsearch.serve import create_app
+    from semsearch.whats_new import ranked_new
 
     index, _, _ = arrived
     run(["watch", "add", "soil", "soil moisture irrigation", "--index", str(index)], fake)
