@@ -44,7 +44,12 @@ def database_in(path: Path) -> Path | None:
 
 
 def is_sqlite(path: Path) -> bool:
-    """Whether a file starts with SQLite's header (a Zotero database is read as one)."""
+    """Whether a file starts with SQLite's header (a Zotero database is read as one).
+
+    Only a regular file is opened: opening a FIFO would wait for a writer (guards.py refuses it afterwards).
+    """
+    if not path.is_file():
+        return False
     try:
         with path.open("rb") as fh:
             return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
