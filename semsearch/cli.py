@@ -150,7 +150,11 @@ def cli() -> None:
 @cli.command()
 @click.argument("sources", nargs=-1)
 @index_option
-@click.option("--model", help="sentence-transformers model name or path [default: the index's, else all-MiniLM-L6-v2].")
+@click.option(
+    "--model",
+    help="A short name from `semsearch models` (all-mpnet-base-v2), or any sentence-transformers name or path "
+    "[default: the index's, else all-MiniLM-L6-v2].",
+)
 @click.option(
     "--backend",
     type=click.Choice(["onnx", "torch"]),
@@ -487,6 +491,13 @@ def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log:
     run_server(index_dir, host=host, port=port, embedder=_embedder(ctx), access_log=access_log, ready=ready)
 
 
+def _eval_suffix(model: str | None) -> str:
+    """Another model gets its own default eval index (indexes/eval-scifact-all-mpnet-base-v2), so none rebuilds."""
+    from .embed import DEFAULT_MODEL
+
+    return "" if model in (None, DEFAULT_MODEL) else "-" + "".join(c if c.isalnum() else "-" for c in Path(model).name)
+
+
 @cli.command(name="eval")
 @click.argument("data", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--corpus", type=click.Path(dir_okay=False, path_type=Path), help="BEIR corpus.jsonl.")
@@ -502,7 +513,10 @@ def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log:
 @click.option(
     "--mode", "modes", multiple=True, type=click.Choice(["dense", "lexical", "hybrid"]), help="Modes (default: all)."
 )
-@click.option("--model", help="Model for a new index [default: all-MiniLM-L6-v2].")
+@click.option(
+    "--model",
+    help="Model for a new index, e.g. all-mpnet-base-v2 (see: semsearch models) [default: all-MiniLM-L6-v2].",
+)
 @click.option("--backend", type=click.Choice(["onnx", "torch"]), default="onnx", show_default=True)
 @click.option("--precision", type=click.Choice(["int8", "fp32"]), default="int8", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object keyed by mode.")
@@ -533,7 +547,7 @@ def eval_(
     from .render import eval_table
 
     where = EvalData.locate(data, split, corpus, queries, qrels)
-    target = index_dir or Path("indexes") / f"eval-{where.corpus.resolve().parent.name}"
+    target = index_dir or Path("indexes") / f"eval-{where.corpus.resolve().parent.name}{_eval_suffix(model)}"
     results = run_eval(
         where,
         target,
@@ -543,6 +557,15 @@ def eval_(
         progress=not as_json,
     )
     click.echo(json.dumps(results) if as_json else eval_table(results))
+
+
+def _add_models_command() -> None:
+    from .cli_models import models
+
+    cli.add_command(models)
+
+
+_add_models_command()
 
 
 def main() -> None:
