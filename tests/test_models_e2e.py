@@ -50,6 +50,13 @@ def test_index_records_the_short_name_and_dimension(mpnet_index: Path) -> None:
     assert facts["fingerprint"] != "e3b0c44298fc1c14"  # sha256 of nothing
 
 
+def test_int8_export_agrees_with_torch(mpnet_index: Path) -> None:
+    """Per-channel int8 breaks mpnet (cosine ~0 to torch); the export falls back to per-tensor weights."""
+    (version,) = [p for p in mpnet_index.iterdir() if p.name.startswith("v-")]
+    spec = json.loads((version / "encoder" / "encoder.json").read_text())
+    assert spec["export_check"]["int8"] >= 0.9, spec["export_check"]
+
+
 @pytest.mark.parametrize("mode", ["dense", "hybrid"])
 def test_unlearning_question_finds_the_unlearning_paper_first(mpnet_index: Path, mode: str) -> None:
     """The question MiniLM misses (rank 6 in hybrid): no query word is in the abstract but 'training'."""
