@@ -40,7 +40,7 @@ def models(ctx: click.Context, as_json: bool) -> None:
     click.echo(header)
     for row in rows:
         m = row.measured
-        quality = f"{m.ndcg10_dense:.3f} / {m.ndcg10_hybrid:.3f}" if m else "-"
+        quality = " / ".join("-" if v is None else f"{v:.3f}" for v in (m.ndcg10_dense, m.ndcg10_hybrid)) if m else "-"
         speed = f"{m.encode_per_s:.0f}" if m and m.encode_per_s else "-"
         click.echo(
             f"{row.name:<20} {row.dimension:>4} {row.disk_mb:>4} MB  {'yes' if row.installed else 'no':<9}  "

@@ -52,10 +52,10 @@ class UnknownModelError(SemsearchError):
 class Measured:
     """Figures from the README's model table (SciFact test, int8 ONNX, this project's 2-core machine)."""
 
-    ndcg10_dense: float
-    ndcg10_hybrid: float
-    recall100_hybrid: float
-    encode_per_s: float  # abstracts per second while building the SciFact index
+    ndcg10_dense: float | None
+    ndcg10_hybrid: float | None
+    recall100_hybrid: float | None
+    encode_per_s: float | None  # abstracts per second, int8 ONNX (scripts/bench_models.py)
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,8 @@ CATALOGUE: tuple[ModelSpec, ...] = (
         version="0.0.1",
         split=True,
         summary="quality tier: wider vocabulary, ~6x slower builds",
-        measured=Measured(ndcg10_dense=0.6464, ndcg10_hybrid=0.7446, recall100_hybrid=0.0, encode_per_s=0.0),
+        # SciFact not measured yet (see the README's model table); encoding 7.9x slower than MiniLM in one run.
+        measured=Measured(ndcg10_dense=None, ndcg10_hybrid=None, recall100_hybrid=None, encode_per_s=4.2),
     ),
 )
 
