@@ -211,6 +211,33 @@ def test_pip_failure_is_one_clear_error(tmp_path: Path, parts, monkeypatch: pyte
     assert not (root / SPEC.name).exists()
 
 
+def test_no_room_on_disk_is_refused_before_writing(tmp_path: Path, parts, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    source, sums = parts
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
+    root = tmp_path / "models"
+    with pytest.raises(ModelInstallError, match=r"needs .* MB free in .*; 0 MB are free"):
+        install(source, root, sums)
+    assert os.listdir(root) == []
+
+
+def test_from_must_be_a_folder_of_readable_wheels(tmp_path: Path, parts) -> None:
+    source, sums = parts
+    with pytest.raises(ModelInstallError, match="is not a folder"):
+        parts_in_folder(source / "tiny.zip.001", sums)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "semsearch_test_tiny_part_001-0.0.1-py3-none-any.whl").write_bytes(b"not a zip")
+    with pytest.raises(ModelInstallError, match="is not a readable wheel"):
+        parts_in_folder(bad, sums)
+
+
+def test_unreadable_checksum_list() -> None:
+    with pytest.raises(ModelInstallError, match="checksum list .*no-such-model.json"):
+        Checksums.load("no-such-model")
+
+
 def test_committed_checksums_cover_the_real_archive() -> None:
     sums = Checksums.load(MPNET)
     assert [p.package for p in sums.parts] == list(find_spec(MPNET).packages)
