@@ -321,6 +321,7 @@ def test_models_lists_the_catalogue(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert rows[MPNET]["dimension"] == 768
     assert rows[DEFAULT_MODEL]["scifact_ndcg10_hybrid"] == pytest.approx(0.735)
     assert rows[MPNET]["encode_per_s"] < rows[DEFAULT_MODEL]["encode_per_s"]
+    assert rows[MPNET]["scifact_ndcg10_hybrid"] > rows[DEFAULT_MODEL]["scifact_ndcg10_hybrid"]
 
 
 def test_models_install_unknown_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
