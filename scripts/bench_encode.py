@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from semsearch.embed import DEFAULT_MODEL  # noqa: E402
+from semsearch.models import DEFAULT_MODEL  # noqa: E402
 from semsearch.onnx_backend import (  # noqa: E402
     OnnxEmbedder,
     export_onnx,
@@ -357,7 +357,7 @@ def run_latency(args: argparse.Namespace, folder: Path, st: Any, result: dict[st
             f"e = OnnxEmbedder.load(Path({str(folder)!r}), 'int8')\n"
         ),
         "torch": cold_start(
-            "from semsearch.embed import SentenceTransformerEmbedder\n"
+            "from semsearch.torch_backend import SentenceTransformerEmbedder\n"
             f"e = SentenceTransformerEmbedder({args.model!r})\n"
         ),
     }
@@ -432,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from semsearch.embed import resolve_model
+    from semsearch.models import resolve_model
 
     result: dict[str, Any] = {
         "bench": "encode",

@@ -25,8 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from semsearch.store import current_version, read_manifest  # noqa: E402
-
+from semsearch.layout import current_version  # noqa: E402
+from semsearch.manifest import read_manifest  # noqa: E402
 from semsearch.onnx_backend import OnnxEmbedder  # noqa: E402
 
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
@@ -64,10 +64,10 @@ def main() -> None:
     for index in args.indexes:
         version = current_version(index)
         manifest = read_manifest(version)
-        encoders[index] = OnnxEmbedder.load(version / "encoder", str(manifest["model"]["precision"]))
+        encoders[index] = OnnxEmbedder.load(version / "encoder", manifest.model.precision)
         out[str(index)] = {
-            "model": manifest["model"]["name"],
-            "precision": manifest["model"]["precision"],
+            "model": manifest.model.name,
+            "precision": manifest.model.precision,
             "index_bytes": sum(p.stat().st_size for p in version.rglob("*") if p.is_file()),
             "encode_s": 0.0,
             "cold_query_s": [],

@@ -28,9 +28,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from semsearch.build import encode_with_cache  # noqa: E402
 from semsearch.cache import EmbeddingCache  # noqa: E402
 from semsearch.dedup import deduplicate  # noqa: E402
-from semsearch.embed import DEFAULT_MODEL  # noqa: E402
-from semsearch.encoders import EncoderChoice  # noqa: E402
+from semsearch.encoder_choice import EncoderChoice  # noqa: E402
 from semsearch.ingest import read_sources  # noqa: E402
+from semsearch.models import DEFAULT_MODEL  # noqa: E402
 from semsearch.onnx_backend import OnnxEmbedder, export_onnx  # noqa: E402
 from semsearch.ray_engine import encode_with_ray, ray_session  # noqa: E402
 

@@ -118,7 +118,7 @@ class CachedEmbedder:
 
 def query_encoder() -> Any:
     """The int8 ONNX encoder: an existing export of an index under indexes/, else a fresh export."""
-    from semsearch.encoders import open_build_encoder
+    from semsearch.encoder_choice import open_build_encoder
     from semsearch.errors import SemsearchError
     from semsearch.onnx_backend import OnnxEmbedder
 

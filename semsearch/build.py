@@ -15,8 +15,8 @@ from .ann import AnnSpec, query_like_texts
 from .cache import EmbeddingCache
 from .contents import write_contents
 from .dedup import deduplicate
-from .embed import DEFAULT_MODEL, Embedder
-from .encoders import BACKENDS, EncoderChoice, open_build_encoder
+from .embedder import Embedder
+from .encoder_choice import BACKENDS, EncoderChoice, open_build_encoder
 from .encoding import encode_with_cache
 from .errors import (
     IndexCorruptError,
@@ -32,6 +32,7 @@ from .identity import PreviousIdentity, load_previous_identity, read_identity
 from .ingest import expand_sources, read_sources
 from .layout import CACHE_DIR, current_version
 from .manifest import Counts, Manifest, ModelInfo
+from .models import DEFAULT_MODEL
 from .options import DEFAULT_BATCH_SIZE
 from .records import DedupResult, Document, IngestResult
 from .version import __version__

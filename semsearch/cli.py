@@ -597,7 +597,7 @@ def mcp(ctx: click.Context, index_dir: Path, http: bool, host: str, port: int, b
 
 def _eval_suffix(model: str | None) -> str:
     """Another model gets its own default eval index (indexes/eval-scifact-all-mpnet-base-v2), so none rebuilds."""
-    from .embed import DEFAULT_MODEL
+    from .models import DEFAULT_MODEL
 
     return "" if model in (None, DEFAULT_MODEL) else "-" + "".join(c if c.isalnum() else "-" for c in Path(model).name)
 

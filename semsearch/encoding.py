@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cache import EmbeddingCache, embedding_key
-from .embed import Embedder
+from .embedder import Embedder
 from .errors import SemsearchError
 from .records import Document
 

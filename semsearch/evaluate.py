@@ -11,7 +11,7 @@ from typing import Any
 
 from .beir import read_qrels, read_queries
 from .build import BuildOptions, build_index
-from .embed import Embedder
+from .embedder import Embedder
 from .errors import IndexNotFoundError, InputError
 from .layout import current_version
 from .manifest import Manifest

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .embed import Embedder
+from .embedder import Embedder
 from .errors import SemsearchError
 from .layout import current_version, read_pointer
 from .manifest import Manifest

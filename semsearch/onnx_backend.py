@@ -30,10 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .embed import SentenceTransformerEmbedder, fingerprint_folder, normalize_rows, resolve_model
+from .embedder import fingerprint_folder, normalize_rows
 from .errors import ExportUnsupportedError, IndexCorruptError, ModelLoadError
 from .fileio import atomic_path, file_sha256, write_bytes_atomic
+from .models import resolve_model
 from .options import DEFAULT_PRECISION, PRECISIONS
+from .torch_backend import SentenceTransformerEmbedder
 
 if TYPE_CHECKING:
     import onnxruntime

@@ -7,7 +7,7 @@ same names, so a new mode or backend is one edit and ``semsearch --help`` never 
 from __future__ import annotations
 
 MODES = ("hybrid", "dense", "lexical")  # search.py: how hits are scored; the first is the default
-BACKENDS = ("onnx", "torch")  # encoders.py: the runtime that encodes; the first is the default
+BACKENDS = ("onnx", "torch")  # encoder_choice.py: the runtime that encodes; the first is the default
 PRECISIONS = ("fp32", "int8")  # onnx_backend.py: ONNX weights
 DEFAULT_PRECISION = "int8"
 ANN_KINDS = ("flat", "ivf", "ivfpq", "hnsw")  # ann.py

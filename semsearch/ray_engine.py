@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from .cache import EmbeddingCache
-from .embed import Embedder
-from .encoders import EncoderChoice
+from .embedder import Embedder
+from .encoder_choice import EncoderChoice
 from .encoding import CachePlan, progress_bar
 from .errors import ModelLoadError, SemsearchError
 from .manifest import ModelInfo
@@ -82,8 +82,8 @@ def check_options(engine: str, address: str | None, actors: int | None) -> None:
 
 def encoder_payload(choice: EncoderChoice) -> dict[str, Any]:
     """What an actor needs to rebuild the build's encoder on any node, as plain picklable data."""
-    from .embed import SentenceTransformerEmbedder
     from .onnx_backend import SPEC_FILE, TOKENIZER_FILE, OnnxEmbedder, model_filename
+    from .torch_backend import SentenceTransformerEmbedder
 
     enc = choice.embedder
     base = {"semsearch": __version__, "fingerprint": enc.fingerprint, "dimension": enc.dimension}
@@ -123,7 +123,7 @@ def load_payload(payload: dict[str, Any], threads: int = ACTOR_THREADS) -> Embed
     elif payload["kind"] == "torch":
         import torch
 
-        from .embed import SentenceTransformerEmbedder
+        from .torch_backend import SentenceTransformerEmbedder
 
         torch.set_num_threads(threads)
         embedder = SentenceTransformerEmbedder(payload["model"])

@@ -12,7 +12,7 @@ from typing import Any
 from .ann import open_version_vectors
 from .contents import write_contents
 from .documents import DocumentStore
-from .encoders import copy_encoder
+from .encoder_choice import copy_encoder
 from .errors import InputError, UnknownDocumentError
 from .fileio import utc_now
 from .layout import DOCS, ENCODER_DIR, current_version, doc_num

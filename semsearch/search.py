@@ -15,8 +15,8 @@ from . import options
 from .ann import VECTORS, open_version_vectors
 from .dedup import same_paper, text_hash
 from .documents import DocumentStore
-from .embed import Embedder
-from .encoders import check_requested_model, open_query_encoder
+from .embedder import Embedder
+from .encoder_choice import check_requested_model, open_query_encoder
 from .errors import IndexCorruptError, QueryError, UnknownDocumentError
 from .filters import evaluate, parse_where
 from .fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex, mmr

@@ -29,7 +29,7 @@ from .options import DEFAULT_HOST, DEFAULT_PORT, MAX_K
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from .embed import Embedder
+    from .embedder import Embedder
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
 MAX_QUERY_CHARS = 1000  # longer text is an abstract, not a query: use `semsearch related --file`

@@ -128,7 +128,7 @@ def test_corrupt_onnx_without_the_source_model_names_the_fix(
     from semsearch.cli import cli
 
     copy, _ = _broken_copy(seed_index, tmp_path)
-    monkeypatch.setattr("semsearch.encoders._torch_fallback", lambda info: None)
+    monkeypatch.setattr("semsearch.encoder_choice._torch_fallback", lambda info: None)
     result = CliRunner().invoke(cli, ["query", "federated privacy", "--index", str(copy)])
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()

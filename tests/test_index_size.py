@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SEEDS
 
-from semsearch.encoders import copy_export
+from semsearch.encoder_choice import copy_export
 from semsearch.fileio import file_sha256
 from semsearch.onnx_backend import SPEC_FILE, TOKENIZER_FILE, EncoderSpec, keep_precision, model_filename, read_spec
 

