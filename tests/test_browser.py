@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,31 +50,28 @@ def _get_json(url: str) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read() or b"null")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`semsearch serve` as a real process on a free loopback port, over the seeds indexed with the real model."""
+def browser_ready() -> None:
+    """Skip unless Chromium, Playwright and the serve extra are here."""
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     pytest.importorskip("fastapi", reason="the serve extra is not installed")
-    folder = tmp_path_factory.mktemp("browser")
-    index = folder / "index"
-    built = subprocess.run(
-        [sys.executable, "-m", "semsearch", "index", str(SEEDS), "--index", str(index), "--json"],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+
+
+def build_seed_index(index: Path, *extra: str) -> None:
+    """The seeds indexed with the real model (``extra``: more `semsearch index` arguments)."""
+    args = [sys.executable, "-m", "semsearch", "index", str(SEEDS), "--index", str(index), *extra, "-q"]
+    built = subprocess.run(args, env=ENV, capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr
+
+
+@contextmanager
+def serving(index: Path, folder: Path, *extra: str) -> Iterator[str]:
+    """`semsearch serve` as a real process on a free loopback port; yields its base URL once it answers."""
     port = _free_port()
     log = (folder / "serve.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "semsearch", "serve", "--index", str(index), "--port", str(port)],
-        env=ENV,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    cmd = [sys.executable, "-m", "semsearch", "serve", "--index", str(index), "--port", str(port), *extra]
+    proc = subprocess.Popen(cmd, env=ENV, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -95,6 +93,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.kill()
             proc.wait(timeout=15)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`semsearch serve` as a real process on a free loopback port, over the seeds indexed with the real model."""
+    browser_ready()
+    folder = tmp_path_factory.mktemp("browser")
+    build_seed_index(folder / "index")
+    with serving(folder / "index", folder) as base:
+        yield base
 
 
 @pytest.fixture

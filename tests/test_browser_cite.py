@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SEEDS
-from test_browser import CHROMIUM, CHROMIUM_ARGS, ENV, _free_port, _get_json, _screenshot
+from test_browser import CHROMIUM, CHROMIUM_ARGS, _screenshot, browser_ready, build_seed_index, serving
 
 pytestmark = pytest.mark.slow
 
@@ -21,36 +17,11 @@ SLICE = Path(__file__).parent / "fixtures" / "catalogue" / "neurips2025_slice.js
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`semsearch serve` over the seeds indexed with the real model and the NeurIPS 2025 slice as catalogue."""
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    pytest.importorskip("fastapi", reason="the serve extra is not installed")
+    browser_ready()
     folder = tmp_path_factory.mktemp("browser-cite")
-    index = folder / "index"
-    args = [sys.executable, "-m", "semsearch", "index", str(SEEDS), "--index", str(index), "--catalogue", str(SLICE)]
-    built = subprocess.run([*args, "-q"], env=ENV, capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stderr
-    port = _free_port()
-    log = (folder / "serve.log").open("w")
-    cmd = [sys.executable, "-m", "semsearch", "serve", "--index", str(index), "--port", str(port)]
-    proc = subprocess.Popen(cmd, env=ENV, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (folder / "serve.log").read_text()
-            try:
-                if _get_json(base + "/api/health")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "the server did not answer /api/health in 120 s"
-            time.sleep(0.2)
+    build_seed_index(folder / "index", "--catalogue", str(SLICE))
+    with serving(folder / "index", folder) as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
-        log.close()
 
 
 @pytest.fixture

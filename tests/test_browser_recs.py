@@ -2,65 +2,23 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SEEDS
-from test_browser import CHROMIUM, CHROMIUM_ARGS, ENV, _free_port, _get_json
+from test_browser import CHROMIUM, CHROMIUM_ARGS, browser_ready, build_seed_index, serving
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    pytest.importorskip("fastapi", reason="the serve extra is not installed")
+    browser_ready()
     folder = tmp_path_factory.mktemp("browser-recs")
-    index = folder / "index"
-    built = subprocess.run(
-        [sys.executable, "-m", "semsearch", "index", str(SEEDS), "--index", str(index), "--json"],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert built.returncode == 0, built.stderr
-    port = _free_port()
-    log = (folder / "serve.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "semsearch", "serve", "--index", str(index), "--port", str(port), "--allow-tags"],
-        env=ENV,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (folder / "serve.log").read_text()
-            try:
-                if _get_json(base + "/api/health")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "the server did not answer /api/health in 120 s"
-            time.sleep(0.2)
-        yield base, index
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-        log.close()
+    build_seed_index(folder / "index")
+    with serving(folder / "index", folder, "--allow-tags") as base:
+        yield base, folder / "index"
 
 
 def for_you_ids(page: Any, base: str) -> list[str]:
