@@ -131,7 +131,8 @@ def svm_scores(
         w = np.concatenate([w, np.ones(extra_pos.shape[0])])
     if y.min() == y.max():
         raise QueryError("a recommendation needs at least one liked paper and one other paper in the index")
-    clf = LinearSVC(class_weight="balanced", C=C, max_iter=10_000, tol=1e-6)
+    # liblinear shuffles its coordinates at random: a fixed seed makes a request answer the same every time.
+    clf = LinearSVC(class_weight="balanced", C=C, max_iter=10_000, tol=1e-6, random_state=0)
     clf.fit(train, y, sample_weight=w)
     return np.asarray(clf.decision_function(X), dtype=np.float64)
 

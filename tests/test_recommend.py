@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,8 @@ FILLER = ["we study", "our method improves", "experiments show", "a new approach
 
 def paper(topic: str, i: int) -> str:
     words = TOPICS[topic].split()
-    rng = np.random.default_rng(hash((topic, i)) % 2**32)
+    # crc32, not hash(): str hashes change with every process (PYTHONHASHSEED), and the corpus must not.
+    rng = np.random.default_rng(zlib.crc32(f"{topic}-{i}".encode()))
     picked = " ".join(rng.choice(words, size=9, replace=True))
     return f"{FILLER[i % len(FILLER)]} {picked} {words[i % len(words)]} variant {i}."
 
