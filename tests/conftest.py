@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -89,3 +90,34 @@ def requires_shared(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is not available")
     return path
+
+
+# ---------------------------------------------------------------- browser tests (Debian's Chromium via Playwright)
+
+CHROMIUM = Path("/usr/bin/chromium")
+# The network is closed: without these Chromium waits on connections it would make at start-up.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def page(server: str) -> Iterator[Any]:
+    """A Chromium page; ``server`` is the requesting module's own fixture."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            pg = browser.new_page(viewport={"width": 1280, "height": 900})
+            pg.set_default_timeout(20_000)
+            yield pg
+        finally:
+            browser.close()

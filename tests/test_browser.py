@@ -17,22 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SEEDS
+from conftest import CHROMIUM, SEEDS
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
-# The network is closed: without these Chromium waits on connections it would make at start-up.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 
@@ -103,20 +91,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     build_seed_index(folder / "index")
     with serving(folder / "index", folder) as base:
         yield base
-
-
-@pytest.fixture
-def page(server: str) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            pg = browser.new_page(viewport={"width": 1280, "height": 900})
-            pg.set_default_timeout(20_000)
-            yield pg
-        finally:
-            browser.close()
 
 
 def _screenshot(page: Any, tmp_path: Path, name: str) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_ARGS, _screenshot, browser_ready, build_seed_index, serving
+from test_browser import _screenshot, browser_ready, build_seed_index, serving
 
 pytestmark = pytest.mark.slow
 
@@ -22,20 +22,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     build_seed_index(folder / "index", "--catalogue", str(SLICE))
     with serving(folder / "index", folder) as base:
         yield base
-
-
-@pytest.fixture
-def page(server: str) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            pg = browser.new_page(viewport={"width": 1280, "height": 900})
-            pg.set_default_timeout(20_000)
-            yield pg
-        finally:
-            browser.close()
 
 
 def test_hits_show_titles_authors_links_and_cite(server: str, page: Any, tmp_path: Path) -> None:

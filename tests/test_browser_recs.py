@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_ARGS, browser_ready, build_seed_index, serving
+from conftest import CHROMIUM, CHROMIUM_ARGS
+from test_browser import browser_ready, build_seed_index, serving
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
-from conftest import FakeEmbedder
+from conftest import CHROMIUM, FakeEmbedder
 
 from semsearch import BuildOptions, IndexCorruptError, SemsearchError, build_index
 from semsearch.cli import cli
@@ -323,8 +323,6 @@ def test_map_command_with_an_unwritable_out(built: Path, tmp_path: Path, where: 
     out = tmp_path / where
     assert_one_line_error(run(["map", "--index", str(built), "--out", str(out)]), str(out))
 
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
