@@ -251,6 +251,7 @@ def index(
             address=address,
             actors=actors,
             catalogues=[] if no_catalogue else (list(catalogues) or None),
+            rewrite=list_uncatalogued,  # the list comes from joining the catalogue again,
         ),
         embedder=embedder_of(ctx),
     )
@@ -263,6 +264,12 @@ def index(
         click.echo(f"semsearch: catalogue tie: {line}", err=True)
     if as_json:
         click.echo(json.dumps(summary.to_dict(), ensure_ascii=False))
+        return
+    if summary.unchanged:
+        click.echo(
+            f"up to date: {summary.documents} documents from {summary.files} files, no source or setting changed "
+            f"since {summary.version}; nothing written ({summary.seconds:.1f} s). --full rebuilds anyway."
+        )
         return
     click.echo(
         f"read {summary.read} abstracts from {summary.files} files: {summary.documents} documents "
@@ -614,9 +621,7 @@ def _eval_suffix(model: str | None) -> str:
     type=click.Path(file_okay=False, path_type=Path),
     help="Index to build or reuse [default: indexes/eval-<corpus folder>].",
 )
-@click.option(
-    "--mode", "modes", multiple=True, type=click.Choice(options.MODES), help="Modes (default: all)."
-)
+@click.option("--mode", "modes", multiple=True, type=click.Choice(options.MODES), help="Modes (default: all).")
 @click.option(
     "--model",
     help="Model for a new index, e.g. all-mpnet-base-v2 (see: semsearch models) [default: all-MiniLM-L6-v2].",

@@ -60,7 +60,6 @@ CREATE TABLE title_only (         -- documents read without an abstract: their t
 _OPTIONAL_TABLES = ("document_texts", "aliases", "title_only", "arrivals")
 
 
-
 class DocumentStore:
     """Read access to a version's documents (SQLite, opened read-only)."""
 

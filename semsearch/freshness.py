@@ -19,7 +19,7 @@ def absolute_source_args(sources: Sequence[str]) -> list[str]:
     return [os.path.abspath(os.path.expanduser(source)) for source in sources]
 
 
-def _file_changed(path: Path, recorded: SourceFile) -> bool:
+def file_changed(path: Path, recorded: SourceFile) -> bool:
     try:
         stat = path.stat()
     except OSError:
@@ -53,9 +53,24 @@ def stale_sources(manifest: Manifest) -> dict[str, list[str]]:
     for path, source in sorted(recorded.items()):
         if not os.path.exists(path):
             report["missing"].append(path)
-        elif _file_changed(Path(path), source):
+        elif file_changed(Path(path), source):
             report["changed"].append(path)
     return report
+
+
+def catalogues_changed(manifest: Manifest) -> bool:
+    """Whether a catalogue file the index was joined with has changed or gone since the build."""
+    try:
+        recorded = [SourceFile.from_dict(f) for f in manifest.catalogues]
+    except (KeyError, TypeError, ValueError):
+        return True
+    try:
+        current = {str(p) for p in expand_sources(manifest.catalogue_args)} if manifest.catalogue_args else set()
+    except InputError:
+        return True
+    if current != {f.path for f in recorded}:
+        return True
+    return any(file_changed(Path(f.path), f) for f in recorded)
 
 
 def stale_notice(report: dict[str, list[str]], index_dir: str) -> str | None:

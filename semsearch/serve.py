@@ -50,6 +50,7 @@ def check_installed() -> None:
             f"semsearch serve needs the 'serve' extra ({exc.name} is missing): pip install 'semsearch[serve]'"
         ) from exc
 
+
 log = logging.getLogger("semsearch.serve")
 
 # What each library error means to an HTTP client: its own mistake (4xx) or the server's index (503).

@@ -40,11 +40,17 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
     @app.get("/api/recommend", summary="Papers like the liked ones (tags or ids), unlike the `not` ones")
     def recommend(
         like: list[str] = Query(
-            ..., min_length=1, max_length=MAX_KEYS, description="Tag names or paper ids (repeat).",
+            ...,
+            min_length=1,
+            max_length=MAX_KEYS,
+            description="Tag names or paper ids (repeat).",
             json_schema_extra=KEYS_SCHEMA,
         ),
         not_: list[str] = Query(
-            [], alias="not", max_length=MAX_KEYS, description="Tags or ids to steer away from.",
+            [],
+            alias="not",
+            max_length=MAX_KEYS,
+            description="Tags or ids to steer away from.",
             json_schema_extra=KEYS_SCHEMA,
         ),
         k: int = Query(10, ge=1, le=max_k),
@@ -54,7 +60,8 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
         ),
         include_tagged: bool = Query(False, description="Also return papers that are in a tag."),
         method: str | None = Query(
-            None, description=f"One of {', '.join(METHODS)} [default: the measured best]",
+            None,
+            description=f"One of {', '.join(METHODS)} [default: the measured best]",
             json_schema_extra={"enum": list(METHODS)},
         ),
     ) -> dict[str, Any]:

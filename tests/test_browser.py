@@ -120,9 +120,9 @@ def test_search_related_and_document_pages(server: str, page: Any, tmp_path: Pat
     assert hits.count() == 10
     marks = [m.lower() for m in hits.first.locator(".snippet mark").all_inner_texts()]
     assert marks and set(marks) <= {"federated", "privacy"}, marks
-    assert "FedASK" in page.evaluate("fetch('/api/search?q=federated+privacy&k=1').then(r => r.json())")["hits"][0][
-        "text"
-    ]
+    assert (
+        "FedASK" in page.evaluate("fetch('/api/search?q=federated+privacy&k=1').then(r => r.json())")["hits"][0]["text"]
+    )
     map_status = _get_json(server + "/api/map")[0]
     assert page.locator("#map-panel").is_visible() == (map_status == 200)
     _screenshot(page, tmp_path, "1-results.png")

@@ -97,7 +97,7 @@ def test_old_versions_are_pruned(tmp_path: Path, small_corpus: Path, fake: FakeE
     index = tmp_path / "idx"
     names = []
     for _ in range(4):  # well within one second: names must still order by publication
-        names.append(build_index([str(small_corpus)], index, opts(), embedder=fake).version)
+        names.append(build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake).version)
     # The live one, and the one it replaced for readers mid-swap.
     assert sorted(p.name for p in index.glob("v-*")) == sorted(names[-2:])
     assert live(index).name == names[-1]
@@ -107,7 +107,7 @@ def test_recently_replaced_versions_survive_the_grace_period(
     tmp_path: Path, small_corpus: Path, fake: FakeEmbedder
 ) -> None:
     index = tmp_path / "idx"
-    names = [build_index([str(small_corpus)], index, opts(), embedder=fake).version for _ in range(3)]
+    names = [build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake).version for _ in range(3)]
     assert sorted(p.name for p in index.glob("v-*")) == sorted(names)
 
 
@@ -117,12 +117,12 @@ def test_grace_counts_from_when_a_version_was_replaced_not_built(
     import os
 
     index = tmp_path / "idx"
-    names = [build_index([str(small_corpus)], index, opts(), embedder=fake).version for _ in range(2)]
+    names = [build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake).version for _ in range(2)]
     hour_ago = time.time() - 3600
     for name in names:  # both built long ago; the second was replaced only now, by the third
         os.utime(index / name, (hour_ago, hour_ago))
-    third = build_index([str(small_corpus)], index, opts(), embedder=fake).version
-    fourth = build_index([str(small_corpus)], index, opts(), embedder=fake).version
+    third = build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake).version
+    fourth = build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake).version
     # names[0] was replaced an hour ago: gone. names[1] was replaced a moment ago: kept for its readers.
     assert sorted(p.name for p in index.glob("v-*")) == sorted([names[1], third, fourth])
 
@@ -132,10 +132,10 @@ def test_unpublished_version_is_removed_and_not_kept_as_previous(
 ) -> None:
     monkeypatch.setattr("semsearch.versions.PRUNE_GRACE_S", 0.0)
     index = tmp_path / "idx"
-    first = build_index([str(small_corpus)], index, opts(), embedder=fake).version
+    first = build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake).version
     orphan = index / "v-000099-20991231T000000"  # a crash between rename and the CURRENT swap
     orphan.mkdir()
-    second = build_index([str(small_corpus)], index, opts(), embedder=fake).version
+    second = build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake).version
     assert not orphan.exists()
     assert sorted(p.name for p in index.glob("v-*")) == sorted([first, second])
 
@@ -232,11 +232,11 @@ def test_second_writer_fails_fast(tmp_path: Path, small_corpus: Path, fake: Fake
 
 def test_stale_build_folders_are_cleaned(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
     index = tmp_path / "idx"
-    build_index([str(small_corpus)], index, opts(), embedder=fake)
+    build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake)
     stale = index / ".build-999999-abcd"
     stale.mkdir()
     (stale / "vectors.faiss").write_bytes(b"half")
-    build_index([str(small_corpus)], index, opts(), embedder=fake)
+    build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake)
     assert not stale.exists()
 
 

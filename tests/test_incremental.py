@@ -176,3 +176,69 @@ def test_remove_bad_input_changes_nothing(tmp_path: Path, corpus: Path, fake: Fa
     assert_one_line_error(run(["remove", "--index", str(index)]), "--source")
     assert_one_line_error(run(["remove", "abc", "--index", str(tmp_path / "none")]), "no index")
     assert snapshot(index) == before
+
+
+def versions(index: Path) -> list[str]:
+    return sorted(p.name for p in index.glob("v-*"))
+
+
+def test_unchanged_refresh_writes_nothing(tmp_path: Path, corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    first = index_json(fake, index, str(corpus))
+    before = versions(index)
+    calls = len(fake.calls)
+    again = index_json(fake, index)  # a plain refresh of the recorded sources
+    assert again["unchanged"] is True and again["version"] == first["version"]
+    assert (again["documents"], again["encoded"], again["added"], again["removed"]) == (5, 0, 0, 0)
+    assert versions(index) == before and len(fake.calls) == calls
+    # The same sources named again, and a file touched without being edited: still nothing to do.
+    os.utime(corpus / "a.txt", ns=(1, 1))
+    assert index_json(fake, index, str(corpus))["unchanged"] is True
+    text = run(["index", "--index", str(index)], fake).output
+    assert text.startswith("up to date: 5 documents from 1 files") and "nothing written" in text
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["edit", "new file", "other sources", "no-near", "ann", "map", "full", "catalogue", "damaged"],
+)
+def test_any_change_makes_a_refresh_rebuild(
+    tmp_path: Path, corpus: Path, fake: FakeEmbedder, change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = tmp_path / "idx"
+    index_json(fake, index, str(corpus))
+    args: list[str] = []
+    if change == "edit":
+        seed(corpus / "a.txt", [*PAPERS.values()][:4])
+    elif change == "new file":
+        seed(corpus / "b.txt", EXTRA)
+    elif change == "other sources":
+        args = [str(seed(tmp_path / "other.txt", EXTRA))]
+    elif change == "no-near":
+        args = ["--no-near"]
+    elif change == "ann":
+        args = ["--ann", "hnsw"]
+    elif change == "map":
+        monkeypatch.setenv("SEMSEARCH_MAP", "off")
+    elif change == "full":
+        args = ["--full"]
+    elif change == "catalogue":
+        args = ["--catalogue", str(seed(tmp_path / "cat.txt", EXTRA))]
+    elif change == "damaged":
+        live = index / (index / "CURRENT").read_text().strip()
+        (live / "ids.npy").write_bytes(b"")
+    # A damaged live version is never called up to date: the refresh writes a whole new one.
+    result = run(["index", *args, "--index", str(index), "--json"], fake)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["unchanged"] is False and len(versions(index)) == 2
+
+
+def test_changed_catalogue_file_makes_a_refresh_rebuild(tmp_path: Path, corpus: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    catalogue = tmp_path / "cat.jsonl"
+    catalogue.write_text(json.dumps({"title": "Robots", "abstract": PAPERS["rl"]}) + "\n", encoding="utf-8")
+    index_json(fake, index, str(corpus), "--catalogue", str(catalogue))
+    assert index_json(fake, index)["unchanged"] is True
+    catalogue.write_text(json.dumps({"title": "Robot navigation", "abstract": PAPERS["rl"]}) + "\n", encoding="utf-8")
+    assert index_json(fake, index)["unchanged"] is False

@@ -24,9 +24,7 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 SCIFACT = SHARED / "data" / "scifact" / "corpus.jsonl"
 NEURIPS = SHARED / "data" / "mlanthology" / "neurips2025.jsonl.gz"
 
-SEED_TEXT = (
-    "NeurIPS 2025 论文列表\n\nFirst abstract about retrieval.\n\nSecond abstract, wrapped\nover two lines.\n"
-)
+SEED_TEXT = "NeurIPS 2025 论文列表\n\nFirst abstract about retrieval.\n\nSecond abstract, wrapped\nover two lines.\n"
 SEED_ABSTRACTS = ["First abstract about retrieval.", "Second abstract, wrapped over two lines."]
 
 
@@ -75,8 +73,7 @@ def test_seed_fixture_paragraphs_header_and_provenance(in_fixtures: Path) -> Non
     assert {r.collection for r in records} == {"Workshop on Tiny Corpora"}
     # The re-wrapped paragraph is joined with single spaces; the tab-and-space line counted as blank.
     assert records[0].text == (
-        "We study retrieval over very small corpora and show that re-wrapped lines are joined "
-        "with single spaces."
+        "We study retrieval over very small corpora and show that re-wrapped lines are joined with single spaces."
     )
     assert records[2].text.startswith("A third abstract, after several blank lines")
     assert all(r.title is None and r.external_id is None and r.metadata == {} for r in records)

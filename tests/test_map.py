@@ -324,7 +324,6 @@ def test_map_command_with_an_unwritable_out(built: Path, tmp_path: Path, where: 
     assert_one_line_error(run(["map", "--index", str(built), "--out", str(out)]), str(out))
 
 
-
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
 def test_standalone_page_runs_in_a_browser(built: Path, tmp_path: Path) -> None:
     import subprocess

@@ -125,9 +125,7 @@ def test_recommend_and_whats_new_follow_tags_and_arrivals(fake_index: Path, tmp_
                 assert len(recs["items"]) == 5 and not set(liked) & {c["id"] for c in recs["items"]}
                 assert all(c["why"].startswith("near liked paper") for c in recs["items"])
                 assert error_line(await client.call_tool("recommend", {"like": ["nope-nope"]})).startswith("recommend:")
-                assert "since=last" in error_line(
-                    await client.call_tool("recommend", {"like": liked, "since": "last"})
-                )
+                assert "since=last" in error_line(await client.call_tool("recommend", {"like": liked, "since": "last"}))
                 # Like them as a tag, then let new abstracts arrive: whats_new lists exactly those.
                 with Index.open(fake_index, embedder=FakeEmbedder()) as idx:
                     TagStore(fake_index).add("liked", [idx.get(i) for i in liked])

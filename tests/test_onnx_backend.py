@@ -71,9 +71,7 @@ def test_pool_modes_respect_mask() -> None:
     assert np.allclose(pool_tokens(hidden, mask, "mean"), [[2.0, 1.0]])
     assert np.allclose(pool_tokens(hidden, mask, "max"), [[3.0, 2.0]])
     assert np.allclose(pool_tokens(hidden, mask, "cls"), [[1.0, 0.0]])
-    assert np.allclose(
-        pool_tokens(hidden, mask, "mean_sqrt_len_tokens"), [[4.0 / np.sqrt(2), 2.0 / np.sqrt(2)]]
-    )
+    assert np.allclose(pool_tokens(hidden, mask, "mean_sqrt_len_tokens"), [[4.0 / np.sqrt(2), 2.0 / np.sqrt(2)]])
 
 
 def test_missing_spec_is_corrupt(tmp_path: Path) -> None:
