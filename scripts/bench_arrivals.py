@@ -1,0 +1,264 @@
+"""Benchmark what arrivals cost: refreshes, removals, bytes written and query latency at 157k; +22 at 5.8k.
+
+Prints one JSON line (progress on stderr). The 157k part uses stand-in vectors (a hashed bag of words,
+``scripts/standin.py``) for everything that is not encoding, and says so; its "excluding encoding" figures
+subtract the stand-in's own seconds. The 5.8k part uses the real default model, encoding included.
+
+    python scripts/bench_arrivals.py [--workdir DIR] [--skip-157k] [--skip-5k] [--queries N]
+
+157k steps, each timed in this process against the same run's full build:
+  full build of the corpus in one go (baseline); the corpus less 500 records, then an unchanged refresh,
+  then +500 (a new file), then ``remove --source`` of that file; bytes written per step (the process's
+  write() bytes, /proc/self/io wchar); dense and hybrid query p50/p99 (warm, with highlights); the first
+  --where filter in a fresh process; and whether the one-go build and the built-in-arrivals index give the
+  same top 10 (ids equal, scores within 1e-6).
+5.8k step: the NeurIPS 2025 list built once with the real model (kept in the work dir), copied, then a file of
+22 abstracts from other venues added with the map on, timed as a `semsearch index` process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+DATA = REPO.parent / "shared" / "data" / "mlanthology"
+HELD_OUT = 500
+ARRIVAL_5K = 22
+T = TypeVar("T")
+
+from standin import HashedWords  # noqa: E402
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def written() -> int:
+    """Bytes this process has written with write() so far (includes SQLite, numpy, FAISS)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    return 0
+
+
+def step(name: str, fn: Callable[[], T], encoder: HashedWords | None = None) -> tuple[T, dict[str, Any]]:
+    """Run fn, returning its result and its seconds, bytes written and (stand-in) encoding seconds."""
+    log(f"  {name} ...")
+    enc_before = encoder.seconds if encoder is not None else 0.0
+    w, t = written(), time.perf_counter()
+    result = fn()
+    seconds = time.perf_counter() - t
+    figures: dict[str, Any] = {"s": round(seconds, 2), "bytes_written": written() - w}
+    if encoder is not None:
+        encoding = encoder.seconds - enc_before
+        figures["s_excluding_encoding"] = round(seconds - encoding, 2)
+    log(f"  {name}: {figures}")
+    return result, figures
+
+
+def percentile_ms(samples: Sequence[float], q: float) -> float:
+    return round(float(np.percentile(np.asarray(samples) * 1000, q)), 2)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def write_jsonl(path: Path, records: Sequence[dict[str, Any]]) -> Path:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt", encoding="utf-8") as fh:  # type: ignore[operator]
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path
+
+
+def query_latency(index_dir: Path, embedder: Any, queries: Sequence[str]) -> dict[str, Any]:
+    """Warm dense and hybrid search (k 10, with highlights) over the queries; the first 10 warm up."""
+    from semsearch.search import Index
+
+    out: dict[str, Any] = {}
+    with Index.open(index_dir, embedder=embedder) as idx:
+        for mode in ("dense", "hybrid"):
+            times = []
+            for q in queries:
+                t = time.perf_counter()
+                idx.search(q, 10, mode=mode)
+                times.append(time.perf_counter() - t)
+            out[f"{mode}_p50_ms"] = percentile_ms(times[10:], 50)
+            out[f"{mode}_p99_ms"] = percentile_ms(times[10:], 99)
+    return out
+
+
+FIRST_FILTER = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1] + "/scripts")
+from standin import HashedWords
+from semsearch.search import Index
+idx = Index.open(sys.argv[2], embedder=HashedWords())
+idx.search("graph neural networks", 10, mode="dense")  # warm: the filter is what is timed
+out = {}
+for clause in ("year>=2024", "venue=neurips", "title~graph"):
+    t = time.perf_counter()
+    idx.search("graph neural networks", 10, mode="dense", where=[clause])
+    out[clause] = round((time.perf_counter() - t) * 1000, 1)
+print(json.dumps(out))
+"""
+
+
+def first_filter_ms(index_dir: Path) -> dict[str, Any]:
+    """Each --where clause's first search in a fresh process (after one unfiltered search), in ms."""
+    proc = subprocess.run(
+        [sys.executable, "-c", FIRST_FILTER, str(REPO), str(index_dir)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    return dict(json.loads(proc.stdout))
+
+
+def same_top10(a: Path, b: Path, embedder: Any, queries: Sequence[str]) -> dict[str, Any]:
+    """How many queries give the same top 10 (ids, scores within 1e-6) on two indexes, dense and hybrid."""
+    from semsearch.search import Index
+
+    out: dict[str, Any] = {}
+    with Index.open(a, embedder=embedder) as one, Index.open(b, embedder=embedder) as other:
+        for mode in ("dense", "hybrid"):
+            same = 0
+            for q in queries:
+                x, y = one.search(q, 10, mode=mode), other.search(q, 10, mode=mode)
+                ids_equal = [h.id for h in x] == [h.id for h in y]
+                if ids_equal and all(abs(h.score - g.score) <= 1e-6 for h, g in zip(x, y, strict=True)):
+                    same += 1
+            out[f"{mode}_same_top10"] = f"{same} of {len(queries)}"
+    return out
+
+
+def bench_157k(work: Path, n_queries: int, corpus: Path) -> dict[str, Any]:
+    from semsearch.build import BuildOptions, build_index
+    from semsearch.remove import remove_documents
+
+    records = read_jsonl(corpus)
+    rng = random.Random(15)
+    held = set(rng.sample(range(len(records)), HELD_OUT))
+    base = write_jsonl(work / "base.jsonl.gz", [r for i, r in enumerate(records) if i not in held])
+    arrivals = write_jsonl(work / "arrivals.jsonl", [records[i] for i in sorted(held)])
+    queries = [r["title"] for r in rng.sample(records, n_queries)]
+    del records
+    opts = BuildOptions(progress=False, batch_size=4096)
+    out: dict[str, Any] = {"vectors": "stand-in (hashed bag of words, 384-d); encoding excluded where said"}
+
+    enc = HashedWords()
+    one_go = work / "one-go"
+    summary, out["full_build"] = step(
+        "full build, one go", lambda: build_index([str(base), str(arrivals)], one_go, opts, embedder=enc), enc
+    )
+    out["documents"], out["ann"] = summary.documents, summary.ann
+
+    enc = HashedWords()
+    idx = work / "arrivals-index"
+    _, out["base_build"] = step(
+        "build of the corpus less 500", lambda: build_index([str(base)], idx, opts, embedder=enc), enc
+    )
+    again, out["unchanged_refresh"] = step("unchanged refresh", lambda: build_index(None, idx, opts, embedder=enc), enc)
+    out["unchanged_refresh"]["wrote_version"] = not again.unchanged
+    grown, out["add_500"] = step("+500", lambda: build_index([str(base), str(arrivals)], idx, opts, embedder=enc), enc)
+    out["add_500"]["encoded"] = grown.encoded
+
+    out.update(same_top10(one_go, idx, enc, queries[:50]))
+    out.update(query_latency(idx, enc, queries))
+    out["first_filter_ms"] = first_filter_ms(idx)
+    _, out["remove_500"] = step("remove the 500", lambda: remove_documents(idx, sources=[str(arrivals)]))
+    for name in ("full_build", "unchanged_refresh", "add_500", "remove_500"):
+        out[name]["ratio_to_full_build"] = round(out[name]["s"] / out["full_build"]["s"], 4)
+    return out
+
+
+def bench_5k(work: Path) -> dict[str, Any]:
+    """+22 abstracts from other venues to the 5.8k NeurIPS 2025 index, real model, map on."""
+    cached = work / "neurips2025-base"
+    if not (cached / "CURRENT").exists():
+        log("  building the 5.8k NeurIPS 2025 index once with the real model (kept for later runs) ...")
+        run_index([str(DATA / "neurips2025.jsonl.gz")], cached)
+    neurips = {r["_id"] for r in read_jsonl(DATA / "neurips2025.jsonl.gz")}
+    others: list[dict[str, Any]] = []
+    with gzip.open(DATA / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+        for line in fh:
+            record = json.loads(line)
+            if record["_id"] not in neurips and record.get("text"):
+                others.append(record)
+            if len(others) >= 5000:
+                break
+    # Different abstracts each run: none is in the cached index's embedding cache.
+    chosen = random.Random(time.time_ns()).sample(others, ARRIVAL_5K)
+    run_dir = work / "neurips2025-run"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(cached, run_dir, symlinks=True)
+    new_file = write_jsonl(work / "arrivals22.jsonl", chosen)
+    summary, seconds = run_index([str(DATA / "neurips2025.jsonl.gz"), str(new_file)], run_dir)
+    return {
+        "documents": summary["documents"],
+        "encoded": summary["encoded"],
+        "add_22_s_map_on": round(seconds, 2),
+        "map": json.loads((run_dir / (run_dir / "CURRENT").read_text().strip() / "manifest.json").read_text())["map"],
+    }
+
+
+def run_index(sources: list[str], index_dir: Path) -> tuple[dict[str, Any], float]:
+    """`semsearch index SOURCES --index DIR --json` as a process: (its summary, wall seconds)."""
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "semsearch", "index", *sources, "--index", str(index_dir), "--json", "-q"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        cwd=REPO,
+    )
+    if proc.returncode != 0:
+        sys.exit(f"semsearch index failed: {proc.stderr.strip()}")
+    return json.loads(proc.stdout.strip().splitlines()[-1]), time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "semsearch-bench-arrivals")
+    parser.add_argument("--skip-157k", action="store_true")
+    parser.add_argument("--skip-5k", action="store_true")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--corpus", type=Path, default=DATA / "corpus.jsonl.gz", help="the big corpus (jsonl.gz)")
+    args = parser.parse_args()
+    if not DATA.is_dir():
+        sys.exit(f"needs {DATA} (the ML Anthology corpus)")
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Any] = {"cpus": os.cpu_count()}
+    if not args.skip_5k:
+        log("5.8k NeurIPS 2025 index, +22 with the map on (real model):")
+        out["neurips_5k"] = bench_5k(args.workdir)
+    if not args.skip_157k:
+        log("157k ML Anthology index (stand-in vectors):")
+        work = args.workdir / "157k"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        out["anthology_157k"] = bench_157k(work, args.queries, args.corpus)
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
