@@ -61,9 +61,7 @@ def log(message: str) -> None:
 def load_records(path: Path, limit: int) -> list[dict[str, Any]]:
     """The first ``limit`` records of a JSONL(.gz) file."""
     out: list[dict[str, Any]] = []
-    with (
-        gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8") as fh
-    ):
+    with gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
                 out.append(json.loads(line))
@@ -353,8 +351,7 @@ def run_latency(args: argparse.Namespace, folder: Path, st: Any, result: dict[st
     }
     cold = {
         "onnx-int8": cold_start(
-            "from semsearch.onnx_backend import OnnxEmbedder\n"
-            f"e = OnnxEmbedder.load(Path({str(folder)!r}), 'int8')\n"
+            f"from semsearch.onnx_backend import OnnxEmbedder\ne = OnnxEmbedder.load(Path({str(folder)!r}), 'int8')\n"
         ),
         "torch": cold_start(
             "from semsearch.torch_backend import SentenceTransformerEmbedder\n"
@@ -405,9 +402,7 @@ def cold_start(body: str, repeats: int = 3) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="JSONL(.gz) with title/text (%(default)s)")
     parser.add_argument("--limit", type=int, default=2000, help="abstracts to encode (%(default)s)")
     parser.add_argument("--model", default=DEFAULT_MODEL)

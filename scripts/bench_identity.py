@@ -16,52 +16,24 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
 import os
-import re
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
-
-import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
 DATA = REPO.parent / "shared" / "data" / "mlanthology"
+
+from standin import HashedWords  # noqa: E402
 
 from semsearch import BuildOptions, Index, build_index  # noqa: E402
 from semsearch.dedup import deduplicate, doc_id_for, text_hash  # noqa: E402
 from semsearch.identity import load_previous_identity  # noqa: E402
 from semsearch.ingest import read_sources  # noqa: E402
-
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-class HashedWords:
-    """A stand-in encoder: hashed bag of words, unit length. Counts what it encodes."""
-
-    name = "stand-in-hashed-words"
-    fingerprint = "hashed-words-64"
-    dimension = 64
-    backend = "stand-in"
-    precision = "fp32"
-
-    def __init__(self) -> None:
-        self.encoded = 0
-
-    def encode(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        self.encoded += len(texts)
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in _WORD.findall(text.lower()):
-                h = hashlib.md5(word.encode()).digest()
-                out[row, h[0] % self.dimension] += 1.0 if h[1] % 2 else -1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        return out / norms
 
 
 def log(message: str) -> None:
@@ -115,7 +87,7 @@ def main() -> None:
     index_dir = work / "index"
     opts = BuildOptions(progress=False, full=False)
 
-    encoder = HashedWords()
+    encoder = HashedWords(dimension=64)
     log(f"building {len(rows)} abstracts ...")
     started = time.perf_counter()
     first = build_index([str(src)], index_dir, opts, embedder=encoder)
@@ -192,7 +164,7 @@ def main() -> None:
 def _holders(index_dir: Path) -> dict[str, str]:
     """Text hash -> the id of the document holding that text (as its own or as a merged copy)."""
     out: dict[str, str] = {}
-    with Index.open(index_dir, embedder=HashedWords()) as idx:
+    with Index.open(index_dir, embedder=HashedWords(dimension=64)) as idx:
         for doc in idx.store.iter_documents():
             for h in (doc.text_hash, *doc.texts):
                 out[h] = doc.id

@@ -31,8 +31,19 @@ def log(message: str) -> None:
 def index(index_dir: Path, sources: list[str], backend: str) -> tuple[dict, float]:
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "semsearch", "index", *sources, "--index", str(index_dir), "--json", "-q",
-         "--backend", backend],
+        [
+            sys.executable,
+            "-m",
+            "semsearch",
+            "index",
+            *sources,
+            "--index",
+            str(index_dir),
+            "--json",
+            "-q",
+            "--backend",
+            backend,
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},

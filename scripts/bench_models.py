@@ -47,7 +47,9 @@ def cold_query(index: Path, text: str) -> float:
     started = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "semsearch", "query", text, "--index", str(index), "-k", "10"],
-        check=True, capture_output=True, env=env,
+        check=True,
+        capture_output=True,
+        env=env,
     )
     return time.perf_counter() - started
 

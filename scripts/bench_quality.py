@@ -48,8 +48,10 @@ def main() -> None:
         options = BuildOptions(backend=args.backend, precision=precision, progress=True)
         results = run_eval(EvalData.locate(SCIFACT, split), index, options=options)
         out[split] = results
-        print(f"{split}: " + ", ".join(f"{m} {r['ndcg@10']:.4f}" for m, r in results.items() if isinstance(r, dict)),
-              file=sys.stderr)
+        print(
+            f"{split}: " + ", ".join(f"{m} {r['ndcg@10']:.4f}" for m, r in results.items() if isinstance(r, dict)),
+            file=sys.stderr,
+        )
     test = out["test"]
     assert isinstance(test, dict)
     out["dense_vs_published_minilm"] = round(test["dense"]["ndcg@10"] - PUBLISHED_TEST_NDCG10["all-MiniLM-L6-v2"], 4)

@@ -18,11 +18,9 @@ Exit status 1 when any request failed or any verify found a problem.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import socket
@@ -35,13 +33,15 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from standin import HashedWords  # noqa: E402
 
 from semsearch import BuildOptions, build_index  # noqa: E402
 
@@ -55,31 +55,10 @@ QUERIES = [
     "robust optimization under distribution shift",
 ]
 WHERE = [[], [], ["year>=2023"], ["venue=soak"], ["collection~papers"], ["year>=2999"]]
-_WORD = re.compile(r"[a-z0-9]+")
 
 
-class HashedEmbedder:
-    """A deterministic bag-of-words encoder (as the tests' fake): the soak without the model."""
-
-    backend = "fake"
-    precision = "fp32"
-    name = "soak-hashed-bow"
-    fingerprint = "soak0001"
-    dimension = 64
-
-    def encode(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in _WORD.findall(text.lower()):
-                h = hashlib.md5(word.encode()).digest()
-                out[row, h[0] % self.dimension] += 1.0 if h[1] % 2 else -1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        return out / norms
-
-
-def _embedder(fake: bool) -> HashedEmbedder | None:
-    return HashedEmbedder() if fake else None
+def _embedder(fake: bool) -> HashedWords | None:
+    return HashedWords(dimension=64) if fake else None
 
 
 def _arrival(folder: Path, n: int) -> Path:
