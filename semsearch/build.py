@@ -94,6 +94,7 @@ class BuildOptions:
     actors: int | None = None  # Ray encoder actors; None: one per CPU of the cluster
     catalogues: Sequence[str] | None = None  # catalogue files to take titles etc. from; None: the index's
     rewrite: bool = False  # read, join and write a new version even when nothing changed
+    relayout: bool = False  # lay the corpus map out afresh (``full`` does too) instead of placing arrivals on it
 
 
 def _encoder_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, str]:
@@ -318,6 +319,7 @@ def build_index(
                 memory_budget=budget,
                 previous=previous,
                 retrain=opts.full,
+                relayout=opts.full or opts.relayout,
                 tuning_queries=lambda: choice.embedder.encode(query_like_texts(documents), batch_size=opts.batch_size),
             )
             previous_ids = previous.ids if previous is not None else set()
@@ -391,6 +393,10 @@ def _unchanged_version(
     if manifest.dedup.get("near") is not opts.near or not _same_encoder(opts, manifest, embedder):
         return None
     if _ann_settings(opts, manifest) != _ann_settings(BuildOptions(), manifest) or not _same_map(manifest):
+        return None
+    # --relayout on a map that is already a full layout of these documents has nothing to do; on one that placed
+    # arrivals since (or predates layout records) it lays the map out afresh.
+    if opts.relayout and manifest.map.get("method") != "off" and manifest.map.get("changed_since_layout") != 0:
         return None
     if any(stale_sources(manifest).values()) or (manifest.catalogue_args and catalogues_changed(manifest)):
         return None

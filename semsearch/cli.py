@@ -129,6 +129,13 @@ def cli() -> None:
     help="ONNX weights [default: the index's, else int8]: int8 is smaller and faster; fp32 matches torch closely.",
 )
 @click.option("--full", is_flag=True, help="Rebuild from scratch (and allow switching models).")
+@click.option(
+    "--relayout",
+    is_flag=True,
+    help="Lay the corpus map out afresh. A refresh otherwise places new documents on the last layout until "
+    f"more than {options.MAP_RELAYOUT_SHARE:.0%} of the documents it laid out have been added or removed "
+    "(--full lays out afresh too).",
+)
 @click.option("--skip-bad", is_flag=True, help="Skip malformed records (reported) instead of stopping.")
 @click.option("--no-near", is_flag=True, help="Merge only exact duplicates, not near-duplicates.")
 @click.option(
@@ -185,6 +192,7 @@ def index(
     backend: str | None,
     precision: str | None,
     full: bool,
+    relayout: bool,
     skip_bad: bool,
     no_near: bool,
     ann: str | None,
@@ -240,6 +248,7 @@ def index(
             backend=backend,
             precision=precision,
             full=full,
+            relayout=relayout,
             skip_bad=skip_bad,
             near=not no_near,
             batch_size=batch_size,

@@ -31,6 +31,7 @@ def write_contents(
     memory_budget: int | None = None,
     previous: PreviousVersion | None = None,
     retrain: bool = False,
+    relayout: bool = False,
     tuning_queries: QuerySource | None = None,
 ) -> dict[str, Any]:
     """Write a version's vectors (row i for documents[i]), ANN index, document store, BM25 index and map.
@@ -62,5 +63,7 @@ def write_contents(
         **ann_entries,
         "vectors": {"file": VECTOR_FILE, "ids": IDS_FILE, "rows": int(len(ids))},
         "lexical": write_lexical(folder / LEXICAL_DIR, ids, documents),
-        "map": write_map(folder, documents, vectors, previous=None if previous is None else previous.path),
+        "map": write_map(
+            folder, documents, vectors, previous=None if previous is None else previous.path, relayout=relayout
+        ),
     }

@@ -7,7 +7,16 @@ Computed at build time from the documents' vectors and stored in the version fol
      "labels": ["title or opening words", ...],          # one per point, at most LABEL_CHARS characters
      "clusters": [{"id": 0, "label": "federated · privacy · clients", "terms": [...],
                    "x": 0.41, "y": 0.73, "size": 12}, ...],
+     "fitted": [0, 1, ...],                              # points the layout was fitted on (the anchors)
+     "algorithm": 2, "laid_out_at": "2025-12-01T10:40:00+00:00", "laid_out_documents": N,
+     "changed_since_layout": 0,                          # documents added + removed since that full layout
      "fingerprint": "<sha256 of the inputs>"}           # a refresh with the same inputs copies the map
+
+A refresh does not lay the map out again (UMAP costs 25 s on 6k documents): new documents go to the
+similarity-weighted mean position of their nearest fitted neighbours and join the cluster whose members' mean
+vector is nearest, removed ones drop out (see ``update_map``). A full layout happens when the documents added
+and removed since the last one exceed RELAYOUT_SHARE of the documents it laid out, when the layout method
+changes, or on request (``semsearch index --relayout`` or ``--full``).
 
 ``map_page.map_html`` turns it into one self-contained HTML page; the server's page draws it with ``web/map.js``.
 """
@@ -27,10 +36,12 @@ from typing import Any
 import numpy as np
 
 from .errors import IndexCorruptError, SemsearchError
+from .fileio import utc_now
+from .options import MAP_RELAYOUT_SHARE
 from .records import Document
 
 MAP_FILE = "map.json"
-MAP_ALGORITHM = 1  # bump when a change to this module changes the maps it computes (stops reuse of old ones)
+MAP_ALGORITHM = 2  # bump when a change to this module changes the maps it computes (stops reuse of old ones)
 # Below this many documents the layout is PCA (0.2 s for the 91 seeds): on a few hundred points it shows the
 # topics well enough, while UMAP's numba JIT warm-up alone (10 s and more per process) would dominate the seed
 # build and every test that builds an index.
@@ -41,6 +52,11 @@ UMAP_MIN_DOCS = 1000
 # the whole map with this placement; all 155k ML Anthology abstracts then take 116 s, 10k alone about 60 s.
 UMAP_FIT_MAX = 10_000
 PLACE_NEIGHBOURS = 5
+# A refresh places arrivals on the last layout until the documents added plus removed since it exceed this share
+# of the documents it laid out; then the whole map is laid out again. Placed documents never move the fitted
+# ones, so the layout drifts from what a fresh one would show only as far as the corpus has changed. The value
+# lives in options.py, where `semsearch index --help` reads it without importing numpy.
+RELAYOUT_SHARE = MAP_RELAYOUT_SHARE
 # UMAP's own default for more than 10k points; its 500 for smaller sets more than doubles the optimisation time
 # for no visible gain on a scatter plot.
 UMAP_EPOCHS = 200
@@ -104,7 +120,10 @@ def compute_map(
         raise SemsearchError(f"{vectors.shape[0]} vectors for {n} documents")
     chosen = choose_method(n, method)
     vecs = np.ascontiguousarray(vectors, dtype=np.float32)
-    xy = _umap_layout(vecs, seed) if chosen == "umap" else _pca_layout(vecs)
+    if chosen == "umap":
+        xy, fitted = _umap_layout(vecs, seed)
+    else:
+        xy, fitted = _pca_layout(vecs), np.arange(n)
     xy = normalize(xy)
     assignment, k = _kmeans(vecs, cluster_count(n), seed)
     terms = cluster_terms(documents, assignment, k, seed=seed)
@@ -133,6 +152,7 @@ def compute_map(
         ],
         "labels": [point_label(d) for d in documents],
         "clusters": clusters,
+        "fitted": [int(i) for i in fitted],
     }
 
 
@@ -163,8 +183,8 @@ def _pca_layout(vecs: np.ndarray) -> np.ndarray:
     return out
 
 
-def _umap_layout(vecs: np.ndarray, seed: int) -> np.ndarray:
-    """UMAP (cosine, 15 neighbours), fitted on a sample of at most UMAP_FIT_MAX documents when there are more."""
+def _umap_layout(vecs: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """UMAP (cosine, 15 neighbours) and the rows it was fitted on: at most UMAP_FIT_MAX, the rest are placed."""
     import warnings
 
     import umap  # imported here: numba's JIT costs seconds, and only large corpora pay for it
@@ -177,14 +197,14 @@ def _umap_layout(vecs: np.ndarray, seed: int) -> np.ndarray:
         # "n_jobs value 1 overridden by random_state": determinism is the point of passing a seed.
         warnings.simplefilter("ignore")
         if n <= UMAP_FIT_MAX:
-            return np.asarray(reducer.fit_transform(vecs), dtype=np.float64)
+            return np.asarray(reducer.fit_transform(vecs), dtype=np.float64), np.arange(n)
         rng = np.random.default_rng(seed)
         sample = np.sort(rng.choice(n, UMAP_FIT_MAX, replace=False))
         out = np.zeros((n, 2), dtype=np.float64)
         out[sample] = reducer.fit_transform(vecs[sample])
         rest = np.setdiff1d(np.arange(n), sample)
         out[rest] = place_by_neighbours(vecs[sample], out[sample], vecs[rest])
-        return out
+        return out, sample
 
 
 def place_by_neighbours(fitted: np.ndarray, fitted_xy: np.ndarray, others: np.ndarray) -> np.ndarray:
@@ -307,12 +327,19 @@ def cluster_terms(
 
 
 def write_map(
-    folder: Path, documents: Sequence[Document], vectors: np.ndarray, *, previous: Path | None = None
+    folder: Path,
+    documents: Sequence[Document],
+    vectors: np.ndarray,
+    *,
+    previous: Path | None = None,
+    relayout: bool = False,
+    now: str | None = None,
 ) -> dict[str, Any]:
-    """Compute and write a version's map.json; returns its manifest entry (method, clusters, seconds).
+    """Compute and write a version's map.json; returns its manifest entry (method, clusters, layout, seconds).
 
     When the ``previous`` version has a map of exactly these documents and vectors (a refresh that changed
-    nothing), that map is copied instead: a UMAP layout costs a minute on a few thousand documents.
+    nothing), that map is copied. Otherwise its layout is kept and updated (``update_map``) unless the corpus
+    changed too much since it was laid out, or ``relayout`` asks for a fresh layout (stamped with ``now``).
     """
     started = time.perf_counter()
     method = os.environ.get(MAP_ENV, "").strip().lower() or "auto"
@@ -321,18 +348,131 @@ def write_map(
     if method == "off":
         return {"file": None, "method": "off", "clusters": 0, "seconds": 0.0}
     fingerprint = map_fingerprint(documents, vectors, method)
-    data = _previous_map(previous, fingerprint)
-    reused = data is not None
+    old = _previous_map(previous)
+    data: dict[str, Any] | None = None
+    # A map laid out in one go on exactly these inputs is what a relayout would compute again.
+    if old is not None and old.get("fingerprint") == fingerprint and not (relayout and old["changed_since_layout"]):
+        data, layout = old, "reused"
+    elif old is not None and not relayout:
+        data, layout = update_map(old, documents, vectors, method=method), "incremental"
     if data is None:
-        data = {**compute_map(documents, vectors, method=method), "fingerprint": fingerprint}
+        data, layout = compute_map(documents, vectors, method=method), "full"
+        data.update(
+            algorithm=MAP_ALGORITHM,
+            laid_out_at=now or utc_now(),
+            laid_out_documents=len(documents),
+            changed_since_layout=0,
+        )
+    data["fingerprint"] = fingerprint
     (folder / MAP_FILE).write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
     return {
         "file": MAP_FILE,
         "method": data["method"],
         "clusters": len(data["clusters"]),
         "seconds": round(time.perf_counter() - started, 3),
-        "reused": reused,
+        "reused": layout == "reused",
+        "layout": layout,
+        "laid_out_at": data["laid_out_at"],
+        "laid_out_documents": data["laid_out_documents"],
+        "changed_since_layout": data["changed_since_layout"],
     }
+
+
+def update_map(
+    old: dict[str, Any], documents: Sequence[Document], vectors: np.ndarray, *, method: str = "auto"
+) -> dict[str, Any] | None:
+    """The previous map carried to these documents without a new layout, or None when a full layout is due.
+
+    Documents still present keep their position and cluster; removed ones drop out. Each new document is placed
+    by its nearest fitted neighbours (``place_by_neighbours``) and joins the cluster whose current members'
+    mean vector is nearest by cosine; the clusters keep their labels, their sizes and centres are recounted and
+    clusters left empty are dropped. None when ``old`` predates incremental maps (no layout record), when the
+    method for this many documents is not the one it was laid out with, when nothing it was fitted on is left,
+    or when the documents added and removed since its layout exceed RELAYOUT_SHARE of those it laid out.
+    """
+    n = len(documents)
+    if vectors.shape[0] != n:
+        raise SemsearchError(f"{vectors.shape[0]} vectors for {n} documents")
+    if not _has_layout_record(old) or choose_method(n, method) != old["method"]:
+        return None
+    row_of = {d.id: r for r, d in enumerate(documents)}
+    old_points = old["points"]
+    kept = [(i, row_of[p[0]]) for i, p in enumerate(old_points) if p[0] in row_of]
+    changed = old["changed_since_layout"] + (n - len(kept)) + (len(old_points) - len(kept))
+    if changed > math.floor(RELAYOUT_SHARE * old["laid_out_documents"] + 1e-9):
+        return None
+    fitted_rows = sorted(row_of[old_points[i][0]] for i in old["fitted"] if old_points[i][0] in row_of)
+    if not fitted_rows:
+        return None
+    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+    xy = np.zeros((n, 2), dtype=np.float64)
+    assignment = np.full(n, -1, dtype=np.int64)
+    for i, row in kept:
+        xy[row] = old_points[i][1:3]
+        assignment[row] = old_points[i][3]
+    arrived = np.flatnonzero(assignment < 0)
+    if len(arrived):
+        xy[arrived] = place_by_neighbours(vecs[fitted_rows], xy[fitted_rows], vecs[arrived])
+        assignment[arrived] = _nearest_cluster(vecs, assignment, len(old["clusters"]), arrived)
+    sizes = np.bincount(assignment, minlength=len(old["clusters"]))
+    remaining = [c for c in range(len(old["clusters"])) if sizes[c] > 0]
+    renumber = np.full(len(old["clusters"]), -1, dtype=np.int64)
+    renumber[remaining] = np.arange(len(remaining))
+    assignment = renumber[assignment]
+    clusters = []
+    for new_id, c in enumerate(remaining):
+        cx, cy = np.median(xy[assignment == new_id], axis=0)
+        centre = {"x": round(float(cx), DECIMALS), "y": round(float(cy), DECIMALS)}
+        clusters.append({**old["clusters"][c], "id": new_id, **centre, "size": int(sizes[c])})
+    return {
+        "method": old["method"],
+        "documents": n,
+        "seed": old.get("seed", 0),
+        "points": [
+            [d.id, round(float(x), DECIMALS), round(float(y), DECIMALS), int(c)]
+            for d, (x, y), c in zip(documents, xy, assignment, strict=True)
+        ],
+        "labels": [point_label(d) for d in documents],
+        "clusters": clusters,
+        "fitted": fitted_rows,
+        "algorithm": MAP_ALGORITHM,
+        "laid_out_at": old["laid_out_at"],
+        "laid_out_documents": old["laid_out_documents"],
+        "changed_since_layout": changed,
+    }
+
+
+def _nearest_cluster(vecs: np.ndarray, assignment: np.ndarray, k: int, rows: np.ndarray) -> np.ndarray:
+    """The cluster of each of ``rows``: the one whose assigned members' mean direction is nearest by cosine."""
+    members = assignment >= 0
+    centroids = np.zeros((k, vecs.shape[1]), dtype=np.float64)
+    np.add.at(centroids, assignment[members], vecs[members])
+    norms = np.linalg.norm(centroids, axis=1)
+    scores = vecs[rows].astype(np.float64) @ (centroids / np.maximum(norms, 1e-12)[:, None]).T
+    scores[:, norms <= 1e-12] = -np.inf  # a cluster with no member left takes no newcomers
+    return np.asarray(scores.argmax(axis=1), dtype=np.int64)
+
+
+def _has_layout_record(data: dict[str, Any]) -> bool:
+    """Whether a loaded map says what an update needs: its algorithm, layout record and fitted points."""
+    n, k = len(data["points"]), len(data["clusters"])
+    record = (data.get("laid_out_at"), data.get("laid_out_documents"), data.get("changed_since_layout"))
+    fitted = data.get("fitted")
+    return (
+        data.get("algorithm") == MAP_ALGORITHM
+        and isinstance(record[0], str)
+        and all(isinstance(v, int) and v >= 0 for v in record[1:])
+        and isinstance(fitted, list)
+        and all(isinstance(i, int) and 0 <= i < n for i in fitted)
+        and all(_point_ok(p, k) for p in data["points"])
+    )
+
+
+def _point_ok(point: list[Any], clusters: int) -> bool:
+    """Whether a stored point is [id, x, y, cluster] with a number for x and y and a cluster that exists."""
+    doc_id, x, y, cluster = point
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x, y))
+    return isinstance(doc_id, str) and numbers and isinstance(cluster, int) and 0 <= cluster < clusters
 
 
 def map_fingerprint(documents: Sequence[Document], vectors: np.ndarray, method: str, seed: int = 0) -> str:
@@ -346,15 +486,16 @@ def map_fingerprint(documents: Sequence[Document], vectors: np.ndarray, method: 
     return digest.hexdigest()
 
 
-def _previous_map(previous: Path | None, fingerprint: str) -> dict[str, Any] | None:
-    """The previous version's map when it was computed from the same inputs, else None."""
+def _previous_map(previous: Path | None) -> dict[str, Any] | None:
+    """The previous version's map when it has a usable one (with its layout record), else None."""
     if previous is None:
         return None
     try:
         data = load_map(previous)
     except (OSError, SemsearchError):
         return None  # no usable previous map: compute a fresh one
-    return data if data is not None and data.get("fingerprint") == fingerprint else None
+    # A map from before incremental layouts (no layout record) is laid out again, once.
+    return data if data is not None and _has_layout_record(data) else None
 
 
 def load_map(version: Path) -> dict[str, Any] | None:

@@ -69,6 +69,7 @@ class IndexInfo:
     title_only: int = 0  # documents indexed by their title alone (no abstract)
     aliases: int = 0  # former ids that still resolve to a document
     catalogue: dict[str, Any] | None = None  # the build's catalogue join (semsearch.catalogue), if any
+    map: dict[str, Any] = field(default_factory=dict)  # the manifest's map entry: method, clusters, when laid out
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -201,6 +202,7 @@ class Index:
             title_only=m.counts.title_only,
             aliases=self.store.alias_count(),
             catalogue=m.catalogue,
+            map=dict(m.map),
         )
 
     def stale_sources(self) -> dict[str, list[str]]:

@@ -14,7 +14,9 @@ from conftest import CHROMIUM, FakeEmbedder
 from semsearch import BuildOptions, IndexCorruptError, SemsearchError, build_index
 from semsearch.cli import cli
 from semsearch.corpus_map import (
+    MAP_ALGORITHM,
     MAP_FILE,
+    RELAYOUT_SHARE,
     UMAP_MIN_DOCS,
     choose_method,
     cluster_count,
@@ -22,6 +24,8 @@ from semsearch.corpus_map import (
     load_map,
     normalize,
     place_by_neighbours,
+    update_map,
+    write_map,
 )
 from semsearch.layout import current_version
 from semsearch.manifest import read_manifest
@@ -199,6 +203,169 @@ def test_unfitted_points_land_among_their_nearest_neighbours() -> None:
     fitted_xy = np.array([[0.1, 0.1], [0.9, 0.1], [0.5, 0.9]])[blob]
     placed = place_by_neighbours(vectors[::2], fitted_xy[::2], vectors[1::2])
     assert np.allclose(placed, fitted_xy[1::2], atol=1e-6)
+
+
+# ---------------------------------------------------------------- a refresh places arrivals on the last layout
+
+CORNERS = np.array([[0.1, 0.1], [0.9, 0.1], [0.5, 0.9]])
+LAID_OUT_AT = "2025-01-01T00:00:00+00:00"
+
+
+def blob_documents() -> list[Document]:
+    return [Document(id=f"{i:016x}", text=f"paper {i}", title=f"blob paper {i}", sources=[]) for i in range(300)]
+
+
+def laid_out(docs: list[Document], blob: np.ndarray, rows: np.ndarray, *, changed: int = 0) -> dict:
+    """The map a full layout of documents ``rows`` would store if it put each blob on its corner, one cluster each."""
+    return {
+        "method": "pca",
+        "documents": len(rows),
+        "seed": 0,
+        "points": [[docs[r].id, *CORNERS[blob[r]].tolist(), int(blob[r])] for r in rows],
+        "labels": [docs[r].title for r in rows],
+        "clusters": [
+            {"id": b, "label": f"blob {b}", "terms": [f"blob{b}"], "x": x, "y": y, "size": int((blob[rows] == b).sum())}
+            for b, (x, y) in enumerate(CORNERS.tolist())
+        ],
+        "fitted": list(range(len(rows))),
+        "algorithm": MAP_ALGORITHM,
+        "laid_out_at": LAID_OUT_AT,
+        "laid_out_documents": len(rows),
+        "changed_since_layout": changed,
+    }
+
+
+def test_arrivals_are_placed_by_their_fitted_neighbours_and_join_the_nearest_cluster() -> None:
+    vectors, blob = blob_vectors()
+    docs = blob_documents()
+    old_rows = np.array([r for r in range(300) if r % 6])  # 250 laid out; every sixth document arrives later
+    data = update_map(laid_out(docs, blob, old_rows), docs, vectors)
+    assert data is not None
+    assert data["documents"] == 300 and [p[0] for p in data["points"]] == [d.id for d in docs]
+    assert data["labels"] == [d.title for d in docs]
+    xy = np.array([p[1:3] for p in data["points"]])
+    assert np.allclose(xy, CORNERS[blob], atol=1e-4)  # arrivals sit on their blob's corner, the rest stay put
+    assert [p[3] for p in data["points"]] == blob.tolist()  # and join their blob's cluster
+    assert [(c["id"], c["label"], c["size"]) for c in data["clusters"]] == [(b, f"blob {b}", 100) for b in range(3)]
+    assert [[c["x"], c["y"]] for c in data["clusters"]] == CORNERS.tolist()
+    assert data["fitted"] == old_rows.tolist()  # arrivals are placed, never anchors for later ones
+    assert (data["laid_out_at"], data["laid_out_documents"], data["changed_since_layout"]) == (LAID_OUT_AT, 250, 50)
+
+
+def test_removed_documents_drop_out_and_emptied_clusters_go() -> None:
+    vectors, blob = blob_vectors()
+    docs = blob_documents()
+    old = laid_out(docs, blob, np.arange(300))
+    # A fourth cluster of ten blob-2 documents, listed second so the clusters after it are renumbered.
+    old["clusters"].insert(1, {"id": 1, "label": "tiny", "terms": ["tiny"], "x": 0.5, "y": 0.9, "size": 10})
+    for c, cluster in enumerate(old["clusters"]):
+        cluster["id"] = c
+    for r, point in enumerate(old["points"]):
+        point[3] = 1 if 200 <= r < 210 else [0, 2, 3][blob[r]]
+    kept = [r for r in range(300) if not (200 <= r < 210 or r < 5)]
+    data = update_map(old, [docs[r] for r in kept], vectors[kept])
+    assert data is not None
+    assert [p[0] for p in data["points"]] == [docs[r].id for r in kept]
+    assert [(c["id"], c["label"], c["size"]) for c in data["clusters"]] == [(0, "blob 0", 95), (1, "blob 1", 100),
+                                                                           (2, "blob 2", 90)]  # fmt: skip
+    assert [p[3] for p in data["points"]] == blob[kept].tolist()
+    assert np.allclose([p[1:3] for p in data["points"]], CORNERS[blob[kept]])
+    assert data["fitted"] == list(range(285)) and data["changed_since_layout"] == 15
+
+
+def test_a_full_layout_is_due_past_the_share_changed_since_the_last() -> None:
+    vectors, blob = blob_vectors()
+    docs = blob_documents()
+    old_rows = np.array([r for r in range(300) if r % 6])
+    assert RELAYOUT_SHARE * 250 == 50  # 50 arrivals on a layout of 250 documents is exactly the share
+    assert update_map(laid_out(docs, blob, old_rows), docs, vectors) is not None
+    assert update_map(laid_out(docs, blob, old_rows, changed=1), docs, vectors) is None  # one more since then
+    # Removals count as changes too: 50 arrivals and the removal of a laid-out document.
+    rest = [r for r in range(300) if r != 1]
+    assert update_map(laid_out(docs, blob, old_rows), [docs[r] for r in rest], vectors[rest]) is None
+    # A method that is no longer the one for this many documents lays out again.
+    assert update_map(laid_out(docs, blob, old_rows), docs, vectors, method="umap") is None
+
+
+def test_a_map_without_a_layout_record_is_laid_out_again(tmp_path: Path, fake: FakeEmbedder) -> None:
+    docs = topical_documents()
+    vectors = embed(docs, fake)
+    old = tmp_path / "old"
+    old.mkdir()
+    before = {k: v for k, v in compute_map(docs[:33], vectors[:33]).items() if k != "fitted"}
+    (old / MAP_FILE).write_text(json.dumps(before), encoding="utf-8")  # as written before incremental maps
+    assert load_map(old) == before  # still readable: the page and the server show it
+    assert update_map(before, docs, vectors) is None
+    new = tmp_path / "new"
+    new.mkdir()
+    entry = write_map(new, docs, vectors, previous=old, now=LAID_OUT_AT)
+    assert entry["layout"] == "full" and entry["laid_out_at"] == LAID_OUT_AT and entry["laid_out_documents"] == 36
+    data = load_map(new)
+    assert data is not None and data["points"] == compute_map(docs, vectors)["points"]
+    # A damaged record (a fitted point that does not exist) is no reason to fail: the map is laid out afresh.
+    broken = {**data, "fitted": [0, 99]}
+    assert update_map(broken, docs, vectors) is None
+
+
+def test_relayout_recomputes_unless_the_map_already_is_a_layout_of_these_inputs(
+    tmp_path: Path, fake: FakeEmbedder
+) -> None:
+    docs = topical_documents()
+    vectors = embed(docs, fake)
+    folders = {name: tmp_path / name for name in "abcde"}
+    for folder in folders.values():
+        folder.mkdir()
+    first = write_map(folders["a"], docs[:33], vectors[:33], now=LAID_OUT_AT)
+    assert (first["layout"], first["laid_out_documents"], first["changed_since_layout"]) == ("full", 33, 0)
+    placed = write_map(folders["b"], docs, vectors, previous=folders["a"], now="2025-02-01T00:00:00+00:00")
+    assert (placed["layout"], placed["laid_out_at"], placed["changed_since_layout"]) == ("incremental", LAID_OUT_AT, 3)
+    incremental = load_map(folders["b"])
+    assert incremental is not None and incremental["points"] != compute_map(docs, vectors)["points"]
+    # The same inputs again copy the incremental map (the fingerprint is the inputs', not the history's).
+    again = write_map(folders["e"], docs, vectors, previous=folders["b"])
+    assert (
+        again["layout"] == "reused" and (folders["e"] / MAP_FILE).read_bytes() == (folders["b"] / MAP_FILE).read_bytes()
+    )
+    fresh = write_map(
+        folders["c"], docs, vectors, previous=folders["b"], relayout=True, now="2025-03-01T00:00:00+00:00"
+    )
+    assert (fresh["layout"], fresh["laid_out_at"], fresh["laid_out_documents"]) == (
+        "full",
+        "2025-03-01T00:00:00+00:00",
+        36,
+    )
+    assert load_map(folders["c"])["points"] == compute_map(docs, vectors)["points"]  # type: ignore[index]
+    # A relayout of a map that is already a full layout of these very inputs would compute the same: copied.
+    copied = write_map(folders["d"], docs, vectors, previous=folders["c"], relayout=True)
+    assert copied["layout"] == "reused" and copied["laid_out_at"] == "2025-03-01T00:00:00+00:00"
+
+
+def test_refreshes_place_arrivals_and_relayout_or_full_lay_out_afresh(
+    built: Path, small_corpus: Path, fake: FakeEmbedder
+) -> None:
+    first = read_manifest(current_version(built)).map
+    assert first["layout"] == "full" and first["laid_out_documents"] == 5 and first["laid_out_at"]
+    assert load_map(current_version(built))["laid_out_at"] == first["laid_out_at"]  # type: ignore[index]
+    small_corpus.write_text(small_corpus.read_text(encoding="utf-8") + "\n\nA new abstract about protein folding.\n")
+    build_index([str(small_corpus)], built, BuildOptions(progress=False), embedder=fake)
+    second = read_manifest(current_version(built)).map
+    assert second["layout"] == "incremental" and load_map(current_version(built))["documents"] == 6  # type: ignore[index]
+    assert (second["laid_out_at"], second["laid_out_documents"], second["changed_since_layout"]) == (
+        first["laid_out_at"], 5, 1
+    )  # fmt: skip
+    info = run(["info", "--index", str(built)])
+    assert "laid out" in info.output and "on 5 documents (1 added or removed since)" in info.output, info.output
+    assert json.loads(run(["info", "--index", str(built), "--json"]).output)["map"]["laid_out_documents"] == 5
+    result = run(["index", str(small_corpus), "--index", str(built), "--relayout", "-q"], fake)
+    assert result.exit_code == 0, result.output
+    data = load_map(current_version(built))
+    assert data is not None and (data["laid_out_documents"], data["changed_since_layout"]) == (6, 0)
+    assert verify_index(built) == []
+    # --full lays out afresh too (here the same inputs as the relayout, so that layout is copied).
+    small_corpus.write_text(small_corpus.read_text(encoding="utf-8") + "\n\nAnother one, on graph colouring.\n")
+    build_index([str(small_corpus)], built, BuildOptions(progress=False, full=True), embedder=fake)
+    full = read_manifest(current_version(built)).map
+    assert (full["layout"], full["laid_out_documents"], full["changed_since_layout"]) == ("full", 7, 0)
 
 
 # ---------------------------------------------------------------- in the index
