@@ -6,6 +6,18 @@
 A JSONL slice has no index, so its vectors are a hashed bag of words (384-d, like the tests' fake encoder):
 the layout's cost depends on the number of points and their dimension, not on where the vectors came from.
 Prints one JSON line per method.
+
+With --refresh FILE, times what a refresh that adds FILE's abstracts to (copies of) the index costs: with the
+map placing the arrivals on the last layout, with a full re-layout (--relayout), and with no map at all
+(SEMSEARCH_MAP=off), in the same run; prints one JSON line (``bench_refresh`` returns it as a dict):
+
+    python scripts/bench_map.py --index indexes/neurips --refresh new22.jsonl
+    python scripts/bench_map.py --index /tmp/b157-copy --refresh new.jsonl --stand-in   # built with the stand-in
+
+The index is never written: each variant refreshes its own copy, after a warm-up refresh (reported too) that
+pays the process's one-time imports. When the index's map predates incremental
+maps, one copy is first laid out again (a one-time cost, reported as prepare_seconds) and the variants start
+from it.
 """
 
 from __future__ import annotations
@@ -13,16 +25,20 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from semsearch.corpus_map import compute_map  # noqa: E402
+from semsearch.corpus_map import MAP_ENV, compute_map  # noqa: E402
 from semsearch.dedup import deduplicate  # noqa: E402
 from semsearch.records import Document  # noqa: E402
 
@@ -61,6 +77,81 @@ def from_jsonl(path: str, limit: int, dimension: int = 384) -> tuple[list[Docume
     return docs, vectors
 
 
+class StandIn:
+    """The hashed-words 384-d stand-in encoder /tmp/b157/build.py built the shared 157k index with."""
+
+    backend = "fake"
+    precision = "fp32"
+    name = "stand-in-hashed-words-384"
+    fingerprint = "standin384"
+    dimension = 384
+
+    def encode(self, texts: list[str], *, batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for r, text in enumerate(texts):
+            for w in re.findall(r"[a-z0-9]+", text.lower()):
+                h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
+                out[r, h % self.dimension] += 1.0 if (h >> 20) & 1 else -1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+
+def bench_refresh(index_dir: str | Path, add: str | Path, *, embedder: Any = None) -> dict[str, Any]:
+    """Seconds a refresh adding ``add`` to copies of an index takes: map placed, map laid out afresh, no map."""
+    from semsearch.build import BuildOptions, build_index
+    from semsearch.corpus_map import load_map
+    from semsearch.layout import current_version
+    from semsearch.manifest import read_manifest
+
+    index_dir = Path(index_dir)
+    manifest = read_manifest(current_version(index_dir))
+    sources = [*manifest.source_args, str(Path(add).resolve())]
+    out: dict[str, Any] = {"documents_before": manifest.counts.documents, "add": str(add)}
+    with tempfile.TemporaryDirectory(prefix="bench-map-") as tmp:
+        base = Path(tmp) / "base"
+        shutil.copytree(index_dir, base, symlinks=True)
+        old = load_map(current_version(base))
+        if old is None or "laid_out_at" not in old:  # a map from before incremental maps: lay it out once
+            started = time.perf_counter()
+            build_index(None, base, BuildOptions(progress=False, relayout=True), embedder=embedder)
+            out["prepare_seconds"] = round(time.perf_counter() - started, 2)
+        # The first refresh in a process pays one-time imports (FAISS, the encoder, the stemmer): a warm-up pays
+        # them, so that the variants differ only in what they do.
+        variants = (
+            ("warmup", False, None),
+            ("placed", False, None),
+            ("relayout", True, None),
+            ("map_off", False, "off"),
+        )
+        for name, relayout, env in variants:
+            copy = Path(tmp) / name
+            shutil.copytree(base, copy, symlinks=True)
+            saved = os.environ.get(MAP_ENV)
+            if env is not None:
+                os.environ[MAP_ENV] = env
+            try:
+                started, cpu = time.perf_counter(), time.process_time()
+                summary = build_index(sources, copy, BuildOptions(progress=False, relayout=relayout), embedder=embedder)
+                seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+            finally:
+                if saved is None:
+                    os.environ.pop(MAP_ENV, None)
+                else:
+                    os.environ[MAP_ENV] = saved
+            entry = read_manifest(current_version(copy)).map
+            out[name] = {
+                "seconds": round(seconds, 2),
+                "cpu_seconds": round(cpu, 2),
+                "map_seconds": entry.get("seconds"),
+                "layout": entry.get("layout", entry.get("method")),
+                "added": summary.added,
+                "encoded": summary.encoded,
+                "documents": summary.documents,
+            }
+            shutil.rmtree(copy)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index")
@@ -68,7 +159,15 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=30_000)
     parser.add_argument("--method", action="append", choices=["auto", "pca", "umap"])
     parser.add_argument("--out", help="Write the last map as JSON here (to render it).")
+    parser.add_argument("--refresh", metavar="FILE", help="Time refreshes of --index that add FILE (see above).")
+    parser.add_argument("--stand-in", action="store_true", help="--refresh: the index was built with StandIn.")
     args = parser.parse_args()
+    if args.refresh:
+        if not args.index:
+            parser.error("--refresh needs --index")
+        result = bench_refresh(args.index, args.refresh, embedder=StandIn() if args.stand_in else None)
+        print(json.dumps(result), flush=True)
+        return
     docs, vectors = from_index(args.index) if args.index else from_jsonl(args.jsonl, args.limit)
     data = None
     for method in args.method or ["auto"]:
