@@ -32,6 +32,8 @@ def map_html(data: dict[str, Any], *, title: str = "semsearch map", texts: dict[
     script = MAP_JS.read_text(encoding="utf-8")
     clusters = len(data["clusters"])
     subtitle = f"{data['documents']:,} documents · {clusters} clusters · {data['method'].upper()} layout"
+    if isinstance(data.get("laid_out_at"), str):  # maps from before incremental layouts do not say
+        subtitle += f" of {data.get('laid_out_documents', 0):,} laid out {data['laid_out_at'][:10]}"
     slots = {
         "title": html.escape(title),
         "subtitle": html.escape(subtitle),

@@ -452,6 +452,7 @@ def test_map_command_writes_a_self_contained_page(built: Path, tmp_path: Path) -
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", page)
     embedded = re.search(r'<script id="map-data" type="application/json">(.*?)</script>', page, re.S)
     assert embedded is not None and json.loads(embedded.group(1))["map"] == data
+    assert f"5 documents · 2 clusters · PCA layout of 5 laid out {data['laid_out_at'][:10]}" in page
 
 
 def test_page_data_cannot_close_its_script_element() -> None:
