@@ -14,10 +14,10 @@ map placing the arrivals on the last layout, with a full re-layout (--relayout),
     python scripts/bench_map.py --index indexes/neurips --refresh new22.jsonl
     python scripts/bench_map.py --index /tmp/b157-copy --refresh new.jsonl --stand-in   # built with the stand-in
 
-The index is never written: each variant refreshes its own copy, after a warm-up refresh (reported too) that
-pays the process's one-time imports. When the index's map predates incremental
-maps, one copy is first laid out again (a one-time cost, reported as prepare_seconds) and the variants start
-from it.
+The index is never written: each variant refreshes its own copy, in a fresh process as `semsearch index` would
+(a cold UMAP layout is mostly numba compiling: 5 s warm against 60-70 s cold on 5.8k documents here). When the
+index's map predates incremental maps, one copy is first laid out again (a one-time cost, reported as
+"prepare") and the variants start from it.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -96,9 +97,12 @@ class StandIn:
         return out / np.where(norms == 0, 1, norms)
 
 
-def bench_refresh(index_dir: str | Path, add: str | Path, *, embedder: Any = None) -> dict[str, Any]:
-    """Seconds a refresh adding ``add`` to copies of an index takes: map placed, map laid out afresh, no map."""
-    from semsearch.build import BuildOptions, build_index
+def bench_refresh(index_dir: str | Path, add: str | Path, *, stand_in: bool = False) -> dict[str, Any]:
+    """Seconds a refresh adding ``add`` to copies of an index takes: map placed, map laid out afresh, no map.
+
+    Each refresh runs in a fresh process, as ``semsearch index`` does: UMAP's numba compilation (most of a
+    cold layout's cost) and the other one-time imports are paid the way a user pays them.
+    """
     from semsearch.corpus_map import load_map
     from semsearch.layout import current_version
     from semsearch.manifest import read_manifest
@@ -112,44 +116,45 @@ def bench_refresh(index_dir: str | Path, add: str | Path, *, embedder: Any = Non
         shutil.copytree(index_dir, base, symlinks=True)
         old = load_map(current_version(base))
         if old is None or "laid_out_at" not in old:  # a map from before incremental maps: lay it out once
-            started = time.perf_counter()
-            build_index(None, base, BuildOptions(progress=False, relayout=True), embedder=embedder)
-            out["prepare_seconds"] = round(time.perf_counter() - started, 2)
-        # The first refresh in a process pays one-time imports (FAISS, the encoder, the stemmer): a warm-up pays
-        # them, so that the variants differ only in what they do.
-        variants = (
-            ("warmup", False, None),
-            ("placed", False, None),
-            ("relayout", True, None),
-            ("map_off", False, "off"),
-        )
-        for name, relayout, env in variants:
+            out["prepare"] = _refresh_in_a_process(base, list(manifest.source_args), relayout=True, stand_in=stand_in)
+        for name, relayout, env in (("placed", False, None), ("relayout", True, None), ("map_off", False, "off")):
             copy = Path(tmp) / name
             shutil.copytree(base, copy, symlinks=True)
-            saved = os.environ.get(MAP_ENV)
-            if env is not None:
-                os.environ[MAP_ENV] = env
-            try:
-                started, cpu = time.perf_counter(), time.process_time()
-                summary = build_index(sources, copy, BuildOptions(progress=False, relayout=relayout), embedder=embedder)
-                seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-            finally:
-                if saved is None:
-                    os.environ.pop(MAP_ENV, None)
-                else:
-                    os.environ[MAP_ENV] = saved
-            entry = read_manifest(current_version(copy)).map
-            out[name] = {
-                "seconds": round(seconds, 2),
-                "cpu_seconds": round(cpu, 2),
-                "map_seconds": entry.get("seconds"),
-                "layout": entry.get("layout", entry.get("method")),
-                "added": summary.added,
-                "encoded": summary.encoded,
-                "documents": summary.documents,
-            }
+            out[name] = _refresh_in_a_process(copy, sources, relayout=relayout, stand_in=stand_in, map_env=env)
             shutil.rmtree(copy)
     return out
+
+
+def _refresh_in_a_process(
+    index: Path, sources: list[str], *, relayout: bool, stand_in: bool, map_env: str | None = None
+) -> dict[str, Any]:
+    """Run one refresh of ``index`` from ``sources`` in a child process; its figures and the process's wall time."""
+    command = [sys.executable, __file__, "--one-refresh", str(index), *sources]
+    command += ["--relayout"] * relayout + ["--stand-in"] * stand_in
+    env = {**os.environ, MAP_ENV: map_env} if map_env else {k: v for k, v in os.environ.items() if k != MAP_ENV}
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    return {"seconds": round(time.perf_counter() - started, 2), **json.loads(done.stdout.splitlines()[-1])}
+
+
+def one_refresh(index: str, sources: list[str], *, relayout: bool, stand_in: bool) -> dict[str, Any]:
+    """A refresh in this process (the child of ``_refresh_in_a_process``): build and map figures."""
+    from semsearch.build import BuildOptions, build_index
+    from semsearch.layout import current_version
+    from semsearch.manifest import read_manifest
+
+    summary = build_index(
+        sources, index, BuildOptions(progress=False, relayout=relayout), embedder=StandIn() if stand_in else None
+    )
+    entry = read_manifest(current_version(Path(index))).map
+    return {
+        "build_seconds": summary.seconds,
+        "map_seconds": entry.get("seconds"),
+        "layout": entry.get("layout", entry.get("method")),
+        "added": summary.added,
+        "encoded": summary.encoded,
+        "documents": summary.documents,
+    }
 
 
 def main() -> None:
@@ -161,12 +166,17 @@ def main() -> None:
     parser.add_argument("--out", help="Write the last map as JSON here (to render it).")
     parser.add_argument("--refresh", metavar="FILE", help="Time refreshes of --index that add FILE (see above).")
     parser.add_argument("--stand-in", action="store_true", help="--refresh: the index was built with StandIn.")
+    parser.add_argument("--one-refresh", nargs="+", metavar="INDEX SOURCE", help=argparse.SUPPRESS)
+    parser.add_argument("--relayout", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_refresh:
+        index, *sources = args.one_refresh
+        print(json.dumps(one_refresh(index, sources, relayout=args.relayout, stand_in=args.stand_in)), flush=True)
+        return
     if args.refresh:
         if not args.index:
             parser.error("--refresh needs --index")
-        result = bench_refresh(args.index, args.refresh, embedder=StandIn() if args.stand_in else None)
-        print(json.dumps(result), flush=True)
+        print(json.dumps(bench_refresh(args.index, args.refresh, stand_in=args.stand_in)), flush=True)
         return
     docs, vectors = from_index(args.index) if args.index else from_jsonl(args.jsonl, args.limit)
     data = None
