@@ -12,7 +12,7 @@ map placing the arrivals on the last layout, with a full re-layout (--relayout),
 (SEMSEARCH_MAP=off), in the same run; prints one JSON line (``bench_refresh`` returns it as a dict):
 
     python scripts/bench_map.py --index indexes/neurips --refresh new22.jsonl
-    python scripts/bench_map.py --index /tmp/b157-copy --refresh new.jsonl --stand-in   # built with the stand-in
+    python scripts/bench_map.py --index IDX --refresh new.jsonl --stand-in   # IDX built with scripts/standin.py
 
 The index is never written: each variant refreshes its own copy, in a fresh process as `semsearch index` would
 (a cold UMAP layout is mostly numba compiling: 5 s warm against 60-70 s cold on 5.8k documents here). When the
@@ -38,6 +38,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from standin import HashedWords  # noqa: E402
 
 from semsearch.corpus_map import MAP_ENV, compute_map  # noqa: E402
 from semsearch.dedup import deduplicate  # noqa: E402
@@ -76,25 +79,6 @@ def from_jsonl(path: str, limit: int, dimension: int = 384) -> tuple[list[Docume
             vectors[i, int.from_bytes(h[:4], "little") % dimension] += 1.0 if h[4] % 2 else -1.0
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
     return docs, vectors
-
-
-class StandIn:
-    """The hashed-words 384-d stand-in encoder /tmp/b157/build.py built the shared 157k index with."""
-
-    backend = "fake"
-    precision = "fp32"
-    name = "stand-in-hashed-words-384"
-    fingerprint = "standin384"
-    dimension = 384
-
-    def encode(self, texts: list[str], *, batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for r, text in enumerate(texts):
-            for w in re.findall(r"[a-z0-9]+", text.lower()):
-                h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
-                out[r, h % self.dimension] += 1.0 if (h >> 20) & 1 else -1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms == 0, 1, norms)
 
 
 def bench_refresh(index_dir: str | Path, add: str | Path, *, stand_in: bool = False) -> dict[str, Any]:
@@ -144,7 +128,7 @@ def one_refresh(index: str, sources: list[str], *, relayout: bool, stand_in: boo
     from semsearch.manifest import read_manifest
 
     summary = build_index(
-        sources, index, BuildOptions(progress=False, relayout=relayout), embedder=StandIn() if stand_in else None
+        sources, index, BuildOptions(progress=False, relayout=relayout), embedder=HashedWords() if stand_in else None
     )
     entry = read_manifest(current_version(Path(index))).map
     return {
@@ -165,7 +149,9 @@ def main() -> None:
     parser.add_argument("--method", action="append", choices=["auto", "pca", "umap"])
     parser.add_argument("--out", help="Write the last map as JSON here (to render it).")
     parser.add_argument("--refresh", metavar="FILE", help="Time refreshes of --index that add FILE (see above).")
-    parser.add_argument("--stand-in", action="store_true", help="--refresh: the index was built with StandIn.")
+    parser.add_argument(
+        "--stand-in", action="store_true", help="--refresh: the index was built with scripts/standin.py's encoder."
+    )
     parser.add_argument("--one-refresh", nargs="+", metavar="INDEX SOURCE", help=argparse.SUPPRESS)
     parser.add_argument("--relayout", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -361,6 +361,9 @@ def test_refreshes_place_arrivals_and_relayout_or_full_lay_out_afresh(
     data = load_map(current_version(built))
     assert data is not None and (data["laid_out_documents"], data["changed_since_layout"]) == (6, 0)
     assert verify_index(built) == []
+    # Asked again with nothing changed, the map already is a full layout of these documents: nothing to write.
+    again = build_index([str(small_corpus)], built, BuildOptions(progress=False, relayout=True), embedder=fake)
+    assert again.unchanged and load_map(current_version(built)) == data
     # --full lays out afresh too (here the same inputs as the relayout, so that layout is copied).
     small_corpus.write_text(small_corpus.read_text(encoding="utf-8") + "\n\nAnother one, on graph colouring.\n")
     build_index([str(small_corpus)], built, BuildOptions(progress=False, full=True), embedder=fake)
@@ -390,7 +393,8 @@ def test_a_refresh_that_changes_nothing_reuses_the_map(
     import semsearch.corpus_map as corpus_map
 
     monkeypatch.setattr(corpus_map, "compute_map", lambda *a, **k: pytest.fail("the map was computed again"))
-    build_index([str(small_corpus)], built, BuildOptions(progress=False), embedder=fake)
+    # rewrite: an unchanged refresh otherwise writes no version at all (build._unchanged_version).
+    build_index([str(small_corpus)], built, BuildOptions(progress=False, rewrite=True), embedder=fake)
     second = current_version(built)
     assert second != first and read_manifest(second).to_dict()["map"]["reused"] is True
     assert (second / MAP_FILE).read_bytes() == (first / MAP_FILE).read_bytes()
