@@ -446,7 +446,7 @@ class AnnSearcher:
             # PQ scores are approximations: rank the candidates by their exact cosine.
             approx = self.store.get(found) @ query[0]
         order = np.lexsort((found, -approx))[:k]
-        return [(int(found[i]), float(approx[i])) for i in order]
+        return list(zip(found[order].tolist(), approx[order].tolist(), strict=True))
 
     def _exact_subset(self, query: np.ndarray, k: int, allowed: np.ndarray) -> list[tuple[int, float]]:
         rows = self.store.rows_of(allowed)

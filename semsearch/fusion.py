@@ -71,6 +71,12 @@ def convex(
     """
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    if norm not in NORMS:
+        raise ValueError(f"unknown normalization {norm!r}; choose from {', '.join(NORMS)}")
+    try:
+        return _convex_arrays(dense, lexical, alpha, norm)
+    except (TypeError, ValueError, OverflowError):
+        pass  # ids that are not int64 (strings, say): the general path below
     nd, nl = normalize(dense, norm), normalize(lexical, norm)
     floor_d = min(nd.values(), default=0.0)
     floor_l = min(nl.values(), default=0.0)
@@ -78,6 +84,46 @@ def convex(
         doc: alpha * nd.get(doc, floor_d) + (1.0 - alpha) * nl.get(doc, floor_l) for doc in dict.fromkeys([*nd, *nl])
     }
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _convex_arrays(
+    dense: Mapping[int, float], lexical: Mapping[int, float], alpha: float, norm: str
+) -> list[tuple[int, float]]:
+    """``convex`` for int ids with numpy: the same float64 operations in the same order, so the same result.
+
+    Hybrid search fuses two lists of 1,000; the dict version spent ~1.5 ms a query on them.
+    """
+    ids_d, nd = _normalized(dense, norm)
+    ids_l, nl = _normalized(lexical, norm)
+    floor_d = float(nd.min()) if nd.size else 0.0
+    floor_l = float(nl.min()) if nl.size else 0.0
+    docs = np.union1d(ids_d, ids_l)
+    fused = alpha * _spread(docs, ids_d, nd, floor_d) + (1.0 - alpha) * _spread(docs, ids_l, nl, floor_l)
+    order = np.lexsort((docs, -fused))
+    return list(zip(docs[order].tolist(), fused[order].tolist(), strict=True))
+
+
+def _normalized(scores: Mapping[int, float], norm: str) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, normalized scores) of one list, as ``normalize`` computes them."""
+    ids = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+    if ids.tolist() != list(scores):
+        raise TypeError("ids that are not integers")  # 2.5 would become 2: leave such ids to the dict path
+    if not values.size or norm == "none":
+        return ids, values
+    if norm == "minmax":
+        lo, span = float(values.min()), float(values.max() - values.min())
+        return ids, (values - lo) / span if span > 0 else np.ones_like(values)
+    mean, std = float(values.mean()), float(values.std())
+    return ids, (values - mean) / std if std > 0 else np.zeros_like(values)
+
+
+def _spread(docs: np.ndarray, ids: np.ndarray, values: np.ndarray, floor: float) -> np.ndarray:
+    """The value of each of ``docs`` (sorted) in one list, ``floor`` where the list lacks it."""
+    out = np.full(docs.shape, floor, dtype=np.float64)
+    if ids.size:
+        out[np.searchsorted(docs, ids)] = values
+    return out
 
 
 def mmr(

@@ -307,25 +307,27 @@ class Index:
         self, vector: np.ndarray, depth: int, allowed: np.ndarray | None, exclude: frozenset[int]
     ) -> dict[int, float]:
         found = self.ann.search(vector, min(depth + len(exclude), len(self)), allowed)
+        if not exclude:
+            return dict(found[:depth])
         return dict([(n, s) for n, s in found if n not in exclude][:depth])
 
     def _lexical_top(
         self, text: str, depth: int, allowed: np.ndarray | None, exclude: frozenset[int]
     ) -> dict[int, float]:
         lex = self.lexical
-        scores, matched = lex.scores(text)
-        keep = matched & (scores > 0)
-        if allowed is not None:
-            mask = np.zeros(len(lex), dtype=bool)
-            rows = lex.rows_of(allowed)
-            mask[rows[rows >= 0]] = True
-            keep &= mask
-        if exclude:
-            rows = lex.rows_of(sorted(exclude))
-            keep[rows[rows >= 0]] = False
-        rows = np.flatnonzero(keep)
-        order = np.lexsort((rows, -scores[rows]))[:depth]
-        return {int(lex.ids[r]): float(scores[r]) for r in rows[order]}
+        keep = None
+        if allowed is not None or exclude:
+            keep = np.zeros(len(lex), dtype=bool)
+            if allowed is None:
+                keep[:] = True
+            else:
+                rows = lex.rows_of(allowed)
+                keep[rows[rows >= 0]] = True
+            if exclude:
+                rows = lex.rows_of(sorted(exclude))
+                keep[rows[rows >= 0]] = False
+        rows, scores = lex.top(text, depth, keep)
+        return dict(zip(lex.ids[rows].tolist(), scores.tolist(), strict=True))
 
     def _allowed(self, where: Sequence[str]) -> np.ndarray | None:
         """FAISS ids of the documents that meet every --where clause (None: no filter).
