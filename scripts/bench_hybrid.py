@@ -7,6 +7,8 @@ top-k the index used before (a dense score array over every document, then a sor
 timed in the same run and checked against the current path: same ids, scores within 1e-6. Prints one JSON line.
 
     python scripts/bench_hybrid.py --index /tmp/b157/idx --standin [--queries 300]
+    python scripts/bench_hybrid.py --index /tmp/b157/idx --standin --dump new.json   # each query's hits
+    python scripts/bench_hybrid.py --compare old.json new.json                      # two versions' hits
 
 ``--standin`` encodes queries with the hashed-words stand-in encoder that /tmp/b157/build.py built that
 index with (no model needed); without it the index's own encoder is loaded.
@@ -92,7 +94,7 @@ class Stages:
 
 
 def old_lexical_top(lex: Any, text: str, depth: int) -> dict[int, float]:
-    """The BM25 top-k before block pruning: score every document that shares a term, then sort all of them."""
+    """The BM25 top-k as it was: score every document that shares a term, then sort all of them."""
     n = len(lex)
     scores = np.zeros(n, dtype=np.float32)
     matched = np.zeros(n, dtype=bool)
