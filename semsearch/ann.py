@@ -409,11 +409,16 @@ class AnnSearcher:
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Up to k (document number, cosine) pairs, best first; ``allowed`` restricts to those numbers."""
+        nums, scores = self.top(query, k, allowed)
+        return list(zip(nums.tolist(), scores.tolist(), strict=True))
+
+    def top(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``search`` as arrays: (int64 document numbers, float32 cosines), best first, ties to the smaller number."""
         import faiss
 
         k = min(k, self.ntotal)
         if k <= 0:
-            return []
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         query = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
         if allowed is not None and self.spec.kind != "flat" and len(allowed) <= EXACT_FILTER_MAX:
             return self._exact_subset(query, k, allowed)
@@ -446,16 +451,16 @@ class AnnSearcher:
             # PQ scores are approximations: rank the candidates by their exact cosine.
             approx = self.store.get(found) @ query[0]
         order = np.lexsort((found, -approx))[:k]
-        return [(int(found[i]), float(approx[i])) for i in order]
+        return found[order].astype(np.int64, copy=False), approx[order].astype(np.float32, copy=False)
 
-    def _exact_subset(self, query: np.ndarray, k: int, allowed: np.ndarray) -> list[tuple[int, float]]:
+    def _exact_subset(self, query: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows = self.store.rows_of(allowed)
         nums = np.asarray(allowed, dtype=np.int64)[rows >= 0]
         if not len(nums):
-            return []
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         scores = self.store.get(nums) @ query[0]
         order = np.lexsort((nums, -scores))[:k]
-        return [(int(nums[i]), float(scores[i])) for i in order]
+        return nums[order], scores[order].astype(np.float32, copy=False)
 
 
 def read_faiss(path: Path, flags: int = 0) -> Any:

@@ -62,22 +62,89 @@ def convex(
     lexical: Mapping[int, float],
     alpha: float = DEFAULT_ALPHA,
     norm: str = DEFAULT_NORM,
+    limit: int | None = None,
 ) -> list[tuple[int, float]]:
     """alpha * norm(dense) + (1 - alpha) * norm(lexical) over the union of both candidate lists; best first.
 
     Each list is normalized on its own (see ``normalize``). A document missing from one list gets that list's
     minimum normalized score: it ranked below everything the list returned, and its true score is unknown.
-    Ties go to the smaller id.
+    Ties go to the smaller id. ``limit``: return only the best that many.
     """
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    _check(alpha, norm)
+    try:
+        arrays = (*_arrays(dense), *_arrays(lexical))
+    except (TypeError, ValueError, OverflowError):
+        arrays = None  # ids that are not int64 (strings, say): the general path below
+    if arrays is not None:
+        ids, scores = convex_arrays(*arrays, alpha=alpha, norm=norm, limit=limit)
+        return list(zip(ids.tolist(), scores.tolist(), strict=True))
     nd, nl = normalize(dense, norm), normalize(lexical, norm)
     floor_d = min(nd.values(), default=0.0)
     floor_l = min(nl.values(), default=0.0)
     fused = {
         doc: alpha * nd.get(doc, floor_d) + (1.0 - alpha) * nl.get(doc, floor_l) for doc in dict.fromkeys([*nd, *nl])
     }
-    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+
+def convex_arrays(
+    dense_ids: np.ndarray,
+    dense_scores: np.ndarray,
+    lexical_ids: np.ndarray,
+    lexical_scores: np.ndarray,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    norm: str = DEFAULT_NORM,
+    limit: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``convex`` over (unique int64 ids, scores) arrays: (ids, fused scores), best first, at most ``limit``.
+
+    The same float64 operations in the same order as ``convex``'s dict path, so the same result; hybrid search
+    fuses two lists of 1,000, on which the dict path cost ~1.5 ms a query.
+    """
+    _check(alpha, norm)
+    nd, nl = _normalized(dense_scores, norm), _normalized(lexical_scores, norm)
+    floor_d = float(nd.min()) if nd.size else 0.0
+    floor_l = float(nl.min()) if nl.size else 0.0
+    docs = np.union1d(dense_ids, lexical_ids)
+    fused = alpha * _spread(docs, dense_ids, nd, floor_d) + (1.0 - alpha) * _spread(docs, lexical_ids, nl, floor_l)
+    order = np.lexsort((docs, -fused))[:limit]
+    return docs[order], fused[order]
+
+
+def _check(alpha: float, norm: str) -> None:
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    if norm not in NORMS:
+        raise ValueError(f"unknown normalization {norm!r}; choose from {', '.join(NORMS)}")
+
+
+def _arrays(scores: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 ids, float64 scores) of a score map; TypeError when an id is not an integer."""
+    ids = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
+    if ids.tolist() != list(scores):
+        raise TypeError("ids that are not integers")  # 2.5 would become 2: leave such ids to the dict path
+    return ids, np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+
+
+def _normalized(scores: np.ndarray, norm: str) -> np.ndarray:
+    """One list's scores normalized as ``normalize`` does it, in float64."""
+    values = np.asarray(scores, dtype=np.float64)
+    if not values.size or norm == "none":
+        return values
+    if norm == "minmax":
+        lo, span = float(values.min()), float(values.max() - values.min())
+        return (values - lo) / span if span > 0 else np.ones_like(values)
+    mean, std = float(values.mean()), float(values.std())
+    return (values - mean) / std if std > 0 else np.zeros_like(values)
+
+
+def _spread(docs: np.ndarray, ids: np.ndarray, values: np.ndarray, floor: float) -> np.ndarray:
+    """The value of each of ``docs`` (sorted) in one list, ``floor`` where the list lacks it."""
+    out = np.full(docs.shape, floor, dtype=np.float64)
+    if ids.size:
+        out[np.searchsorted(docs, ids)] = values
+    return out
 
 
 def mmr(

@@ -19,7 +19,7 @@ from .embedder import Embedder
 from .encoder_choice import check_requested_model, open_query_encoder
 from .errors import IndexCorruptError, QueryError, UnknownDocumentError
 from .filters import evaluate, parse_where
-from .fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex, mmr
+from .fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex_arrays, mmr
 from .highlight import best_sentences, matched_terms
 from .layout import DOCS, LEXICAL_DIR, current_version, doc_id_from_num, doc_num
 from .lexical import Analyzer
@@ -293,41 +293,52 @@ class Index:
         lexical: dict[int, float] = {}
         if depth == 0:
             return Ranking([], dense, lexical, vector, text, mode)
+        empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+        dense_top = lexical_top = empty
         if mode in ("dense", "hybrid") and vector is not None:
-            dense = self._dense_top(vector, depth, allowed, exclude)
+            dense_top = self._dense_top(vector, depth, allowed, exclude)
+            dense = dict(zip(dense_top[0].tolist(), dense_top[1].tolist(), strict=True))
         if mode in ("lexical", "hybrid"):
-            lexical = self._lexical_top(text, depth, allowed, exclude)
+            lexical_top = self._lexical_top(text, depth, allowed, exclude)
+            lexical = dict(zip(lexical_top[0].tolist(), lexical_top[1].tolist(), strict=True))
         if mode == "dense":
             ranked = sorted(dense.items(), key=lambda item: (-item[1], item[0]))
         elif mode == "lexical":
             ranked = sorted(lexical.items(), key=lambda item: (-item[1], item[0]))
         else:
-            ranked = convex(dense, lexical, DEFAULT_ALPHA, DEFAULT_NORM)
+            # The z-scores take all 2 x 1000 candidates; the hits need only the best ``want``.
+            ids, fused = convex_arrays(*dense_top, *lexical_top, alpha=DEFAULT_ALPHA, norm=DEFAULT_NORM, limit=want)
+            ranked = list(zip(ids.tolist(), fused.tolist(), strict=True))
         return Ranking(ranked, dense, lexical, vector, text, mode)
 
     def _dense_top(
         self, vector: np.ndarray, depth: int, allowed: np.ndarray | None, exclude: frozenset[int]
-    ) -> dict[int, float]:
-        found = self.ann.search(vector, min(depth + len(exclude), len(self)), allowed)
-        return dict([(n, s) for n, s in found if n not in exclude][:depth])
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(FAISS ids, cosines) of the ``depth`` nearest documents, best first, leaving out ``exclude``."""
+        nums, scores = self.ann.top(vector, min(depth + len(exclude), len(self)), allowed)
+        if exclude:
+            keep = ~np.isin(nums, np.fromiter(exclude, dtype=np.int64, count=len(exclude)))
+            nums, scores = nums[keep], scores[keep]
+        return nums[:depth], scores[:depth]
 
     def _lexical_top(
         self, text: str, depth: int, allowed: np.ndarray | None, exclude: frozenset[int]
-    ) -> dict[int, float]:
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(FAISS ids, BM25 scores) of the ``depth`` best-scoring documents, best first, leaving out ``exclude``."""
         lex = self.lexical
-        scores, matched = lex.scores(text)
-        keep = matched & (scores > 0)
-        if allowed is not None:
-            mask = np.zeros(len(lex), dtype=bool)
-            rows = lex.rows_of(allowed)
-            mask[rows[rows >= 0]] = True
-            keep &= mask
-        if exclude:
-            rows = lex.rows_of(sorted(exclude))
-            keep[rows[rows >= 0]] = False
-        rows = np.flatnonzero(keep)
-        order = np.lexsort((rows, -scores[rows]))[:depth]
-        return {int(lex.ids[r]): float(scores[r]) for r in rows[order]}
+        keep = None
+        if allowed is not None or exclude:
+            keep = np.zeros(len(lex), dtype=bool)
+            if allowed is None:
+                keep[:] = True
+            else:
+                rows = lex.rows_of(allowed)
+                keep[rows[rows >= 0]] = True
+            if exclude:
+                rows = lex.rows_of(sorted(exclude))
+                keep[rows[rows >= 0]] = False
+        rows, scores = lex.top(text, depth, keep)
+        return lex.ids[rows], scores
 
     def _allowed(self, where: Sequence[str]) -> np.ndarray | None:
         """FAISS ids of the documents that meet every --where clause (None: no filter).

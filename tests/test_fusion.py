@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from semsearch.fusion import convex, mmr, normalize, rrf
+from semsearch.fusion import NORMS, convex, convex_arrays, mmr, normalize, rrf
 
 
 def test_rrf_hand_computed() -> None:
@@ -72,6 +74,48 @@ def test_convex_zscore_missing_gets_the_lists_minimum() -> None:
     assert convex({}, {}, 0.5) == []
     with pytest.raises(ValueError, match="alpha"):
         convex(dense, lexical, alpha=1.5)
+
+
+def dict_convex(dense: dict, lexical: dict, alpha: float, norm: str) -> list:
+    """The fusion as first written, over dicts: the reference the numpy path must reproduce exactly."""
+    nd, nl = normalize(dense, norm), normalize(lexical, norm)
+    floor_d = min(nd.values(), default=0.0)
+    floor_l = min(nl.values(), default=0.0)
+    fused = {d: alpha * nd.get(d, floor_d) + (1.0 - alpha) * nl.get(d, floor_l) for d in dict.fromkeys([*nd, *nl])}
+    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+
+# Few distinct scores and overlapping ids, so that ties and documents on both lists are common.
+score_maps = st.dictionaries(
+    st.integers(-5, 40), st.sampled_from([0.0, 0.25, 0.5, 1.0, 3.0]) | st.floats(-50, 50), max_size=30
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(dense=score_maps, lexical=score_maps, alpha=st.sampled_from([0.0, 0.3, 0.5, 1.0]), norm=st.sampled_from(NORMS))
+def test_convex_equals_the_dict_fusion_exactly(dense: dict, lexical: dict, alpha: float, norm: str) -> None:
+    expected = dict_convex(dense, lexical, alpha, norm)
+    assert convex(dense, lexical, alpha, norm) == expected
+    assert convex(dense, lexical, alpha, norm, limit=3) == expected[:3]
+    ids, scores = convex_arrays(
+        np.array(list(dense), dtype=np.int64),
+        np.array(list(dense.values()), dtype=np.float64),
+        np.array(list(lexical), dtype=np.int64),
+        np.array(list(lexical.values()), dtype=np.float64),
+        alpha=alpha,
+        norm=norm,
+    )
+    assert list(zip(ids.tolist(), scores.tolist(), strict=True)) == expected
+
+
+def test_convex_keeps_ids_that_are_not_integers() -> None:
+    dense = {"b": 0.9, "a": 0.1}
+    lexical = {"a": 3.0, "c": 1.0}
+    assert convex(dense, lexical, 0.5, "minmax") == dict_convex(dense, lexical, 0.5, "minmax")
+    # 2.5 and 2 would be the same int64: the float keys keep their own identity.
+    assert [d for d, _ in convex({2.5: 1.0, 2: 0.0}, {}, 1.0, "minmax")] == [2.5, 2]
+    with pytest.raises(ValueError, match="normalization"):
+        convex_arrays(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(0), norm="softmax")
 
 
 def _unit(*v: float) -> np.ndarray:

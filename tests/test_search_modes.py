@@ -91,6 +91,38 @@ def test_modes_and_their_scores(index: Index) -> None:
     assert set(hybrid[0].scores) == {"dense", "lexical"}
 
 
+@pytest.mark.parametrize(
+    "query", ["graph neural networks oversmoothing", "privacy", "client updates federated training", "zzz quark"]
+)
+def test_hybrid_is_the_dict_fusion_of_both_candidate_lists(index: Index, query: str) -> None:
+    """The numpy path (LexicalIndex.top, AnnSearcher.top, convex_arrays) ranks as the dict fusion of its lists."""
+    from test_fusion import dict_convex
+
+    from semsearch.fusion import DEFAULT_ALPHA, DEFAULT_NORM
+    from semsearch.layout import doc_num
+
+    vector = index.encode_query(query)
+    for where, exclude in (
+        ((), frozenset()),
+        (("year>=2024",), frozenset()),
+        ((), frozenset([doc_num(index.search(query, 1)[0].id)])),
+    ):
+        allowed = index._allowed(where)
+        ranking = index._rank(query, vector, "hybrid", allowed, 5, exclude)
+        expected = dict_convex(ranking.dense, ranking.lexical, DEFAULT_ALPHA, DEFAULT_NORM)[:5]
+        assert ranking.ranked == expected
+        # Each side is its own brute-force top list: every allowed, non-excluded candidate, sorted.
+        lex = index.lexical
+        scores, matched = lex.scores(query)
+        rows = [r for r in range(len(lex)) if matched[r] and scores[r] > 0]
+        ids = [int(lex.ids[r]) for r in sorted(rows, key=lambda r: (-scores[r], r))]
+        ids = [d for d in ids if (allowed is None or d in set(allowed.tolist())) and d not in exclude]
+        assert list(ranking.lexical) == ids[: len(ranking.lexical)]
+        assert not exclude & set(ranking.dense)
+        if allowed is not None:
+            assert set(ranking.dense) <= set(allowed.tolist())
+
+
 def test_lexical_mode_returns_only_matching_documents(index: Index) -> None:
     hits = index.search("spectral partitioning", 10, mode="lexical")
     assert [h.external_ids for h in hits] == [["old1"]]
