@@ -41,6 +41,7 @@ HELD_OUT = 500
 ARRIVAL_5K = 22
 T = TypeVar("T")
 
+from bench_hybrid import hybrid_latency  # noqa: E402
 from standin import HashedWords  # noqa: E402
 
 
@@ -86,23 +87,6 @@ def write_jsonl(path: Path, records: Sequence[dict[str, Any]]) -> Path:
         for record in records:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
-
-
-def query_latency(index_dir: Path, embedder: Any, queries: Sequence[str]) -> dict[str, Any]:
-    """Warm dense and hybrid search (k 10, with highlights) over the queries; the first 10 warm up."""
-    from semsearch.search import Index
-
-    out: dict[str, Any] = {}
-    with Index.open(index_dir, embedder=embedder) as idx:
-        for mode in ("dense", "hybrid"):
-            times = []
-            for q in queries:
-                t = time.perf_counter()
-                idx.search(q, 10, mode=mode)
-                times.append(time.perf_counter() - t)
-            out[f"{mode}_p50_ms"] = percentile_ms(times[10:], 50)
-            out[f"{mode}_p99_ms"] = percentile_ms(times[10:], 99)
-    return out
 
 
 FIRST_FILTER = r"""
@@ -182,7 +166,7 @@ def bench_157k(work: Path, n_queries: int, corpus: Path) -> dict[str, Any]:
     out["add_500"]["encoded"] = grown.encoded
 
     out.update(same_top10(one_go, idx, enc, queries[:50]))
-    out.update(query_latency(idx, enc, queries))
+    out["queries"] = hybrid_latency(idx, enc, queries)
     out["first_filter_ms"] = first_filter_ms(idx)
     _, out["remove_500"] = step("remove the 500", lambda: remove_documents(idx, sources=[str(arrivals)]))
     for name in ("full_build", "unchanged_refresh", "add_500", "remove_500"):

@@ -10,17 +10,16 @@ timed in the same run and checked against the current path: same ids, scores wit
     python scripts/bench_hybrid.py --index /tmp/b157/idx --standin --dump new.json   # each query's hits
     python scripts/bench_hybrid.py --compare old.json new.json                      # two versions' hits
 
-``--standin`` encodes queries with the hashed-words stand-in encoder that /tmp/b157/build.py built that
-index with (no model needed); without it the index's own encoder is loaded.
+``--standin`` encodes queries with ``scripts/standin.py``'s hashed-words encoder, the one an index built by
+``scripts/bench_arrivals.py`` (or with that encoder) holds (no model needed); without it the index's own
+encoder is loaded.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,30 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from standin import HashedWords  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
 TITLES = REPO.parent / "shared" / "data" / "mlanthology" / "neurips2025.jsonl.gz"
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-class StandIn:
-    """The 384-d hashed-words encoder /tmp/b157/build.py indexes with (same name and fingerprint)."""
-
-    backend = "fake"
-    precision = "fp32"
-    name = "stand-in-hashed-words-384"
-    fingerprint = "standin384"
-    dimension = 384
-
-    def encode(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        out = np.zeros((len(texts), 384), dtype=np.float32)
-        for r, t in enumerate(texts):
-            for w in _WORD.findall(t.lower()):
-                h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
-                out[r, h % 384] += 1.0 if (h >> 20) & 1 else -1.0
-        n = np.linalg.norm(out, axis=1, keepdims=True)
-        n[n == 0] = 1
-        return out / n
 
 
 def title_queries(n: int, path: Path = TITLES) -> list[str]:
@@ -219,7 +199,7 @@ def main() -> None:
     queries = title_queries(args.queries, args.titles)
     if not queries:
         sys.exit(f"no titles in {args.titles}")
-    embedder = StandIn() if args.standin else None
+    embedder = HashedWords() if args.standin else None
     if args.dump:
         dump_hits(args.index, embedder, queries, args.dump)
         return
