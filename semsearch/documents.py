@@ -11,6 +11,8 @@ from typing import Any
 
 from .errors import IndexCorruptError
 from .fileio import readonly_uri
+from .filter_columns import TABLES as FILTER_TABLES
+from .filter_columns import write_filter_columns
 from .layout import doc_num
 from .records import Arrival, Document, Provenance
 
@@ -73,6 +75,7 @@ class DocumentStore:
             self.conn.execute("SELECT count(*) FROM documents").fetchone()
             tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             self._tables = tables.intersection(_OPTIONAL_TABLES)
+            self._filter_columns = tables.issuperset(FILTER_TABLES)
         except sqlite3.Error as exc:
             raise IndexCorruptError(
                 f"{path} is not a readable document store ({exc}); rebuild with: semsearch index --full"
@@ -87,6 +90,15 @@ class DocumentStore:
     def ids(self) -> set[str]:
         """Every document id."""
         return {str(r[0]) for r in self._query("SELECT id FROM documents")}
+
+    @property
+    def has_filter_columns(self) -> bool:
+        """Whether the version has the column index --where reads (versions before it are scanned)."""
+        return self._filter_columns
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one read-only SELECT (what ``filter_columns`` asks of the store)."""
+        return self._query(sql, params)
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
@@ -206,7 +218,8 @@ class DocumentStore:
 
 
 def write_documents(path: Path, documents: Sequence[Document]) -> None:
-    """Write a new document store."""
+    """Write a new document store, with the column index that --where filters read."""
+    metadata = [json.dumps(d.metadata, ensure_ascii=False, sort_keys=True) for d in documents]
     conn = sqlite3.connect(path)
     try:
         conn.executescript(_SCHEMA)
@@ -219,10 +232,10 @@ def write_documents(path: Path, documents: Sequence[Document]) -> None:
                     d.text_hash,
                     d.title,
                     d.text,
-                    json.dumps(d.metadata, ensure_ascii=False, sort_keys=True),
+                    meta,
                     json.dumps(d.external_ids, ensure_ascii=False),
                 )
-                for d in documents
+                for d, meta in zip(documents, metadata, strict=True)
             ),
         )
         conn.executemany(
@@ -244,6 +257,7 @@ def write_documents(path: Path, documents: Sequence[Document]) -> None:
             "INSERT INTO arrivals VALUES (?, ?, ?)",
             ((doc_num(d.id), d.added.seq, d.added.at) for d in documents if d.added is not None),
         )
+        write_filter_columns(conn, documents, metadata)
         conn.commit()
     finally:
         conn.close()

@@ -14,6 +14,7 @@ from .records import Document
 # Longest operators first so that ">=" is not read as ">".
 _CLAUSE = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|!=|=|>|<|~)\s*(.*?)\s*$", re.DOTALL)
 OPERATORS = ("=", "!=", ">=", "<=", ">", "<", "~")
+FILE_FIELDS = ("file", "source", "sources")  # the source paths, not a metadata key of that name
 MAX_CLAUSE_CHARS = 500  # a filter value is a name or a number, not a text: longer is a mistake (or an attack)
 WHERE_HELP = (
     "FIELD OP VALUE with OP one of = != >= <= > < ~ (contains); numbers compare as numbers, text ignores case. "
@@ -71,23 +72,31 @@ def _check_operator(text: str, match: re.Match[str] | None) -> None:
     )
 
 
-def _number(value: Any) -> float | None:
+# Every text float() accepts matches this (digits, '_', '.', e, signs; inf, infinity, nan; around spaces), so a
+# text that does not is answered without float() raising, which costs more than the whole test.
+_MAYBE_NUMBER = re.compile(r"\s*(?:[\d_.eE+-]+|[+-]?(?:inf|infinity|nan))\s*", re.IGNORECASE)
+
+
+def number(value: Any) -> float | None:
+    """The value as a number, or None when it is not one (an integer too large for a float is text)."""
+    if isinstance(value, str) and not _MAYBE_NUMBER.fullmatch(value):
+        return None
     try:
         return float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
-def _compare(actual: Any, op: str, wanted: str) -> bool:
+def compare(actual: Any, op: str, wanted: str) -> bool:
     """Compare one field value with a clause's value (numbers as numbers, text without case)."""
     if isinstance(actual, list):
         # A list field (authors, sources) holds when any element does; != when none equals.
         if op == "!=":
-            return not any(_compare(a, "=", wanted) for a in actual)
-        return any(_compare(a, op, wanted) for a in actual)
+            return not any(compare(a, "=", wanted) for a in actual)
+        return any(compare(a, op, wanted) for a in actual)
     if actual is None:
         return op == "!="
-    a_num, w_num = _number(actual), _number(wanted)
+    a_num, w_num = number(actual), number(wanted)
     if op in (">=", "<=", ">", "<"):
         if a_num is not None and w_num is not None:
             x: Any
@@ -103,8 +112,8 @@ def _compare(actual: Any, op: str, wanted: str) -> bool:
     return equal if op == "=" else not equal
 
 
-def _field_value(doc: Document, field: str) -> Any:
-    if field in ("file", "source", "sources"):
+def field_value(doc: Document, field: str) -> Any:
+    if field in FILE_FIELDS:
         return [p.file for p in doc.sources]
     if field == "title":
         return doc.title
@@ -125,11 +134,11 @@ def matcher(clauses: Sequence[Clause]) -> Callable[[Document], bool]:
 
     def holds(doc: Document) -> bool:
         for clause in clauses:
-            value = _field_value(doc, clause.field)
-            if clause.field in ("file", "source", "sources") and clause.op == "=":
+            value = field_value(doc, clause.field)
+            if clause.field in FILE_FIELDS and clause.op == "=":
                 if not any(fnmatch.fnmatch(f, clause.value) or f == clause.value for f in value):
                     return False
-            elif not _compare(value, clause.op, clause.value):
+            elif not compare(value, clause.op, clause.value):
                 return False
         return True
 
@@ -138,7 +147,6 @@ def matcher(clauses: Sequence[Clause]) -> Callable[[Document], bool]:
 
 ORDERING = (">=", "<=", ">", "<")
 BUILTIN_FIELDS = ("id", "title", "file")
-_FILE_FIELDS = ("file", "source", "sources")
 MAX_FIELDS_SHOWN = 25
 
 
@@ -151,7 +159,7 @@ class FilterResult:
 
 
 @dataclass
-class _Survey:
+class Survey:
     """What one scan saw: the fields documents have, and the kinds of value of the fields clauses name."""
 
     documents: int = 0
@@ -162,25 +170,35 @@ class _Survey:
 
     def observe(self, doc: Document, named: Iterable[str]) -> None:
         self.documents += 1
-        for key, value in doc.metadata.items():
+        self.observe_fields(doc.metadata, doc.title)
+        for name in named:
+            self.observe_value(name, field_value(doc, name))
+
+    def observe_fields(self, metadata: dict[str, Any], title: str | None) -> None:
+        """Count the fields one document has (a non-empty metadata value, a title)."""
+        for key, value in metadata.items():
             if value is not None and value != [] and value != "":
                 name = key.lower()
                 self.fields[name] = self.fields.get(name, 0) + 1
-        if doc.title:
+        if title:
             self.fields["title"] = self.fields.get("title", 0) + 1
-        for name in named:
-            if name in _FILE_FIELDS or name == "id":
-                continue
-            value = _field_value(doc, name)
-            for item in value if isinstance(value, list) else [value]:
-                if item is None or isinstance(item, (dict, list)):
-                    continue
-                kind = self.numbers if _number(item) is not None and not isinstance(item, bool) else self.texts
-                kind[name] = kind.get(name, 0) + 1
-                self.example.setdefault(name, item)
+
+    def observe_value(self, name: str, value: Any) -> None:
+        """Count the kinds of one document's value of a field (a list's elements one by one)."""
+        if name in FILE_FIELDS or name == "id":
+            return
+        for item in value if isinstance(value, list) else [value]:
+            if item is not None and not isinstance(item, (dict, list)):
+                self.count(name, item, number(item))
+
+    def count(self, name: str, item: Any, found: float | None) -> None:
+        """Count one value (not None, a dict or a list) of a field, whose ``number`` is ``found``."""
+        kind = self.numbers if found is not None and not isinstance(item, bool) else self.texts
+        kind[name] = kind.get(name, 0) + 1
+        self.example.setdefault(name, item)
 
     def has(self, name: str) -> bool:
-        return name in _FILE_FIELDS or name == "id" or self.fields.get(name, 0) > 0
+        return name in FILE_FIELDS or name == "id" or self.fields.get(name, 0) > 0
 
     def names(self) -> str:
         names = sorted(set(BUILTIN_FIELDS) | set(self.fields))
@@ -188,14 +206,14 @@ class _Survey:
         return shown + (f", ... ({len(names)} in all)" if len(names) > MAX_FIELDS_SHOWN else "")
 
 
-def _check_types(clauses: Sequence[Clause], survey: _Survey) -> None:
+def check_types(clauses: Sequence[Clause], survey: Survey) -> None:
     """A clause that compares a numeric field with a value that is not a number is a mistake: say so."""
     for clause in clauses:
         name = clause.field
-        if clause.op == "~" or name in _FILE_FIELDS or name == "id":
+        if clause.op == "~" or name in FILE_FIELDS or name == "id":
             continue
         numeric, textual = survey.numbers.get(name, 0), survey.texts.get(name, 0)
-        if numeric and not textual and _number(clause.value) is None:
+        if numeric and not textual and number(clause.value) is None:
             raise QueryError(
                 f"--where {clause}: {name} holds numbers (e.g. {survey.example[name]!r}) but {clause.value!r} "
                 "is not a number"
@@ -212,7 +230,7 @@ def evaluate(documents: Iterable[Document], clauses: Sequence[Clause]) -> Filter
     holds = matcher(clauses)
     singles = [matcher([c]) for c in clauses] if len(clauses) > 1 else []
     alone = [0] * len(clauses)
-    survey = _Survey()
+    survey = Survey()
     named = {c.field for c in clauses}
     ids = []
     for doc in documents:
@@ -221,9 +239,14 @@ def evaluate(documents: Iterable[Document], clauses: Sequence[Clause]) -> Filter
             ids.append(doc.id)
         for i, single in enumerate(singles):
             alone[i] += single(doc)
-    _check_types(clauses, survey)
+    check_types(clauses, survey)
     if ids or not survey.documents:
         return FilterResult(ids)
+    return FilterResult(ids, nothing_matched(clauses, alone, survey))
+
+
+def nothing_matched(clauses: Sequence[Clause], alone: Sequence[int], survey: Survey) -> list[str]:
+    """Why no document meets every clause, given how many each clause matches on its own (0 for a lone one)."""
     warnings = []
     for clause, count in zip(clauses, alone, strict=True):
         if count:
@@ -238,4 +261,4 @@ def evaluate(documents: Iterable[Document], clauses: Sequence[Clause]) -> Filter
         warnings.append(
             f"the --where clauses {'; '.join(map(str, clauses))} each match some documents, but none meets them all"
         )
-    return FilterResult(ids, warnings)
+    return warnings

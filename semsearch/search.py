@@ -18,6 +18,7 @@ from .documents import DocumentStore
 from .embedder import Embedder
 from .encoder_choice import check_requested_model, open_query_encoder
 from .errors import IndexCorruptError, QueryError, UnknownDocumentError
+from .filter_columns import FilterColumns
 from .filters import evaluate, parse_where
 from .fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex_arrays, mmr
 from .highlight import best_sentences, matched_terms
@@ -127,6 +128,7 @@ class Index:
         self._lexical: LexicalIndex | None = None
         self._filters: dict[tuple[str, ...], tuple[np.ndarray, list[str]]] = {}
         self._filters_lock = threading.Lock()
+        self._columns: FilterColumns | None = None  # the --where column index, read on the first filter
         self._recommend_features: dict[str, Any] = {}  # BM25 feature rows, built once (semsearch.recommend)
         manifest.check_file_sizes(version)
         self.ann, self.vectors = open_version_vectors(version, manifest)
@@ -343,8 +345,9 @@ class Index:
     def _allowed(self, where: Sequence[str]) -> np.ndarray | None:
         """FAISS ids of the documents that meet every --where clause (None: no filter).
 
-        A filter reads every document once (seconds at 157k), so a long-lived Index (a server, a notebook)
-        keeps the last few filters' answers; a version never changes, so they cannot go stale.
+        A version's column index answers a filter in milliseconds; a version written before it existed is
+        scanned (every document once: seconds at 157k). A long-lived Index (a server, a notebook) keeps the
+        last few filters' answers either way; a version never changes, so they cannot go stale.
         """
         if not where:
             return None
@@ -359,13 +362,23 @@ class Index:
         with self._filters_lock:
             found = self._filters.pop(key, None)
         if found is None:
-            result = evaluate(self.store.iter_documents(), parse_where(where))
-            found = (np.array([doc_num(i) for i in result.ids], dtype=np.int64), result.warnings)
+            found = self._evaluate(where)
         with self._filters_lock:  # a server's threads share the Index
             self._filters[key] = found  # most recently used last
             while len(self._filters) > FILTER_CACHE:
                 self._filters.pop(next(iter(self._filters)))
         return found
+
+    def _evaluate(self, where: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+        """The FAISS ids meeting ``where`` and the warnings, from the column index or else a scan."""
+        clauses = parse_where(where)
+        if self.store.has_filter_columns:
+            if self._columns is None:
+                self._columns = FilterColumns(self.store.rows, self.store.path)
+            answer = self._columns.evaluate(clauses)
+            return answer.nums, answer.warnings
+        result = evaluate(self.store.iter_documents(), clauses)
+        return np.array([doc_num(i) for i in result.ids], dtype=np.int64), result.warnings
 
     def _finish(self, ranking: Ranking, shape: Shape) -> list[Hit]:
         """Apply --min-score and MMR, fetch the documents, and explain each hit."""
