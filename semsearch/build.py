@@ -232,8 +232,7 @@ def _encode(
 ) -> tuple[np.ndarray, int]:
     """Vectors for every document through the embedding cache, locally or on Ray; returns (vectors, encoded)."""
     enc = choice.embedder
-    runtime = f"{choice.backend}-{choice.precision}"
-    cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, runtime, enc.dimension)
+    cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, choice.cache_runtime(), enc.dimension)
     try:
         if opts.engine == "ray":
             from .ray_engine import encode_with_ray

@@ -35,6 +35,15 @@ class EncoderChoice:
     backend: str
     precision: str
 
+    def cache_runtime(self) -> str:
+        """The embedding cache's runtime key: backend, precision and the encoder's regime when it names one.
+
+        The ONNX encoder names how it computes vectors (``alone``: one text per run), so vectors cached by the
+        batched int8 encoder before it, which depended on their batch-mates, are never reused as its own.
+        """
+        regime = getattr(self.embedder, "regime", None)
+        return "-".join(part for part in (self.backend, self.precision, regime) if part)
+
 
 def copy_encoder(src: Path, dst: Path) -> None:
     """Copy a previous version's ONNX export, hard-linking where the filesystem allows (versions are immutable)."""

@@ -1,6 +1,9 @@
 """The sentence-transformers (torch) runtime: what builds use when a model cannot be exported to ONNX.
 
 torch and sentence-transformers are imported only when an encoder is made, so importing this module is cheap.
+
+Not covered by "one text, one vector": this runtime encodes padded batches in fp32, so a text's vector may differ
+in its last bits with its batch-mates (the ONNX runtime, the default, encodes each text alone and is bit-exact).
 """
 
 from __future__ import annotations
