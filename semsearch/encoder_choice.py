@@ -35,14 +35,18 @@ class EncoderChoice:
     backend: str
     precision: str
 
+    @property
+    def regime(self) -> str:
+        """How the encoder computes vectors (``options.ONNX_REGIME`` for ONNX; "" when it names none)."""
+        return str(getattr(self.embedder, "regime", "") or "")
+
     def cache_runtime(self) -> str:
         """The embedding cache's runtime key: backend, precision and the encoder's regime when it names one.
 
         The ONNX encoder names how it computes vectors (``alone``: one text per run), so vectors cached by the
         batched int8 encoder before it, which depended on their batch-mates, are never reused as its own.
         """
-        regime = getattr(self.embedder, "regime", None)
-        return "-".join(part for part in (self.backend, self.precision, regime) if part)
+        return "-".join(part for part in (self.backend, self.precision, self.regime) if part)
 
 
 def copy_encoder(src: Path, dst: Path) -> None:

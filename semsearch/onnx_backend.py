@@ -36,7 +36,7 @@ from .embedder import fingerprint_folder, normalize_rows
 from .errors import ExportUnsupportedError, IndexCorruptError, ModelLoadError
 from .fileio import atomic_path, file_sha256, write_bytes_atomic
 from .models import resolve_model
-from .options import DEFAULT_PRECISION, PRECISIONS
+from .options import DEFAULT_PRECISION, ONNX_REGIME, PRECISIONS
 from .torch_backend import SentenceTransformerEmbedder
 
 if TYPE_CHECKING:
@@ -48,9 +48,6 @@ TOKENIZER_FILE = "tokenizer.json"
 SPEC_FORMAT = 1
 OPSET = 17
 PARALLEL_MODES = ("ops", "texts")
-# Names how vectors are computed, for the embedding cache's key: vectors made under another regime (batched
-# int8, whose values depended on batch-mates) must not be handed out as this one's.
-ENCODING_REGIME = "alone"
 DEFAULT_PARALLEL = "ops"
 POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len_tokens")
 # Texts tokenized together (the tokenizer runs its own threads over a list); bounds memory for big corpora.
@@ -509,7 +506,7 @@ class OnnxEmbedder:
     """An encoder backed by ONNX Runtime; implements the ``Embedder`` protocol without torch."""
 
     backend = "onnx"
-    regime = ENCODING_REGIME
+    regime = ONNX_REGIME  # one text per run: see the module docstring
 
     def __init__(
         self,

@@ -10,6 +10,17 @@ MODES = ("hybrid", "dense", "lexical")  # search.py: how hits are scored; the fi
 BACKENDS = ("onnx", "torch")  # encoder_choice.py: the runtime that encodes; the first is the default
 PRECISIONS = ("fp32", "int8")  # onnx_backend.py: ONNX weights
 DEFAULT_PRECISION = "int8"
+# How the ONNX runtime computes a vector (onnx_backend.py): "alone", each text in its own unpadded run, so a
+# vector depends on its text only. Recorded in the manifest and the embedding cache's key, so vectors of the
+# earlier batched regime (whose int8 activation scales depended on batch-mates) are never taken for these.
+ONNX_REGIME = "alone"
+
+
+def encoder_regime(backend: str) -> str:
+    """The regime a backend's vectors are computed under ("" where none is promised: torch)."""
+    return ONNX_REGIME if backend == "onnx" else ""
+
+
 ANN_KINDS = ("flat", "ivf", "ivfpq", "hnsw")  # ann.py
 ANN_CHOICES = ("auto", *ANN_KINDS)
 ENGINES = ("local", "ray")  # where a build encodes (ray_engine.py)
