@@ -126,7 +126,9 @@ def open_build_encoder(
                 copy_export(reusable, target, precision)
             else:
                 export_onnx(model_name, target, precisions=(precision,))
-            return EncoderChoice(OnnxEmbedder.load(target, precision), "onnx", precision)
+            # Builds encode many texts: one per core at once beats splitting each text's operators over the
+            # cores (measured 1.6x vs 1.35x the former batches); both give the same bytes, queries keep "ops".
+            return EncoderChoice(OnnxEmbedder.load(target, precision, parallel="texts"), "onnx", precision)
         except ExportUnsupportedError as exc:
             shutil.rmtree(target, ignore_errors=True)
             notify(f"{exc}; encoding with sentence-transformers (torch) instead")
