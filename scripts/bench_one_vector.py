@@ -4,7 +4,8 @@ The "batched" configurations re-create the encoder as it was before issue #15 (l
 padded to a multiple of 32) on the same ORT session, so every configuration runs in the same process on the
 same chunks of abstracts, interleaved: load from other processes hits them alike. Ratios are against batched
 int8, the former default. Bit-exactness compares each abstract's vector from its batch with the one it gets
-alone. Prints one JSON line; progress on stderr.
+alone. Query latency: encoding one query, padded to 32 tokens as before or unpadded as now (int8, interleaved).
+Prints one JSON line; progress on stderr.
 
     python scripts/bench_one_vector.py [--limit 500] [--chunk 50]
 """
@@ -55,6 +56,21 @@ def batched(e: OnnxEmbedder, texts: Sequence[str], batch_size: int = 32, pad: in
         (hidden,) = e._session.run(["token_embeddings"], {n: feed[n] for n in e._inputs})
         out[idx] = pool_tokens(np.asarray(hidden, dtype=np.float32), mask, e.spec.pooling)
     return normalize_rows(out)
+
+
+def query_latency(e: OnnxEmbedder, queries: Sequence[str]) -> dict[str, dict[str, float]]:
+    """p50/p99 milliseconds to encode one query: padded to 32 tokens (before) vs unpadded (now), interleaved."""
+    ways: dict[str, Encode] = {"padded (before)": lambda q: batched(e, q), "unpadded (now)": e.encode}
+    took: dict[str, list[float]] = {name: [] for name in ways}
+    for query in queries:
+        for name, fn in ways.items():
+            began = time.perf_counter()
+            fn([query])
+            took[name].append(1000 * (time.perf_counter() - began))
+    return {
+        n: {"p50": round(float(np.percentile(t, 50)), 2), "p99": round(float(np.percentile(t, 99)), 2)}
+        for n, t in took.items()
+    }
 
 
 def load_abstracts(path: Path, limit: int) -> list[str]:
@@ -119,6 +135,7 @@ def main() -> None:
                     "min_cosine_to_alone": round(float(np.min(np.sum(got * alone, axis=1))), 6),
                 }
         result["bit_exactness"] = exact
+        result["query_encode_ms"] = query_latency(ops["int8"], [t.split(".")[0][:80] for t in texts[:200]])
         print(json.dumps(result))
 
 
