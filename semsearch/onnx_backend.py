@@ -12,8 +12,9 @@ Loading and encoding (``OnnxEmbedder``) imports only onnxruntime, tokenizers and
 One text, one vector: every text is encoded on its own (one ORT run, unpadded), so its vector is a function
 of its text alone, bit for bit, whatever it is encoded with, in which order, on how many threads, locally or
 on Ray. Batches could not promise that: int8 dynamic quantization scales each MatMul's activations per run
-(measured: cosine down to 0.982 between a text alone and in a batch of 32), and padding changes reduction
-lengths. Unpadded single texts cost no throughput on abstracts (each run is already a 200-300 row GEMM).
+(measured: cosine down to 0.982 between a short text alone and in a batch of 32 abstracts), and padding
+changes reduction lengths. Unpadded single texts are also faster on abstracts than padded batches were
+(1.3-1.6x, scripts/bench_one_vector.py).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 torch and sentence-transformers are imported only when an encoder is made, so importing this module is cheap.
 
-Not covered by "one text, one vector": this runtime encodes padded batches in fp32, so a text's vector may differ
-in its last bits with its batch-mates (the ONNX runtime, the default, encodes each text alone and is bit-exact).
+Not covered by "one text, one vector": this runtime encodes padded fp32 batches, and whether a text's vector keeps
+its bytes across batch-mates was not checked (the ONNX runtime, the default, encodes each text alone: bit-exact).
 """
 
 from __future__ import annotations
