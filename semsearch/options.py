@@ -33,6 +33,6 @@ MAX_K = 1000
 # corpus_map.py: a refresh places arrivals on the last map layout until the documents added plus removed since it
 # exceed this share of those it laid out; then the map is laid out again (see RELAYOUT_SHARE there).
 MAP_RELAYOUT_SHARE = 0.2
-DEFAULT_BATCH_SIZE = 32  # texts per encoder call: bigger is a little faster and needs more memory
+DEFAULT_BATCH_SIZE = 32  # texts per torch encoder batch (ONNX encodes each text alone: one text, one vector)
 DEFAULT_HOST = "127.0.0.1"  # a server listens on this machine only unless told otherwise
 DEFAULT_PORT = 8000
