@@ -228,7 +228,7 @@ def load_onnx(folder: Path, precision: str, **kwargs: Any) -> OnnxEmbedder:
 
 
 def run_throughput(args: argparse.Namespace, folder: Path, st: Any, result: dict[str, Any]) -> None:
-    """Screen batch sizes on a subset, then the full comparison; fills ``result``."""
+    """Throughput of each encoder configuration on the same abstracts, interleaved; fills ``result``."""
     data = Path(args.data)
     texts = load_abstracts(data, args.limit)
     log(f"{len(texts)} abstracts from {data}")
@@ -250,43 +250,19 @@ def run_throughput(args: argparse.Namespace, folder: Path, st: Any, result: dict
         return np.asarray(st.encode(list(part), batch_size=bs, normalize_embeddings=True), dtype=np.float32)
 
     embedders = {p: load_onnx(folder, p, threads=args.threads) for p in ("fp32", "int8", "int8all")}
-    batch_int8 = load_onnx(folder, "int8", threads=args.threads, parallel="batches")
+    texts_int8 = load_onnx(folder, "int8", threads=args.threads, parallel="texts")
     arena_int8 = load_onnx(folder, "int8", threads=args.threads, arena=True)
 
-    def onnx_encode(e: OnnxEmbedder, bs: int, bucket: bool) -> Encode:
-        return lambda part: e.encode(part, batch_size=bs, bucket=bucket)
+    def onnx_encode(e: OnnxEmbedder) -> Encode:
+        # ONNX encodes each text alone (one text, one vector): there is no batch size to choose.
+        return lambda part: e.encode(part)
 
-    sizes = [int(x) for x in args.batch_sizes.split(",")]
-    best: dict[str, int] = {}
-    if len(sizes) > 1:
-        screen = texts[: args.screen]
-        configs: dict[str, Encode] = {"st": st_encode}
-        for p in ("fp32", "int8"):
-            for bs in sizes:
-                configs[f"{p}/bucket/bs{bs}"] = onnx_encode(embedders[p], bs, True)
-        for f in configs.values():
-            f(screen[:8])  # warm-up
-        meter = CpuMeter()
-        stats, _ = interleaved(configs, screen, max(sizes) * 2, "screen")
-        result["screen"] = {
-            "texts": len(screen),
-            "abstracts_per_s": {n: round(len(screen) / s["wall_s"], 2) for n, s in stats.items()},
-            "others_cpu_share": meter.others_share(),
-        }
-        for p in ("fp32", "int8"):
-            walls = {bs: stats[f"{p}/bucket/bs{bs}"]["wall_s"] for bs in sizes}
-            best[p] = min(walls, key=walls.__getitem__)
-    else:
-        best = {"fp32": sizes[0], "int8": sizes[0]}
-    log(f"best batch sizes: {best}")
-
-    configs = {"st": st_encode}
+    configs: dict[str, Encode] = {"st": st_encode}
     for p in ("fp32", "int8"):
-        configs[f"{p}/bucket"] = onnx_encode(embedders[p], best[p], True)
-        configs[f"{p}/nobucket"] = onnx_encode(embedders[p], best[p], False)
-    configs["int8/bucket/parallel-batches"] = onnx_encode(batch_int8, best["int8"], True)
-    configs["int8/bucket/arena"] = onnx_encode(arena_int8, best["int8"], True)
-    configs["int8all/bucket"] = onnx_encode(embedders["int8all"], best["int8"], True)
+        configs[p] = onnx_encode(embedders[p])
+    configs["int8/parallel-texts"] = onnx_encode(texts_int8)
+    configs["int8/arena"] = onnx_encode(arena_int8)
+    configs["int8all"] = onnx_encode(embedders["int8all"])
     for f in configs.values():
         f(texts[:8])
     meter = CpuMeter()
@@ -302,7 +278,7 @@ def run_throughput(args: argparse.Namespace, folder: Path, st: Any, result: dict
             "cos_vs_st": cosines(outputs[name], outputs["st"]),
         }
     result["throughput"] = {
-        "batch_size": {"st": 32, **best},
+        "batch_size": {"st": 32, "onnx": 1},
         "threads": embedders["fp32"].threads,
         "chunk": args.chunk,
         "configs": rows,
@@ -407,8 +383,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=2000, help="abstracts to encode (%(default)s)")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--export-dir", type=Path, help="reuse/keep the ONNX export here (default: temp)")
-    parser.add_argument("--batch-sizes", default="16,32,64", help="ONNX batch sizes to screen (%(default)s)")
-    parser.add_argument("--screen", type=int, default=256, help="abstracts for batch-size screening")
     parser.add_argument("--chunk", type=int, default=256, help="abstracts per interleaving turn")
     parser.add_argument("--threads", type=int, help="ONNX threads (default: all cores)")
     parser.add_argument("--query-latency", action="store_true", help="also per-query latency and cold start")

@@ -54,7 +54,7 @@ def main() -> None:
         choice = EncoderChoice(enc, "onnx", args.precision)
 
         def cache(name: str) -> EmbeddingCache:
-            return EmbeddingCache(root / name, enc.fingerprint, f"onnx-{args.precision}", enc.dimension)
+            return EmbeddingCache(root / name, enc.fingerprint, choice.cache_runtime(), enc.dimension)
 
         load = os.getloadavg()[0]
         started = time.perf_counter()

@@ -33,7 +33,7 @@ from .ingest import expand_sources, read_sources
 from .layout import CACHE_DIR, current_version
 from .manifest import Counts, Manifest, ModelInfo
 from .models import DEFAULT_MODEL
-from .options import DEFAULT_BATCH_SIZE
+from .options import DEFAULT_BATCH_SIZE, encoder_regime
 from .records import DedupResult, Document, IngestResult
 from .version import __version__
 from .versions import PreviousVersion, VersionWriter, new_version, next_sequence
@@ -232,8 +232,7 @@ def _encode(
 ) -> tuple[np.ndarray, int]:
     """Vectors for every document through the embedding cache, locally or on Ray; returns (vectors, encoded)."""
     enc = choice.embedder
-    runtime = f"{choice.backend}-{choice.precision}"
-    cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, runtime, enc.dimension)
+    cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, choice.cache_runtime(), enc.dimension)
     try:
         if opts.engine == "ray":
             from .ray_engine import encode_with_ray
@@ -260,7 +259,7 @@ def _encode(
 def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], started: float) -> Manifest:
     enc = choice.embedder
     return Manifest(
-        model=ModelInfo(enc.name, enc.fingerprint, enc.dimension, choice.backend, choice.precision),
+        model=ModelInfo(enc.name, enc.fingerprint, enc.dimension, choice.backend, choice.precision, choice.regime),
         counts=read.counts,
         sources=list(read.ingested.files),
         semsearch_version=__version__,
@@ -408,9 +407,12 @@ def _same_encoder(opts: BuildOptions, manifest: Manifest, embedder: Embedder | N
     model = manifest.model
     if embedder is not None:
         runtime = (getattr(embedder, "backend", "custom"), getattr(embedder, "precision", "fp32"))
-        given = (embedder.name, embedder.fingerprint, embedder.dimension, *runtime)
-        return given == (model.name, model.fingerprint, model.dimension, model.backend, model.precision)
-    return opts.model in (None, model.name) and _encoder_settings(opts, manifest) == (model.backend, model.precision)
+        given = (embedder.name, embedder.fingerprint, embedder.dimension, *runtime, getattr(embedder, "regime", ""))
+        return given == (model.name, model.fingerprint, model.dimension, model.backend, model.precision, model.regime)
+    backend, precision = _encoder_settings(opts, manifest)
+    # A version built before ONNX encoded each text alone records no regime: refreshing it re-encodes.
+    same_regime = encoder_regime(backend) == model.regime
+    return opts.model in (None, model.name) and (backend, precision) == (model.backend, model.precision) and same_regime
 
 
 def _same_map(manifest: Manifest) -> bool:

@@ -151,7 +151,11 @@ def cli() -> None:
     "[default: the index's, else 1GB].",
 )
 @click.option(
-    "--batch-size", type=int, default=options.DEFAULT_BATCH_SIZE, show_default=True, help="Texts per encoder batch."
+    "--batch-size",
+    type=int,
+    default=options.DEFAULT_BATCH_SIZE,
+    show_default=True,
+    help="Texts per encoder batch (torch; ONNX encodes each text alone).",
 )
 @click.option("--wait", is_flag=True, help="Wait for another writer of this index instead of failing.")
 @click.option(

@@ -35,6 +35,19 @@ class EncoderChoice:
     backend: str
     precision: str
 
+    @property
+    def regime(self) -> str:
+        """How the encoder computes vectors (``options.ONNX_REGIME`` for ONNX; "" when it names none)."""
+        return str(getattr(self.embedder, "regime", "") or "")
+
+    def cache_runtime(self) -> str:
+        """The embedding cache's runtime key: backend, precision and the encoder's regime when it names one.
+
+        The ONNX encoder names how it computes vectors (``alone``: one text per run), so vectors cached by the
+        batched int8 encoder before it, which depended on their batch-mates, are never reused as its own.
+        """
+        return "-".join(part for part in (self.backend, self.precision, self.regime) if part)
+
 
 def copy_encoder(src: Path, dst: Path) -> None:
     """Copy a previous version's ONNX export, hard-linking where the filesystem allows (versions are immutable)."""
@@ -113,7 +126,9 @@ def open_build_encoder(
                 copy_export(reusable, target, precision)
             else:
                 export_onnx(model_name, target, precisions=(precision,))
-            return EncoderChoice(OnnxEmbedder.load(target, precision), "onnx", precision)
+            # Builds encode many texts: one per core at once beats splitting each text's operators over the
+            # cores (measured 1.6x vs 1.35x the former batches); both give the same bytes, queries keep "ops".
+            return EncoderChoice(OnnxEmbedder.load(target, precision, parallel="texts"), "onnx", precision)
         except ExportUnsupportedError as exc:
             shutil.rmtree(target, ignore_errors=True)
             notify(f"{exc}; encoding with sentence-transformers (torch) instead")

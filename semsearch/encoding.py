@@ -1,7 +1,8 @@
 """Encoding a build's documents through the embedding cache: what is missing, in which chunks, then the matrix.
 
 Both engines follow the same plan (``semsearch index`` locally, ``--engine ray`` on a cluster), so they encode
-exactly the same chunks: with int8 dynamic quantization a text's vector depends on the batch it was in.
+exactly the same chunks. The ONNX encoder does not need that (it encodes each text alone, so a vector depends
+on its text only); sentence-transformers batches with padding, and the shared chunks keep its two engines alike.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from .errors import IndexNotFoundError, InputError
 from .layout import current_version
 from .manifest import Manifest
 from .metrics import evaluate
+from .options import encoder_regime
 from .search import Index
 
 DEPTH = 100  # Recall@100 needs the top 100
@@ -72,6 +73,8 @@ def _reusable(index_dir: Path, corpus: Path, options: BuildOptions, embedder: Em
         or (
             (options.backend or model.backend) == model.backend
             and (options.precision or model.precision) == model.precision
+            # An eval index from before ONNX encoded each text alone would score the old vectors.
+            and encoder_regime(model.backend) == model.regime
         )
     )
     return same_encoder and not any(stale_sources(manifest).values())

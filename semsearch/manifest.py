@@ -32,6 +32,7 @@ class ModelInfo:
     dimension: int
     backend: str = ""
     precision: str = ""
+    regime: str = ""  # how the runtime computes vectors (options.ONNX_REGIME); "" before it was recorded
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -247,4 +248,5 @@ def _model(data: Any) -> ModelInfo:
         dimension=int(data["dimension"]),
         backend=str(data.get("backend") or ""),
         precision=str(data.get("precision") or ""),
+        regime=str(data.get("regime") or ""),
     )

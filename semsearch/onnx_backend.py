@@ -9,9 +9,12 @@ Export (needs torch + sentence-transformers) writes a folder:
 
 Loading and encoding (``OnnxEmbedder``) imports only onnxruntime, tokenizers and numpy.
 
-int8 caveat: dynamic quantization scales each MatMul's activations per *batch*, so a text can embed
-slightly differently depending on its batch-mates (measured: cosine >= 0.996 alone vs in a batch of 32).
-Results are deterministic for a given batch, never bitwise equal across batchings.
+One text, one vector: every text is encoded on its own (one ORT run, unpadded), so its vector is a function
+of its text alone, bit for bit, whatever it is encoded with, in which order, on how many threads, locally or
+on Ray. Batches could not promise that: int8 dynamic quantization scales each MatMul's activations per run
+(measured: cosine down to 0.982 between a short text alone and in a batch of 32 abstracts), and padding
+changes reduction lengths. Unpadded single texts are also faster on abstracts than padded batches were
+(1.3-1.6x, scripts/bench_one_vector.py).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from .embedder import fingerprint_folder, normalize_rows
 from .errors import ExportUnsupportedError, IndexCorruptError, ModelLoadError
 from .fileio import atomic_path, file_sha256, write_bytes_atomic
 from .models import resolve_model
-from .options import DEFAULT_PRECISION, PRECISIONS
+from .options import DEFAULT_PRECISION, ONNX_REGIME, PRECISIONS
 from .torch_backend import SentenceTransformerEmbedder
 
 if TYPE_CHECKING:
@@ -45,11 +48,10 @@ SPEC_FILE = "encoder.json"
 TOKENIZER_FILE = "tokenizer.json"
 SPEC_FORMAT = 1
 OPSET = 17
-PAD_MULTIPLE = 32
-PARALLEL_MODES = ("ops", "batches")
+PARALLEL_MODES = ("ops", "texts")
 DEFAULT_PARALLEL = "ops"
 POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len_tokens")
-# Texts tokenized (and length-sorted) together; bounds memory for big corpora while keeping buckets full.
+# Texts tokenized together (the tokenizer runs its own threads over a list); bounds memory for big corpora.
 TOKENIZE_CHUNK = 4096
 _ALLOWED_MODULES = ("Transformer", "Pooling", "Normalize")
 # Below this min cosine to torch on the probe texts an int8 export is re-quantized per-tensor, then refused.
@@ -505,6 +507,7 @@ class OnnxEmbedder:
     """An encoder backed by ONNX Runtime; implements the ``Embedder`` protocol without torch."""
 
     backend = "onnx"
+    regime = ONNX_REGIME  # one text per run: see the module docstring
 
     def __init__(
         self,
@@ -542,10 +545,10 @@ class OnnxEmbedder:
     ) -> OnnxEmbedder:
         """Open an export folder: check the files' presence and sizes, start an ORT session.
 
-        ``parallel="batches"`` runs up to ``threads`` batches at once, each on one core (one session, shared
-        weights); ``"ops"`` runs one batch at a time, each operator split over ``threads`` cores.
-        ``arena=True`` turns ORT's CPU memory arena on: faster bulk encoding, but the peak (~0.5-1 GB for
-        batches of 256-token abstracts) then stays resident until the embedder is dropped.
+        ``parallel="texts"`` runs up to ``threads`` texts at once, each on one core (one session, shared
+        weights); ``"ops"`` runs one text at a time, each operator split over ``threads`` cores. Both give
+        the same bytes (measured on 1, 2 and 4 threads; tests/test_one_vector.py checks it).
+        ``arena=True`` turns ORT's CPU memory arena on: its peak then stays resident until the embedder is dropped.
         """
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -574,7 +577,7 @@ class OnnxEmbedder:
         # Off by default: the arena keeps its peak (~0.5-1 GB after bulk batches) resident for good.
         options.enable_cpu_mem_arena = arena
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = 1 if parallel == "batches" else n_threads
+        options.intra_op_num_threads = 1 if parallel == "texts" else n_threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3
@@ -596,68 +599,50 @@ class OnnxEmbedder:
             if file_sha256(path) != entry["sha256"]:
                 raise IndexCorruptError(f"ONNX encoder file {path} does not match its recorded sha256")
 
-    def encode(
-        self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False, bucket: bool = True
-    ) -> np.ndarray:
-        """Encode texts into an (n, dimension) float32 array of unit rows, in input order.
+    def encode(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        """Encode texts into an (n, dimension) float32 array of unit rows, in input order, each text alone.
 
-        With ``bucket`` texts are sorted by token length before batching (less padding), then restored.
+        ``batch_size`` is accepted for the ``Embedder`` protocol and ignored: a text never shares a run.
         """
         n = len(texts)
         out = np.zeros((n, self.dimension), dtype=np.float32)
         if n == 0:
             return out
-        batch_size = max(1, int(batch_size))
         items = [str(t).lower() for t in texts] if self.spec.do_lower_case else [str(t) for t in texts]
         bar = None
         if progress:
             from tqdm import tqdm
 
             bar = tqdm(total=n, file=sys.stderr, unit="text", desc=f"encode onnx/{self.precision}")
-        workers = self.threads if self.parallel == "batches" and n > batch_size else 1
+        workers = min(self.threads, n) if self.parallel == "texts" else 1
         executor = ThreadPoolExecutor(workers) if workers > 1 else None
         try:
             for start in range(0, n, TOKENIZE_CHUNK):
                 encodings = self._tokenizer.encode_batch(items[start : start + TOKENIZE_CHUNK])
-                lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-                order = np.argsort(-lengths, kind="stable") if bucket else np.arange(len(encodings))
-                batches = [order[b : b + batch_size] for b in range(0, len(order), batch_size)]
-
-                def run(idx: np.ndarray, encodings: list[Any] = encodings, lengths: np.ndarray = lengths) -> np.ndarray:
-                    return self._encode_batch([encodings[i] for i in idx], self._width(int(lengths[idx].max())))
-
-                results = executor.map(run, batches) if executor is not None else map(run, batches)
-                for idx, vectors in zip(batches, results, strict=True):
-                    out[start + idx] = vectors
+                results = executor.map(self._encode_one, encodings) if executor else map(self._encode_one, encodings)
+                for row, vector in enumerate(results, start):
+                    out[row] = vector
                     if bar is not None:
-                        bar.update(len(idx))
+                        bar.update(1)
         finally:
             if executor is not None:
                 executor.shutdown(wait=True, cancel_futures=True)
             if bar is not None:
                 bar.close()
-        return normalize_rows(out)
+        return out
 
-    def _width(self, longest: int) -> int:
-        """Padded batch width: the longest text rounded up to PAD_MULTIPLE (capped at max_seq_length)."""
-        # Few distinct shapes let freed buffers be reused; without the ORT arena, every new shape means
-        # fresh mmap()s and page faults (bucketed batches measured 2x the faults and slower than unsorted).
-        return max(longest, min(-(-longest // PAD_MULTIPLE) * PAD_MULTIPLE, self.spec.max_seq_length))
-
-    def _encode_batch(self, encodings: Sequence[tokenizers.Encoding], width: int) -> np.ndarray:
-        rows = len(encodings)
-        ids = np.full((rows, width), self.spec.pad_token_id, dtype=np.int64)
-        mask = np.zeros((rows, width), dtype=np.int64)
-        types = np.zeros((rows, width), dtype=np.int64)
-        for r, enc in enumerate(encodings):
-            k = len(enc.ids)
-            ids[r, :k] = enc.ids
-            mask[r, :k] = 1
-            types[r, :k] = enc.type_ids
-        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        # InferenceSession.run is thread-safe and releases the GIL, so "batches" mode shares one session.
+    def _encode_one(self, encoding: tokenizers.Encoding) -> np.ndarray:
+        """The unit (dimension,) vector of one tokenized text, run alone and unpadded."""
+        ids = np.asarray([encoding.ids], dtype=np.int64)
+        feed = {
+            "input_ids": ids,
+            "attention_mask": np.ones_like(ids),
+            "token_type_ids": np.asarray([encoding.type_ids], dtype=np.int64),
+        }
+        # InferenceSession.run is thread-safe and releases the GIL, so "texts" mode shares one session.
         (hidden,) = self._session.run(["token_embeddings"], {name: feed[name] for name in self._inputs})
-        return pool_tokens(np.asarray(hidden, dtype=np.float32), mask, self.spec.pooling)
+        pooled = pool_tokens(np.asarray(hidden, dtype=np.float32), feed["attention_mask"], self.spec.pooling)
+        return normalize_rows(pooled)[0]
 
 
 def pool_tokens(hidden: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:

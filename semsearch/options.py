@@ -10,6 +10,17 @@ MODES = ("hybrid", "dense", "lexical")  # search.py: how hits are scored; the fi
 BACKENDS = ("onnx", "torch")  # encoder_choice.py: the runtime that encodes; the first is the default
 PRECISIONS = ("fp32", "int8")  # onnx_backend.py: ONNX weights
 DEFAULT_PRECISION = "int8"
+# How the ONNX runtime computes a vector (onnx_backend.py): "alone", each text in its own unpadded run, so a
+# vector depends on its text only. Recorded in the manifest and the embedding cache's key, so vectors of the
+# earlier batched regime (whose int8 activation scales depended on batch-mates) are never taken for these.
+ONNX_REGIME = "alone"
+
+
+def encoder_regime(backend: str) -> str:
+    """The regime a backend's vectors are computed under ("" where none is promised: torch)."""
+    return ONNX_REGIME if backend == "onnx" else ""
+
+
 ANN_KINDS = ("flat", "ivf", "ivfpq", "hnsw")  # ann.py
 ANN_CHOICES = ("auto", *ANN_KINDS)
 ENGINES = ("local", "ray")  # where a build encodes (ray_engine.py)
@@ -22,6 +33,6 @@ MAX_K = 1000
 # corpus_map.py: a refresh places arrivals on the last map layout until the documents added plus removed since it
 # exceed this share of those it laid out; then the map is laid out again (see RELAYOUT_SHARE there).
 MAP_RELAYOUT_SHARE = 0.2
-DEFAULT_BATCH_SIZE = 32  # texts per encoder call: bigger is a little faster and needs more memory
+DEFAULT_BATCH_SIZE = 32  # texts per torch encoder batch (ONNX encodes each text alone: one text, one vector)
 DEFAULT_HOST = "127.0.0.1"  # a server listens on this machine only unless told otherwise
 DEFAULT_PORT = 8000

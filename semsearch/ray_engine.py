@@ -1,11 +1,13 @@
 """Distributed encoding on Ray Data: a pool of encoder actors over ``map_batches``, results written as shards.
 
 The driver sends only the texts the embedding cache lacks, in the very chunks ``encode_with_cache`` would
-encode (``ENCODE_CHUNK`` texts, same order), so each actor call sees the batch composition of a local
-build and int8 vectors come out bitwise equal to it. Vectors stream back (``iter_batches``), are written
-as a shard (``.npy`` + ``.keys.json``) under ``<index>/cache/shards-<build>/`` and committed to the cache
-as they arrive; the index is then assembled from the cache, exactly as a local build does. A killed build
-resumes from the cache; the next build loads any shard it left behind and deletes the folder.
+encode (``ENCODE_CHUNK`` texts, same order). The ONNX encoder runs each text alone, so its vectors are
+bitwise a local build's whatever the chunking (and the actors' single thread); keeping the chunks gives a
+torch or custom encoder, whose vectors may depend on batch-mates, a local build's batches too. Vectors
+stream back (``iter_batches``), are written as a shard (``.npy`` + ``.keys.json``) under
+``<index>/cache/shards-<build>/`` and committed to the cache as they arrive; the index is then assembled
+from the cache, exactly as a local build does. A killed build resumes from the cache; the next build loads
+any shard it left behind and deletes the folder.
 
 The encoder reaches the actors through the object store (the ONNX export's bytes, or the model name for
 torch, or the pickled embedder object), so no shared filesystem is needed. The nodes of a real cluster
@@ -173,7 +175,7 @@ class EncoderActor:
         if self.embedder is None:
             return np.zeros((len(texts), 1), dtype=np.float32)
         vectors = np.zeros((len(texts), self.embedder.dimension), dtype=np.float32)
-        # Encode each build chunk on its own, so batch-mates (and int8 activation scales) match a local build.
+        # Encode each build chunk on its own, so an encoder that batches (torch) sees a local build's batch-mates.
         for chunk in dict.fromkeys(chunks.tolist()):
             rows = np.flatnonzero(chunks == chunk)
             got = self.embedder.encode([texts[i] for i in rows], batch_size=self.batch_size)
@@ -274,7 +276,7 @@ def encode_with_ray(
     """Like ``encode_with_cache``, with the missing texts encoded on Ray; returns (vectors, encoded)."""
     enc = choice.embedder
     recover_shards(cache)
-    # The same plan and chunks as encode_with_cache, so batches (and int8 vectors) match a local build.
+    # The same plan and chunks as encode_with_cache, so even a batching encoder's vectors match a local build.
     plan = CachePlan.make(documents, cache)
     if plan.missing:
         chunks = list(plan.chunks())

@@ -1,6 +1,9 @@
 """The sentence-transformers (torch) runtime: what builds use when a model cannot be exported to ONNX.
 
 torch and sentence-transformers are imported only when an encoder is made, so importing this module is cheap.
+
+Not covered by "one text, one vector": this runtime encodes padded fp32 batches, and whether a text's vector keeps
+its bytes across batch-mates was not checked (the ONNX runtime, the default, encodes each text alone: bit-exact).
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ def test_build_writes_a_complete_version(tmp_path: Path, small_corpus: Path, fak
         "dimension": 64,
         "backend": "fake",
         "precision": "fp32",
+        "regime": "",  # only the ONNX runtime promises one ("alone")
     }
     assert manifest["counts"] == {
         "read": 6,
