@@ -30,13 +30,13 @@ from .fileio import utc_now
 from .freshness import absolute_source_args, catalogues_changed, stale_sources
 from .identity import PreviousIdentity, load_previous_identity, read_identity
 from .ingest import expand_sources, read_sources
-from .layout import CACHE_DIR, current_version
+from .layout import CACHE_DIR, CURRENT, current_version
 from .manifest import Counts, Manifest, ModelInfo
 from .models import DEFAULT_MODEL
 from .options import DEFAULT_BATCH_SIZE, encoder_regime
 from .records import DedupResult, Document, IngestResult
 from .version import __version__
-from .versions import PreviousVersion, VersionWriter, new_version, next_sequence
+from .versions import PreviousVersion, VersionWriter, new_version, next_sequence, writer_lock
 
 if TYPE_CHECKING:
     from .catalogue import CatalogueReport
@@ -294,9 +294,12 @@ def build_index(
     opts = options or BuildOptions()
     started = time.perf_counter()
     index_path = Path(index_dir)
-    live = _unchanged_version(sources, index_path, opts, embedder)
-    if live is not None:
-        return _unchanged_summary(live, index_path, opts, started)
+    if not opts.full and not opts.rewrite and (index_path / CURRENT).is_file():
+        # Under the writer lock: while another writer publishes, "up to date" would describe a passing version.
+        with writer_lock(index_path, wait=opts.wait):
+            live = _unchanged_version(sources, index_path, opts, embedder)
+        if live is not None:
+            return _unchanged_summary(live, index_path, opts, started)
     # Everything that can fail on bad input happens before the index directory is touched.
     read = _read_input(sources, index_path, opts)
 
@@ -377,8 +380,6 @@ def _unchanged_version(
     Decided from the manifest and a stat of each source (a hash only for files touched since): a refresh of an
     unchanged 157k index then costs well under a second instead of re-reading and re-writing everything.
     """
-    if opts.full or opts.rewrite or not index_path.is_dir():
-        return None
     try:
         version = current_version(index_path)
         manifest = Manifest.read(version)
