@@ -31,7 +31,7 @@ from .freshness import absolute_source_args, catalogues_changed, stale_sources
 from .identity import PreviousIdentity, load_previous_identity, read_identity
 from .ingest import expand_sources, read_sources
 from .layout import CACHE_DIR, CURRENT, current_version
-from .manifest import Counts, Manifest, ModelInfo
+from .manifest import FORMAT_VERSION, Counts, Manifest, ModelInfo
 from .models import DEFAULT_MODEL
 from .options import DEFAULT_BATCH_SIZE, encoder_regime
 from .records import DedupResult, Document, IngestResult
@@ -398,6 +398,8 @@ def _unchanged_version(
     # arrivals since (or predates layout records) it lays the map out afresh.
     if opts.relayout and manifest.map.get("method") != "off" and manifest.map.get("changed_since_layout") != 0:
         return None
+    if manifest.removed_ids or manifest.semsearch_version != __version__ or manifest.format_version != FORMAT_VERSION:
+        return None  # ids removed by hand come back on a refresh; an older semsearch's version is rebuilt
     if any(stale_sources(manifest).values()) or (manifest.catalogue_args and catalogues_changed(manifest)):
         return None
     return version, manifest
@@ -413,18 +415,25 @@ def _same_encoder(opts: BuildOptions, manifest: Manifest, embedder: Embedder | N
     backend, precision = _encoder_settings(opts, manifest)
     # A version built before ONNX encoded each text alone records no regime: refreshing it re-encodes.
     same_regime = encoder_regime(backend) == model.regime
-    return opts.model in (None, model.name) and (backend, precision) == (model.backend, model.precision) and same_regime
+    if opts.model not in (None, model.name) or (backend, precision) != (model.backend, model.precision):
+        return False
+    # The model's files may have changed under its name (another models folder, `models install --force`).
+    from .onnx_backend import source_fingerprint
+
+    on_disk = source_fingerprint(model.name)
+    return same_regime and (on_disk is None or on_disk == model.fingerprint)
 
 
 def _same_map(manifest: Manifest) -> bool:
-    """Whether the map the build would draw (SEMSEARCH_MAP) is the kind the live version has."""
-    import os
+    """Whether the map the build would draw (SEMSEARCH_MAP, the corpus size) is the kind the live version has."""
+    from .corpus_map import choose_method, requested_method
 
-    from .corpus_map import MAP_ENV
-
-    wish = os.environ.get(MAP_ENV, "").strip().lower() or "auto"
-    drawn = manifest.map.get("method")
-    return drawn is not None and (drawn != "off" if wish == "auto" else drawn == wish)
+    try:
+        wish = requested_method()
+        wanted = "off" if wish == "off" else choose_method(manifest.counts.documents, wish)
+    except SemsearchError:
+        return False  # the full path reports the bad setting
+    return manifest.map.get("method") == wanted
 
 
 def _unchanged_summary(

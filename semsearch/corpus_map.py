@@ -100,6 +100,14 @@ def cluster_count(n: int) -> int:
     return max(2, min(MAX_CLUSTERS, round(math.sqrt(n / 2)), n // 2))
 
 
+def requested_method() -> str:
+    """The map method SEMSEARCH_MAP asks for: auto (unset), pca, umap or off."""
+    method = os.environ.get(MAP_ENV, "").strip().lower() or "auto"
+    if method not in ("auto", "pca", "umap", "off"):
+        raise SemsearchError(f"{MAP_ENV}={method!r} is not a map method; choose auto, pca, umap or off")
+    return method
+
+
 def choose_method(n: int, method: str = "auto") -> str:
     """The layout method for n documents: 'auto' picks PCA below UMAP_MIN_DOCS, else UMAP."""
     if method not in ("auto", "pca", "umap"):
@@ -342,9 +350,7 @@ def write_map(
     changed too much since it was laid out, or ``relayout`` asks for a fresh layout (stamped with ``now``).
     """
     started = time.perf_counter()
-    method = os.environ.get(MAP_ENV, "").strip().lower() or "auto"
-    if method not in ("auto", "pca", "umap", "off"):
-        raise SemsearchError(f"{MAP_ENV}={method!r} is not a map method; choose auto, pca, umap or off")
+    method = requested_method()
     if method == "off":
         return {"file": None, "method": "off", "clusters": 0, "seconds": 0.0}
     fingerprint = map_fingerprint(documents, vectors, method)

@@ -20,6 +20,29 @@ def absolute_source_args(sources: Sequence[str]) -> list[str]:
 
 
 def file_changed(path: Path, recorded: SourceFile) -> bool:
+    """Whether a source differs from its record: size, then content when touched (a Zotero library: its times)."""
+    if recorded.format == "zotero":
+        return _library_changed(path, recorded)
+    return _differs(path, recorded)
+
+
+def _library_changed(path: Path, recorded: SourceFile) -> bool:
+    """A Zotero library changed when its size or the later of its and its write-ahead log's times did.
+
+    A running Zotero writes new items to the ``-wal`` file first, so the database file alone can look unchanged.
+    """
+    try:
+        stat = path.stat()
+    except OSError:
+        return True
+    try:
+        log_time = path.with_name(path.name + "-wal").stat().st_mtime_ns
+    except OSError:
+        log_time = 0
+    return stat.st_size != recorded.size or max(stat.st_mtime_ns, log_time) != recorded.mtime_ns
+
+
+def _differs(path: Path, recorded: SourceFile) -> bool:
     try:
         stat = path.stat()
     except OSError:

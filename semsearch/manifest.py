@@ -93,6 +93,7 @@ class Manifest:
     lexical: dict[str, Any] = field(default_factory=dict)
     map: dict[str, Any] = field(default_factory=dict)
     dedup: dict[str, Any] = field(default_factory=dict)  # how duplicates were merged ({"near": true})
+    removed_ids: bool = False  # `semsearch remove` dropped documents by id: the next refresh brings them back
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,6 +114,8 @@ class Manifest:
         out.update(lexical=self.lexical, map=self.map, counts=self.counts.to_dict())
         if self.dedup:
             out["dedup"] = self.dedup
+        if self.removed_ids:
+            out["removed_ids"] = True
         out.update(
             source_args=self.source_args,
             excluded_sources=self.excluded_sources,
@@ -183,6 +186,7 @@ class Manifest:
                 lexical=dict(data.get("lexical") or {}),
                 map=dict(data.get("map") or {}),
                 dedup=dict(data.get("dedup") or {}),
+                removed_ids=bool(data.get("removed_ids", False)),
                 extra={k: v for k, v in data.items() if k not in known},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

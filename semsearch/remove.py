@@ -121,6 +121,7 @@ def remove_documents(
                 sources=[s for s in manifest.sources if s.path not in gone_paths],
                 # Later refreshes from the recorded sources leave these out until they are named again.
                 excluded_sources=sorted(set(manifest.excluded_sources) | gone_paths),
+                removed_ids=manifest.removed_ids or bool(ids),
                 files={},
                 **contents,
             )

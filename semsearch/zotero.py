@@ -134,7 +134,8 @@ def _private_copy(path: Path, folder: Path, display: str) -> tuple[Path, bytes, 
     copy.write_bytes(raw)
     if wal_bytes is not None:
         copy.with_name(copy.name + "-wal").write_bytes(wal_bytes)
-    return copy, raw, before[0][1] if before[0] is not None else 0
+    # The log's time counts: a running Zotero writes new items there first (freshness.py compares the same).
+    return copy, raw, max(stamp[1] for stamp in before if stamp is not None) if before[0] is not None else 0
 
 
 def _read_items(copy: Path, display: str) -> list[_Item]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,58 @@ def test_changed_catalogue_file_makes_a_refresh_rebuild(tmp_path: Path, corpus: 
     assert index_json(fake, index)["unchanged"] is True
     catalogue.write_text(json.dumps({"title": "Robot navigation", "abstract": PAPERS["rl"]}) + "\n", encoding="utf-8")
     assert index_json(fake, index)["unchanged"] is False
+
+
+def live_manifest_path(index: Path) -> Path:
+    return index / (index / "CURRENT").read_text().strip() / "manifest.json"
+
+
+@pytest.mark.parametrize("edit", ["older semsearch", "removed ids"])
+def test_a_version_the_refresh_must_redo_is_not_up_to_date(
+    tmp_path: Path, corpus: Path, fake: FakeEmbedder, edit: str
+) -> None:
+    index = tmp_path / "idx"
+    index_json(fake, index, str(corpus))
+    if edit == "older semsearch":
+        path = live_manifest_path(index)
+        data = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps({**data, "semsearch_version": "0.0.1"}), encoding="utf-8")
+    else:
+        doc = json.loads(run(["query", "robot navigation", "--index", str(index), "--json", "-k", "1"], fake).stdout)
+        assert run(["remove", doc[0]["id"], "--index", str(index)], fake).exit_code == 0
+    again = index_json(fake, index)
+    assert again["unchanged"] is False and again["documents"] == 5  # a removed id comes back, as remove promises
+    assert index_json(fake, index)["unchanged"] is True  # and the refresh after that has nothing to do
+
+
+def test_the_map_kind_is_what_the_build_would_draw(
+    tmp_path: Path, corpus: Path, fake: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = tmp_path / "idx"
+    monkeypatch.setenv("SEMSEARCH_MAP", "pca")
+    index_json(fake, index, str(corpus))
+    monkeypatch.delenv("SEMSEARCH_MAP")
+    assert index_json(fake, index)["unchanged"] is True  # five documents: auto draws PCA too
+    monkeypatch.setenv("SEMSEARCH_MAP", "off")
+    assert index_json(fake, index)["unchanged"] is False
+    monkeypatch.delenv("SEMSEARCH_MAP")
+    assert index_json(fake, index)["unchanged"] is False  # the map comes back
+    monkeypatch.setenv("SEMSEARCH_MAP", "sideways")
+    result = run(["index", "--index", str(index)], fake)  # a bad setting is the full path's one-line error
+    assert_one_line_error(result, "not a map method")
+
+
+def test_model_files_changed_under_the_same_name_are_not_up_to_date(
+    tmp_path: Path, corpus: Path, fake: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from semsearch import build
+    from semsearch.manifest import Manifest
+
+    index = tmp_path / "idx"
+    index_json(fake, index, str(corpus))
+    manifest = Manifest.read(live_manifest_path(index).parent)
+    manifest.model = replace(manifest.model, backend="onnx", precision="int8", regime=build.encoder_regime("onnx"))
+    options = build.BuildOptions(progress=False)
+    for on_disk, same in ((manifest.model.fingerprint, True), (None, True), ("0123456789abcdef", False)):
+        monkeypatch.setattr("semsearch.onnx_backend.source_fingerprint", lambda _name, fp=on_disk: fp)
+        assert build._same_encoder(options, manifest, None) is same

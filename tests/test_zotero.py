@@ -255,6 +255,8 @@ def test_a_live_wal_library_is_read_whole_and_left_untouched(
 
         # The user's files: same names, same bytes, same times; no -shm created, no lock left behind.
         assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir()} == files_before
+        # Nothing new yet: the refresh has nothing to do, though the library's news live in its -wal file.
+        assert json.loads(run(["index", "--index", str(index), "--json"], fake).stdout)["unchanged"] is True
         zotero.add("journalArticle", "LLMQUANT", title="Quantized LLMs", abstractNote=PAPERS["llm"])
 
         hits = json.loads(run(["query", "robot navigation", "--index", str(index), "--json", "-k", "1"], fake).stdout)
