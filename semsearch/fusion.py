@@ -50,11 +50,7 @@ def normalize(scores: Mapping[int, float], norm: str = "minmax") -> dict[int, fl
     if not scores or norm == "none":
         return dict(scores)
     values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
-    if norm == "minmax":
-        lo, span = float(values.min()), float(values.max() - values.min())
-        return {d: ((s - lo) / span if span > 0 else 1.0) for d, s in scores.items()}
-    mean, std = float(values.mean()), float(values.std())
-    return {d: ((s - mean) / std if std > 0 else 0.0) for d, s in scores.items()}
+    return dict(zip(scores.keys(), _normalized(values, norm).tolist(), strict=True))
 
 
 def convex(

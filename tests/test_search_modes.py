@@ -98,7 +98,7 @@ def test_hybrid_is_the_dict_fusion_of_both_candidate_lists(index: Index, query: 
     """The numpy path (LexicalIndex.top, AnnSearcher.top, convex_arrays) ranks as the dict fusion of its lists."""
     from test_fusion import dict_convex
 
-    from semsearch.fusion import DEFAULT_ALPHA, DEFAULT_NORM
+    from semsearch.fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM
     from semsearch.layout import doc_num
 
     vector = index.encode_query(query)
@@ -117,7 +117,7 @@ def test_hybrid_is_the_dict_fusion_of_both_candidate_lists(index: Index, query: 
         rows = [r for r in range(len(lex)) if matched[r] and scores[r] > 0]
         ids = [int(lex.ids[r]) for r in sorted(rows, key=lambda r: (-scores[r], r))]
         ids = [d for d in ids if (allowed is None or d in set(allowed.tolist())) and d not in exclude]
-        assert list(ranking.lexical) == ids[: len(ranking.lexical)]
+        assert list(ranking.lexical) == ids[:DEFAULT_DEPTH]  # the whole top list, not a prefix of it
         assert not exclude & set(ranking.dense)
         if allowed is not None:
             assert set(ranking.dense) <= set(allowed.tolist())
