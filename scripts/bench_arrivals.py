@@ -124,17 +124,19 @@ def same_top10(a: Path, b: Path, embedder: Any, queries: Sequence[str]) -> dict[
     out: dict[str, Any] = {}
     with Index.open(a, embedder=embedder) as one, Index.open(b, embedder=embedder) as other:
         for mode in ("dense", "hybrid"):
-            same = 0
+            same = same_ids = 0
             for q in queries:
                 x, y = one.search(q, 10, mode=mode), other.search(q, 10, mode=mode)
                 ids_equal = [h.id for h in x] == [h.id for h in y]
+                same_ids += ids_equal
                 if ids_equal and all(abs(h.score - g.score) <= 1e-6 for h, g in zip(x, y, strict=True)):
                     same += 1
             out[f"{mode}_same_top10"] = f"{same} of {len(queries)}"
+            out[f"{mode}_same_top10_ids"] = f"{same_ids} of {len(queries)}"
     return out
 
 
-def bench_157k(work: Path, n_queries: int, corpus: Path) -> dict[str, Any]:
+def bench_157k(work: Path, n_queries: int, corpus: Path, ann: str | None = None) -> dict[str, Any]:
     from semsearch.build import BuildOptions, build_index
     from semsearch.remove import remove_documents
 
@@ -145,7 +147,7 @@ def bench_157k(work: Path, n_queries: int, corpus: Path) -> dict[str, Any]:
     arrivals = write_jsonl(work / "arrivals.jsonl", [records[i] for i in sorted(held)])
     queries = [r["title"] for r in rng.sample(records, n_queries)]
     del records
-    opts = BuildOptions(progress=False, batch_size=4096)
+    opts = BuildOptions(progress=False, batch_size=4096, ann=ann)
     out: dict[str, Any] = {"vectors": "stand-in (hashed bag of words, 384-d); encoding excluded where said"}
 
     enc = HashedWords()
@@ -237,6 +239,7 @@ def main() -> None:
     parser.add_argument("--skip-157k", action="store_true")
     parser.add_argument("--skip-5k", action="store_true")
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--ann", default=None, help="ANN kind for the 157k indexes (default: auto, i.e. IVF)")
     parser.add_argument("--corpus", type=Path, default=DATA / "corpus.jsonl.gz", help="the big corpus (jsonl.gz)")
     args = parser.parse_args()
     if not DATA.is_dir():
@@ -251,7 +254,7 @@ def main() -> None:
         work = args.workdir / "157k"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
-        out["anthology_157k"] = bench_157k(work, args.queries, args.corpus)
+        out["anthology_157k"] = bench_157k(work, args.queries, args.corpus, args.ann)
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(out))
 

@@ -219,9 +219,17 @@ class DocumentStore:
 
 def write_documents(path: Path, documents: Sequence[Document]) -> None:
     """Write a new document store, with the column index that --where filters read."""
+    # In key order, B-tree pages fill one after another; in arrival order every insert lands on a random page,
+    # and with SQLite's small page cache each page was written out many times (3.5 GB for a 0.5 GB file at
+    # 157k). Row order within a document (its sources, texts, aliases) is kept.
+    documents = sorted(documents, key=lambda d: doc_num(d.id))
     metadata = [json.dumps(d.metadata, ensure_ascii=False, sort_keys=True) for d in documents]
     conn = sqlite3.connect(path)
     try:
+        # A new file in an unpublished version folder: a crash discards the folder, and publishing fsyncs it,
+        # so a rollback journal and per-transaction syncs would protect nothing.
+        conn.execute("PRAGMA journal_mode = OFF")
+        conn.execute("PRAGMA synchronous = OFF")
         conn.executescript(_SCHEMA)
         conn.executemany(
             "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?)",
