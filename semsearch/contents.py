@@ -16,7 +16,7 @@ import numpy as np
 from .ann import QuerySource, previous_ann, write_ann
 from .documents import write_documents
 from .layout import DOCS, LEXICAL_DIR, doc_num
-from .lexical import write_lexical
+from .lexical_build import write_lexical
 from .records import Document
 from .vectors import IDS_FILE, VECTOR_FILE, write_vector_files
 from .versions import PreviousVersion
@@ -62,7 +62,9 @@ def write_contents(
     return {
         **ann_entries,
         "vectors": {"file": VECTOR_FILE, "ids": IDS_FILE, "rows": int(len(ids))},
-        "lexical": write_lexical(folder / LEXICAL_DIR, ids, documents),
+        "lexical": write_lexical(
+            folder / LEXICAL_DIR, ids, documents, previous=None if previous is None else previous.path / LEXICAL_DIR
+        ),
         "map": write_map(
             folder, documents, vectors, previous=None if previous is None else previous.path, relayout=relayout
         ),

@@ -379,17 +379,6 @@ def best_k(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np
     return rows[order], scores[order]
 
 
-def write_lexical(folder: Path, ids: Sequence[int] | np.ndarray, documents: Sequence[Any]) -> dict[str, Any]:
-    """Build and save the BM25 index of documents (anything with ``title`` and ``text``) under their ids.
-
-    Returns the manifest's "lexical" entry.
-    """
-    # A title-only document's text is its title: index it once.
-    lexical = LexicalIndex.build(ids, [lexical_text(None if d.title_only else d.title, d.text) for d in documents])
-    lexical.save(folder)
-    return {"bm25": asdict(lexical.params), "terms": len(lexical.vocab)}
-
-
 def _term_ids(texts: Sequence[str], analyzer: Analyzer, vocab: dict[str, int]) -> list[list[int]]:
     """Each text as term ids (the analyzer's tokens), adding new stems to ``vocab``."""
     # Same result as analyzer(text) per text, but each distinct word is stemmed and looked up once: the
