@@ -100,10 +100,10 @@ def test_weighted_queries(index: LexicalIndex) -> None:
         assert doubled[d] == pytest.approx(2 * plain[d])
 
 
-def test_ties_are_broken_by_insertion_order() -> None:
+def test_ties_are_broken_by_document_id_whatever_the_row_order() -> None:
     idx = LexicalIndex.build([30, 10, 20], ["same words here", "same words here", "other text"])
-    assert [d for d, _ in idx.search("same words", k=2)] == [30, 10]
-    assert [d for d, _ in idx.search("same words", k=1)] == [30]
+    assert [d for d, _ in idx.search("same words", k=2)] == [10, 30]
+    assert [d for d, _ in idx.search("same words", k=1)] == [10]
 
 
 @pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
@@ -214,7 +214,7 @@ def brute_force_top(index: LexicalIndex, query: str, k: int, keep: np.ndarray | 
         scores += np.float32(w) * matrix[:, tid]
         matched |= present[:, tid]
     rows = [r for r in range(len(index)) if matched[r] and scores[r] > 0 and (keep is None or keep[r])]
-    rows.sort(key=lambda r: (-scores[r], r))
+    rows.sort(key=lambda r: (-scores[r], int(index.ids[r])))
     return [(int(index.ids[r]), float(scores[r])) for r in rows[:k]]
 
 
@@ -242,10 +242,10 @@ def test_top_k_edge_cases() -> None:
     for query in ("quark", "the of", ""):
         rows, scores = index.top(query, 5)
         assert rows.dtype == np.int64 and scores.dtype == np.float32 and rows.size == scores.size == 0
-    # k larger than the matches: only the matching documents; three identical documents tie, in row order.
-    assert [d for d, _ in index.search("zinc", 100)] == [50, 40, 30]
-    # The tie straddles k: the earlier rows win.
-    assert [d for d, _ in index.search("zinc", 2)] == [50, 40]
+    # k larger than the matches: only the matching documents; three identical documents tie, in id order.
+    assert [d for d, _ in index.search("zinc", 100)] == [30, 40, 50]
+    # The tie straddles k: the smaller ids win.
+    assert [d for d, _ in index.search("zinc", 2)] == [30, 40]
     assert index.search("zinc", 0) == [] and index.search("zinc", -1) == []
     # A mask that leaves out every match.
     rows, _ = index.top("zinc", 3, np.array([False, False, False, True, True]))

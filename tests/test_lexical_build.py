@@ -153,3 +153,34 @@ def test_write_lexical_reports_what_it_analysed(tmp_path: Path) -> None:
     )
     assert again["analysed"] == 0
     assert LexicalIndex.load(tmp_path / "lex2").search("graph", 1)[0][0] == 5
+
+
+def test_the_same_corpus_built_at_once_or_in_arrivals_answers_the_same(tmp_path: Path, fake: FakeEmbedder) -> None:
+    """The fast twin of test_one_vector's real-model test: every mode, scores to 1e-6, arrivals in any order."""
+    import shutil
+
+    from conftest import SEEDS
+
+    from semsearch.build import BuildOptions, build_index
+    from semsearch.search import Index
+
+    arrivals = sorted((Path(__file__).parent / "fixtures" / "arrivals").glob("*.txt"))
+    at_once, arriving = tmp_path / "at_once", tmp_path / "arriving"
+    shutil.copytree(SEEDS, at_once)
+    shutil.copytree(SEEDS, arriving)
+    for path in arrivals:
+        shutil.copy(path, at_once / path.name)
+    options = BuildOptions(progress=False)
+    build_index([str(at_once)], tmp_path / "one", options, embedder=fake)
+    build_index([str(arriving)], tmp_path / "many", options, embedder=fake)
+    for path in reversed(arrivals):  # arriving in another order than a listing reads them
+        shutil.copy(path, arriving / path.name)
+        build_index([str(arriving)], tmp_path / "many", options, embedder=fake)
+    queries = ("federated privacy", "graph neural networks", "diffusion models", "reinforcement learning", "llm")
+    with Index.open(tmp_path / "one", embedder=fake) as one, Index.open(tmp_path / "many", embedder=fake) as many:
+        assert len(one) == len(many) == 151
+        for query in queries:
+            for mode in ("dense", "lexical", "hybrid"):
+                a, b = one.search(query, 10, mode=mode), many.search(query, 10, mode=mode)
+                assert [h.id for h in a] == [h.id for h in b], (query, mode)
+                assert np.allclose([h.score for h in a], [h.score for h in b], rtol=0, atol=1e-6), (query, mode)

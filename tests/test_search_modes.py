@@ -115,7 +115,7 @@ def test_hybrid_is_the_dict_fusion_of_both_candidate_lists(index: Index, query: 
         lex = index.lexical
         scores, matched = lex.scores(query)
         rows = [r for r in range(len(lex)) if matched[r] and scores[r] > 0]
-        ids = [int(lex.ids[r]) for r in sorted(rows, key=lambda r: (-scores[r], r))]
+        ids = [int(lex.ids[r]) for r in sorted(rows, key=lambda r: (-scores[r], int(lex.ids[r])))]
         ids = [d for d in ids if (allowed is None or d in set(allowed.tolist())) and d not in exclude]
         assert list(ranking.lexical) == ids[:DEFAULT_DEPTH]  # the whole top list, not a prefix of it
         assert not exclude & set(ranking.dense)
