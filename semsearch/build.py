@@ -36,7 +36,7 @@ from .models import DEFAULT_MODEL
 from .options import DEFAULT_BATCH_SIZE, encoder_regime
 from .records import DedupResult, Document, IngestResult
 from .version import __version__
-from .versions import PreviousVersion, VersionWriter, new_version, next_sequence, writer_lock
+from .versions import PreviousVersion, VersionWriter, new_version, next_sequence, write_errors_explained, writer_lock
 
 if TYPE_CHECKING:
     from .catalogue import CatalogueReport
@@ -296,7 +296,7 @@ def build_index(
     index_path = Path(index_dir)
     if not opts.full and not opts.rewrite and (index_path / CURRENT).is_file():
         # Under the writer lock: while another writer publishes, "up to date" would describe a passing version.
-        with writer_lock(index_path, wait=opts.wait):
+        with write_errors_explained(index_path), writer_lock(index_path, wait=opts.wait):
             live = _unchanged_version(sources, index_path, opts, embedder)
         if live is not None:
             return _unchanged_summary(live, index_path, opts, started)

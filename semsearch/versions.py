@@ -68,17 +68,23 @@ def new_version(index_dir: Path, *, wait: bool = False) -> Iterator[VersionWrite
     A version the block did not publish (an error, an interruption) is removed on the way out; the live one is
     never touched.
     """
+    with write_errors_explained(index_dir), writer_lock(index_dir, wait=wait):
+        writer = VersionWriter.create(index_dir)
+        try:
+            yield writer
+        finally:
+            writer.abandon()
+
+
+@contextlib.contextmanager
+def write_errors_explained(index_dir: Path) -> Iterator[None]:
+    """Turn a full disk or a read-only directory met inside the block into one line that says so."""
     try:
-        with writer_lock(index_dir, wait=wait):
-            writer = VersionWriter.create(index_dir)
-            try:
-                yield writer
-            finally:
-                writer.abandon()
+        yield
     except Exception as exc:
         from .writefail import write_failure
 
-        failure = write_failure(exc, index_dir)  # a full disk or a read-only directory: one line that says so
+        failure = write_failure(exc, index_dir)
         if failure is None:
             raise
         raise failure from exc
