@@ -84,7 +84,8 @@ def old_lexical_top(lex: Any, text: str, depth: int) -> dict[int, float]:
         scores[rows] += np.float32(w) * lex.data[start:end]
         matched[rows] = True
     rows = np.flatnonzero(matched & (scores > 0))
-    order = np.lexsort((rows, -scores[rows]))[:depth]
+    # Sorted in full (the cost measured); ties by document id, the rule the index follows now.
+    order = np.lexsort((lex.ids[rows], -scores[rows]))[:depth]
     return {int(lex.ids[r]): float(scores[r]) for r in rows[order]}
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -43,17 +42,6 @@ def mixed_batch() -> list[str]:
     abstracts = seed_abstracts()
     short = ["graph neural networks", "x", "A short query about transformers for protein folding"]
     return [*abstracts[:26], *short, abstracts[40][:300], abstracts[50][:120], abstracts[60][:40]]
-
-
-@pytest.fixture(scope="module")
-def export_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """all-MiniLM-L6-v2 exported once (fp32 + int8) for the module."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from semsearch.onnx_backend import export_onnx
-
-    folder = tmp_path_factory.mktemp("onnx") / "encoder"
-    export_onnx("all-MiniLM-L6-v2", folder)
-    return folder
 
 
 @pytest.mark.slow

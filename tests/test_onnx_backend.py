@@ -39,17 +39,6 @@ def seed_abstracts(limit: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def export_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """all-MiniLM-L6-v2 exported once (fp32 + int8) for the whole module."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from semsearch.onnx_backend import export_onnx
-
-    folder = tmp_path_factory.mktemp("onnx") / "encoder"
-    export_onnx("all-MiniLM-L6-v2", folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
 def torch_embedder() -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder("all-MiniLM-L6-v2")
 
