@@ -133,7 +133,23 @@ def same_top10(a: Path, b: Path, embedder: Any, queries: Sequence[str]) -> dict[
                     same += 1
             out[f"{mode}_same_top10"] = f"{same} of {len(queries)}"
             out[f"{mode}_same_top10_ids"] = f"{same_ids} of {len(queries)}"
+    # Copies that arrive after their original keep the original's id and text (identity.py); built in one go,
+    # the dedup picks a representative among all copies, so such documents can hold another of their texts.
+    texts = [_text_hashes(path) for path in (a, b)]
+    out["documents_holding_another_text"] = sum(1 for i, h in texts[0].items() if texts[1].get(i) != h)
     return out
+
+
+def _text_hashes(index_dir: Path) -> dict[str, str]:
+    """Document id -> the hash of the text it holds, from the live version's docs.sqlite."""
+    import sqlite3
+
+    version = index_dir / (index_dir / "CURRENT").read_text().strip()
+    conn = sqlite3.connect(f"file:{version / 'docs.sqlite'}?mode=ro", uri=True)
+    try:
+        return dict(conn.execute("SELECT id, text_hash FROM documents").fetchall())
+    finally:
+        conn.close()
 
 
 def bench_157k(work: Path, n_queries: int, corpus: Path, ann: str | None = None) -> dict[str, Any]:
