@@ -36,8 +36,13 @@ DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of raw float32 vectors an index may kee
 RECALL_TARGET = 0.96
 RECALL_SAMPLE = 200
 RECALL_K = 10
-# Trained structures (IVF centroids, PQ codebooks) are reused until the corpus has doubled or halved.
+# Trained structures (IVF centroids, PQ codebooks) are reused until the corpus has doubled or halved, or
+# until the arrivals have drifted from what they were trained on: recall on the kept tuning queries more than
+# DRIFT_RECALL below RECALL_TARGET (or below what training reached), or an nprobe DRIFT_NPROBE times the one
+# tuned right after training (each query pays it).
 RETRAIN_GROWTH = 2.0
+DRIFT_NPROBE = 2.0
+DRIFT_RECALL = 0.01  # recall lost against the target (or what training reached, when that was less)
 RERANK_DEPTH = 100
 PLATEAU = 0.002  # recall gained by a doubling of nprobe/efSearch below which tuning stops
 HNSW_M = 32
@@ -69,6 +74,9 @@ class AnnSpec:
     recall_on: str = ""  # "queries" (titles / first sentences, encoded) or "documents" (their own vectors)
     build_seconds: float = 0.0
     reused_training: bool = False
+    trained_nprobe: int = 0  # the nprobe tuned right after the structure was trained (drift is measured from it)
+    trained_recall: float | None = None  # the recall@10 reached right after training
+    retrained: str = ""  # why this build trained afresh though the old structure could have been updated
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,7 +105,8 @@ class AnnSpec:
             "hnsw": f"M {self.hnsw_m}, efSearch {self.ef_search}",
         }[self.kind]
         recall = f", recall@10 {self.recall_at_10:.3f}" if self.recall_at_10 is not None else ""
-        return f"{self.kind} ({params}){recall}"
+        retrained = f"; trained again: {self.retrained}" if self.retrained else ""
+        return f"{self.kind} ({params}){recall}{retrained}"
 
 
 def parse_size(text: str) -> int:
@@ -198,11 +207,15 @@ def build_ann(
     kind = choose_kind(n, dimension, requested, memory_budget)
     spec = plan(n, dimension, kind, requested)
     spec.memory_budget = memory_budget
+    fresh = spec
     index = None
     if previous is not None and _can_update(previous.spec, spec, n):
         index = _update(previous, vectors, ids)
         if index is not None:
-            kept = {k: getattr(previous.spec, k) for k in ("nlist", "pq_m", "pq_bits", "hnsw_m", "trained_on")}
+            kept = {
+                k: getattr(previous.spec, k)
+                for k in ("nlist", "pq_m", "pq_bits", "hnsw_m", "trained_on", "trained_nprobe", "trained_recall")
+            }
             spec = AnnSpec(
                 kind=kind,
                 requested=requested,
@@ -211,18 +224,48 @@ def build_ann(
                 rerank=spec.rerank,
                 **kept,
             )
+    cached: list[np.ndarray | None] = []
+
+    def queries() -> np.ndarray | None:
+        if not cached:  # encoded at most once, and only when something is tuned
+            wanted = spec.kind != "flat" and n and tuning_queries is not None
+            cached.append((tuning_queries() if callable(tuning_queries) else tuning_queries) if wanted else None)
+        return cached[0]
+
+    store = VectorStore(vectors, ids)
+    if index is not None:
+        _tune(index, spec, store, queries())
+        why = drift(spec, previous.spec if previous is not None else None)
+        if why:
+            index, spec = None, fresh
+            spec.retrained = why
     if index is None:
         index = faiss.index_factory(dimension, factory_string(spec), faiss.METRIC_INNER_PRODUCT)
         if not index.is_trained:
             index.train(_training_sample(vectors, spec))
         if n:
             index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
-    queries = None
-    if spec.kind != "flat" and n and tuning_queries is not None:
-        queries = tuning_queries() if callable(tuning_queries) else tuning_queries
-    _tune(index, spec, VectorStore(vectors, ids), queries)
+        _tune(index, spec, store, queries())
+        spec.trained_nprobe, spec.trained_recall = spec.nprobe, spec.recall_at_10
     spec.build_seconds = round(time.perf_counter() - started, 3)
     return index, spec
+
+
+def drift(updated: AnnSpec, before: AnnSpec | None) -> str:
+    """Why an updated IVF no longer serves as trained ("" when it does): recall or nprobe past their limits."""
+    if updated.kind not in ("ivf", "ivfpq") or not updated.reused_training:
+        return ""
+    # Versions from before these were recorded measure from what they were last tuned to.
+    reached = updated.trained_recall
+    if reached is None and before is not None:
+        reached = before.recall_at_10
+    floor = min(RECALL_TARGET, reached or RECALL_TARGET) - DRIFT_RECALL
+    if updated.recall_at_10 is not None and updated.recall_at_10 < floor:
+        return f"recall@10 {updated.recall_at_10:.3f} below {floor:.3f} on the kept queries after the update"
+    base = updated.trained_nprobe or (before.nprobe if before is not None else 0)
+    if base and updated.nprobe > DRIFT_NPROBE * base:
+        return f"nprobe grew from {base} to {updated.nprobe} to keep recall@10 at {RECALL_TARGET}"
+    return ""
 
 
 def _can_update(old: AnnSpec, new: AnnSpec, n: int) -> bool:

@@ -389,3 +389,43 @@ def test_malformed_ann_entry_is_a_one_line_error(tmp_path: Path) -> None:
     (version / "manifest.json").write_text(json.dumps(manifest))
     result = CliRunner().invoke(cli, ["query", "x", "--index", str(idx_dir)], obj={"embedder": FakeEmbedder()})
     assert result.exit_code == 2 and "'ann' entry is malformed" in result.output and "Traceback" not in result.output
+
+
+def test_drift_says_why_an_updated_ivf_should_be_trained_again() -> None:
+    from semsearch.ann import RECALL_TARGET, drift
+
+    updated = AnnSpec(kind="ivf", nlist=100, nprobe=16, reused_training=True, trained_nprobe=16, trained_recall=0.97)
+    updated.recall_at_10 = 0.965
+    assert drift(updated, None) == ""
+    updated.recall_at_10 = RECALL_TARGET - 0.02
+    assert drift(updated, None).startswith("recall@10 0.940 below 0.950")
+    updated.recall_at_10, updated.nprobe = 0.97, 48  # recall kept, at three times the lists per query
+    assert drift(updated, None) == "nprobe grew from 16 to 48 to keep recall@10 at 0.96"
+    # Training that never reached the target (ties, tiny corpora) is the floor instead of the target.
+    low = AnnSpec(kind="ivf", nlist=10, nprobe=10, reused_training=True, trained_nprobe=10, trained_recall=0.90)
+    low.recall_at_10 = 0.895
+    assert drift(low, None) == ""
+    # Versions from before the training figures were kept: the previous tuning stands in.
+    old = AnnSpec(kind="ivf", nlist=100, nprobe=24, reused_training=True)
+    old.recall_at_10 = 0.97
+    assert drift(old, AnnSpec(kind="ivf", nprobe=12)) == ""  # twice the lists is still within the limit
+    assert drift(old, AnnSpec(kind="ivf", nprobe=8)) == "nprobe grew from 8 to 24 to keep recall@10 at 0.96"
+    fresh = AnnSpec(kind="ivf", nlist=100, nprobe=64, trained_nprobe=16)
+    assert drift(fresh, None) == "" and drift(AnnSpec(kind="hnsw", reused_training=True), None) == ""
+
+
+def test_an_update_that_drifted_is_trained_again_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    x, ids = clustered(3000)
+    index, spec = build_ann(x, ids, requested="ivf")
+    assert spec.trained_nprobe == spec.nprobe and spec.trained_recall == spec.recall_at_10
+    faiss.write_index(index, str(tmp_path / "i.faiss"))
+    new_x, new_ids = clustered(300, seed=11)
+    x2, ids2 = np.vstack([x[300:], new_x]), np.concatenate([ids[300:], new_ids + 10**7])
+    previous = PreviousAnn(tmp_path / "i.faiss", spec, VectorStore(x, ids))
+    _, kept = build_ann(x2, ids2, requested="ivf", previous=previous)
+    assert kept.reused_training and not kept.retrained
+    monkeypatch.setattr("semsearch.ann.DRIFT_NPROBE", 0.5)  # any nprobe now counts as drift
+    index3, again = build_ann(x2, ids2, requested="ivf", previous=previous)
+    assert not again.reused_training and again.retrained.startswith("nprobe grew from")
+    assert again.trained_on == 3000 and index3.ntotal == 3000
+    assert "trained again: nprobe grew" in again.describe()
