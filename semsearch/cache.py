@@ -26,8 +26,7 @@ class EmbeddingCache:
 
     def __init__(self, folder: Path, fingerprint: str, precision: str, dimension: int) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        safe = "".join(c for c in f"{fingerprint}-{precision}" if c.isalnum() or c in "-_")
-        self.path = folder / f"embeddings-{safe}.sqlite"
+        self.path = self.path_for(folder, fingerprint, precision)
         self.dimension = dimension
         self.conn = sqlite3.connect(self.path)
         try:
@@ -40,6 +39,12 @@ class EmbeddingCache:
             self.path.unlink(missing_ok=True)
             self.conn = sqlite3.connect(self.path)
             self.conn.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, dim INTEGER NOT NULL, vector BLOB NOT NULL)")
+
+    @staticmethod
+    def path_for(folder: Path, fingerprint: str, precision: str) -> Path:
+        """The cache file of one model fingerprint and runtime key inside a cache folder."""
+        safe = "".join(c for c in f"{fingerprint}-{precision}" if c.isalnum() or c in "-_")
+        return folder / f"embeddings-{safe}.sqlite"
 
     def close(self) -> None:
         self.conn.close()

@@ -259,3 +259,21 @@ def test_reader_keeps_working_across_swaps(tmp_path: Path, small_corpus: Path, f
     assert reader.search("graph networks", 1)[0].text == PAPERS["graph"]
     reader.close()
     assert os.path.exists(reader.version)
+
+
+def test_a_build_in_the_one_text_regime_drops_the_batched_cache(tmp_path: Path, small_corpus: Path) -> None:
+    from semsearch.cache import EmbeddingCache
+
+    class Alone(FakeEmbedder):
+        backend, precision, regime = "onnx", "int8", "alone"
+
+    index, enc = tmp_path / "idx", Alone()
+    folder = index / "cache"
+    folder.mkdir(parents=True)
+    batched = EmbeddingCache.path_for(folder, enc.fingerprint, "onnx-int8")  # written by an earlier semsearch
+    other = EmbeddingCache.path_for(folder, "another-model", "onnx-int8")
+    batched.write_bytes(b"old vectors")
+    other.write_bytes(b"another model's vectors")
+    build_index([str(small_corpus)], index, opts(), embedder=enc)
+    assert not batched.exists() and other.exists()
+    assert EmbeddingCache.path_for(folder, enc.fingerprint, "onnx-int8-alone").is_file()
