@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .errors import IndexCorruptError
+from .idrows import RowIndex
 
 LEXICAL_DIR = "lexical"
 FORMAT_NAME = "semsearch-lexical"
@@ -163,7 +164,7 @@ class LexicalIndex:
         # BM25L/BM25+ give every document a floor for each query term it lacks; see bm25s.
         self.nonoccurrence = nonoccurrence
         self.analyzer = Analyzer()
-        self._rows: dict[int, int] | None = None
+        self._rows: RowIndex | None = None
         self._checked: set[int] = set()  # term ids whose posting rows were range-checked
 
     def __len__(self) -> int:
@@ -365,9 +366,8 @@ class LexicalIndex:
     def rows_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Row of each document id (-1 for unknown ids)."""
         if self._rows is None:
-            self._rows = {int(d): i for i, d in enumerate(self.ids.tolist())}
-        rows = self._rows
-        return np.array([rows.get(int(d), -1) for d in ids], dtype=np.int64)
+            self._rows = RowIndex(self.ids)
+        return self._rows.rows_of(ids)
 
 
 def best_k(

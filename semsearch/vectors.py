@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .errors import IndexCorruptError
+from .idrows import RowIndex
 
 VECTOR_FILE = "vectors.npy"
 IDS_FILE = "ids.npy"
@@ -30,8 +31,7 @@ class VectorStore:
     def __init__(self, matrix: np.ndarray, ids: np.ndarray) -> None:
         self.matrix = matrix
         self.ids = ids
-        self._order = np.argsort(ids, kind="stable")
-        self._sorted = ids[self._order]
+        self._rows = RowIndex(ids)
 
     @classmethod
     def open(cls, folder: Path, *, dimension: int, count: int) -> VectorStore:
@@ -69,13 +69,7 @@ class VectorStore:
 
     def rows_of(self, nums: np.ndarray | list[int]) -> np.ndarray:
         """Row of each document number, -1 where the store lacks it."""
-        nums = np.asarray(nums, dtype=np.int64)
-        if not len(self):
-            return np.full(nums.shape, -1, dtype=np.int64)
-        pos = np.searchsorted(self._sorted, nums)
-        pos = np.minimum(pos, len(self._sorted) - 1)
-        found = self._sorted[pos] == nums
-        return np.where(found, self._order[pos], -1)
+        return self._rows.rows_of(nums)
 
     def get(self, nums: np.ndarray | list[int]) -> np.ndarray:
         """The vectors of these document numbers, in order (a copy; raises on an unknown number)."""
