@@ -27,16 +27,11 @@ import numpy as np
 
 from .errors import IndexCorruptError
 from .lexical import (
-    ANALYZER_NAME,
     DEFAULT_PARAMS,
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    PARAMS_FILE,
     Analyzer,
     BM25Params,
     LexicalIndex,
     _read_array,
-    _read_json,
     _term_ids,
     lexical_text,
 )
@@ -84,10 +79,9 @@ def text_keys(texts: Sequence[str]) -> np.ndarray:
     )
 
 
-def lucene_weights(postings: Postings, lengths: np.ndarray, n_terms: int, params: BM25Params) -> np.ndarray:
-    """Lucene BM25 weight of every posting, in float32, computed as bm25s computes it (same bits)."""
-    n_docs = len(lengths)
-    df = np.bincount(postings.terms, minlength=n_terms)
+def lucene_weights(postings: Postings, lengths: np.ndarray, df: np.ndarray, params: BM25Params) -> np.ndarray:
+    """Lucene BM25 weight of every posting from each term's document frequency ``df``: bm25s's float32 bits."""
+    n_docs, n_terms = len(lengths), len(df)
     # idf per distinct document frequency, in Python floats as bm25s does (numpy's log may differ in the last bit)
     distinct, which = np.unique(df, return_inverse=True)
     per_df = [math.log(1 + (n_docs - d + 0.5) / (d + 0.5)) if d else 0.0 for d in distinct.tolist()]
@@ -114,29 +108,17 @@ def _previous(folder: Path, ids: np.ndarray, keys: np.ndarray, params: BM25Param
     if not (folder / TF_FILE).is_file():
         return None
     try:
-        meta = _read_json(folder / PARAMS_FILE)
-        if (
-            meta.get("format") != FORMAT_NAME
-            or meta.get("format_version") != FORMAT_VERSION
-            or meta.get("analyzer") != ANALYZER_NAME
-            or BM25Params(**meta["bm25"]) != params
-        ):
-            return None
-        old = LexicalIndex.load(folder)
-        n_old, n_postings = len(old), int(old.data.shape[0])
-        tf = _read_array(folder / TF_FILE, np.int32, (n_postings,), mmap=True)
-        old_keys = _read_array(folder / KEYS_FILE, np.uint64, (n_old,))
-    except (IndexCorruptError, KeyError, TypeError, ValueError):
+        old = LexicalIndex.load(folder)  # checks the format and the analyzer
+        tf = _read_array(folder / TF_FILE, np.int32, (int(old.data.shape[0]),), mmap=True)
+        old_keys = _read_array(folder / KEYS_FILE, np.uint64, (len(old),))
+    except IndexCorruptError:
         return None  # a damaged or unexpected previous index only costs a full build
-    if not n_old:
-        return _Previous(list(old.vocab), Postings.empty(), np.arange(len(ids), dtype=np.int64))
-    order = np.argsort(old.ids, kind="stable")
-    sorted_ids = old.ids[order]
-    pos = np.minimum(np.searchsorted(sorted_ids, ids), n_old - 1)
-    old_row = np.where(sorted_ids[pos] == ids, order[pos], -1)
+    if old.params != params:
+        return None
+    old_row = old.rows_of(ids)
     same = old_row >= 0
     same[same] = old_keys[old_row[same]] == keys[same]
-    new_row_of = np.full(n_old, -1, dtype=np.int64)
+    new_row_of = np.full(len(old), -1, dtype=np.int64)
     new_row_of[old_row[same]] = np.flatnonzero(same)
     rows = new_row_of[np.asarray(old.indices, dtype=np.int64)]
     keep = rows >= 0
@@ -189,7 +171,7 @@ def build_lexical(
         vocab = [t for t, alive in zip(vocab, live.tolist(), strict=True) if alive]
         df = df[live]
     lengths = np.bincount(postings.rows, weights=postings.tf, minlength=n).astype(np.int64)
-    data = lucene_weights(postings, lengths, len(vocab), params)
+    data = lucene_weights(postings, lengths, df, params)
     indptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int64)
     index = LexicalIndex(id_array, vocab, data, postings.rows.astype(np.int32), indptr, params)
     extras = {TF_FILE: postings.tf.astype(np.int32), LENGTHS_FILE: lengths.astype(np.int32), KEYS_FILE: keys}
