@@ -224,17 +224,12 @@ def build_ann(
                 rerank=spec.rerank,
                 **kept,
             )
-    cached: list[np.ndarray | None] = []
-
-    def queries() -> np.ndarray | None:
-        if not cached:  # encoded at most once, and only when something is tuned
-            wanted = spec.kind != "flat" and n and tuning_queries is not None
-            cached.append((tuning_queries() if callable(tuning_queries) else tuning_queries) if wanted else None)
-        return cached[0]
-
+    queries = None
+    if kind != "flat" and n and tuning_queries is not None:  # encoded once, for whichever structure is tuned
+        queries = tuning_queries() if callable(tuning_queries) else tuning_queries
     store = VectorStore(vectors, ids)
     if index is not None:
-        _tune(index, spec, store, queries())
+        _tune(index, spec, store, queries)
         why = drift(spec, previous.spec if previous is not None else None)
         if why:
             index, spec = None, fresh
@@ -245,7 +240,7 @@ def build_ann(
             index.train(_training_sample(vectors, spec))
         if n:
             index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
-        _tune(index, spec, store, queries())
+        _tune(index, spec, store, queries)
         spec.trained_nprobe, spec.trained_recall = spec.nprobe, spec.recall_at_10
     spec.build_seconds = round(time.perf_counter() - started, 3)
     return index, spec
