@@ -370,11 +370,8 @@ class LexicalIndex:
         return self._rows.rows_of(ids)
 
 
-def best_k(
-    rows: np.ndarray, scores: np.ndarray, k: int, ties: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The k (row, score) pairs with the highest scores, best first, ties to the smaller ``ties`` (else row)."""
-    ties = rows if ties is None else ties
+def best_k(rows: np.ndarray, scores: np.ndarray, k: int, ties: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The k (row, score) pairs with the highest scores, best first, ties to the smaller ``ties`` value."""
     if rows.size > k:
         # Keep everything tied with the k-th score, so the tie-break below sees all of them.
         kth = np.partition(scores, rows.size - k)[rows.size - k]
