@@ -257,12 +257,9 @@ def _encode(
             )
     finally:
         cache.close()
-    if choice.regime:
-        # Vectors of the batched regime before it are never read again (EncoderChoice.cache_runtime): 240 MB at 157k.
-        batched = EmbeddingCache.path_for(
-            index_path / CACHE_DIR, enc.fingerprint, f"{choice.backend}-{choice.precision}"
-        )
-        batched.unlink(missing_ok=True)
+    superseded = choice.superseded_cache_runtime()
+    if superseded:  # the batched regime's vectors: 240 MB at 157k that nothing reads
+        EmbeddingCache.path_for(index_path / CACHE_DIR, enc.fingerprint, superseded).unlink(missing_ok=True)
     return encoded
 
 

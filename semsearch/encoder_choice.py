@@ -48,6 +48,10 @@ class EncoderChoice:
         """
         return "-".join(part for part in (self.backend, self.precision, self.regime) if part)
 
+    def superseded_cache_runtime(self) -> str | None:
+        """The runtime key of the cache this encoder's regime replaced (never read again), or None."""
+        return f"{self.backend}-{self.precision}" if self.regime else None
+
 
 def copy_encoder(src: Path, dst: Path) -> None:
     """Copy a previous version's ONNX export, hard-linking where the filesystem allows (versions are immutable)."""
