@@ -379,6 +379,17 @@ def _stamp_arrivals(
         stamp_arrivals(documents, vectors, None, next_sequence(index), utc_now())
 
 
+def up_to_date(
+    sources: Sequence[str] | None,
+    index_dir: str | Path,
+    options: BuildOptions | None = None,
+    *,
+    embedder: Embedder | None = None,
+) -> bool:
+    """Whether a build of these sources with these options would write exactly the live version."""
+    return _unchanged_version(sources, Path(index_dir), options or BuildOptions(), embedder) is not None
+
+
 def _unchanged_version(
     sources: Sequence[str] | None, index_path: Path, opts: BuildOptions, embedder: Embedder | None
 ) -> tuple[Path, Manifest] | None:

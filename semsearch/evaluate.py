@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from .beir import read_qrels, read_queries
-from .build import BuildOptions, build_index
+from .build import BuildOptions, build_index, up_to_date
 from .embedder import Embedder
 from .errors import IndexNotFoundError, InputError
 from .layout import current_version
 from .manifest import Manifest
 from .metrics import evaluate
-from .options import encoder_regime
 from .search import Index
 
 DEPTH = 100  # Recall@100 needs the top 100
@@ -58,7 +57,7 @@ def _reusable(index_dir: Path, corpus: Path, options: BuildOptions, embedder: Em
 
     An index built from other sources is never overwritten: eval refuses and asks for another --index.
     """
-    from .freshness import absolute_source_args, stale_sources
+    from .freshness import absolute_source_args
 
     try:
         manifest = Manifest.read(current_version(index_dir))
@@ -66,18 +65,8 @@ def _reusable(index_dir: Path, corpus: Path, options: BuildOptions, embedder: Em
         return False
     if manifest.source_args != absolute_source_args([str(corpus)]):
         raise InputError(f"{index_dir} holds other sources than {corpus}; choose another --index for eval")
-    model = manifest.model
-    wanted_name = embedder.name if embedder is not None else options.model or model.name
-    same_encoder = wanted_name == model.name and (
-        embedder is not None
-        or (
-            (options.backend or model.backend) == model.backend
-            and (options.precision or model.precision) == model.precision
-            # An eval index from before ONNX encoded each text alone would score the old vectors.
-            and encoder_regime(model.backend) == model.regime
-        )
-    )
-    return same_encoder and not any(stale_sources(manifest).values())
+    # Eval's own builds merge exact copies only (see run_eval); otherwise the build's own up-to-date check.
+    return up_to_date([str(corpus)], index_dir, replace(options, near=False), embedder=embedder)
 
 
 def run_eval(

@@ -138,3 +138,15 @@ def test_unreadable_source_does_not_break_queries(built: Path, small_corpus: Pat
     finally:
         small_corpus.chmod(0o644)
     assert result.exit_code == 0, result.output
+
+
+def test_eval_reuses_its_index_until_the_model_changes(tmp_path: Path, fake: FakeEmbedder) -> None:
+    folder = beir(tmp_path)
+    index = tmp_path / "evalidx"
+    assert run(["eval", str(folder), "--index", str(index), "--json"], fake).exit_code == 0
+    first = sorted(p.name for p in index.glob("v-*"))
+    assert run(["eval", str(folder), "--index", str(index), "--json"], fake).exit_code == 0
+    assert sorted(p.name for p in index.glob("v-*")) == first  # answered by the same version
+    same_name = FakeEmbedder(name=fake.name, fingerprint="changed1")  # other weights under the same name
+    assert run(["eval", str(folder), "--index", str(index), "--json"], same_name).exit_code == 0
+    assert sorted(p.name for p in index.glob("v-*")) != first
