@@ -135,24 +135,40 @@ def compute_map(
     xy = normalize(xy)
     assignment, k = _kmeans(vecs, cluster_count(n), seed)
     terms = cluster_terms(documents, assignment, k, seed=seed)
-    clusters = []
-    for c in range(k):
-        members = assignment == c
-        # The median, unlike the mean, is not dragged off the cluster by a few far-flung members.
-        cx, cy = np.median(xy[members], axis=0) if members.any() else (0.5, 0.5)
-        clusters.append(
-            {
-                "id": c,
-                "label": " · ".join(terms[c]),
-                "terms": terms[c],
-                "x": round(float(cx), DECIMALS),
-                "y": round(float(cy), DECIMALS),
-                "size": int(members.sum()),
-            }
-        )
+    clusters = [
+        {
+            "id": c,
+            "label": " · ".join(terms[c]),
+            "terms": terms[c],
+            **_centre(xy[assignment == c]),
+            "size": int((assignment == c).sum()),
+        }
+        for c in range(k)
+    ]
+    return _map_data(documents, xy, assignment, clusters, method=chosen, seed=seed, fitted=fitted)
+
+
+def _centre(member_xy: np.ndarray) -> dict[str, float]:
+    """Where a cluster's label goes: its members' median position (the middle of the map when it has none)."""
+    # The median, unlike the mean, is not dragged off the cluster by a few far-flung members.
+    cx, cy = np.median(member_xy, axis=0) if len(member_xy) else (0.5, 0.5)
+    return {"x": round(float(cx), DECIMALS), "y": round(float(cy), DECIMALS)}
+
+
+def _map_data(
+    documents: Sequence[Document],
+    xy: np.ndarray,
+    assignment: np.ndarray,
+    clusters: list[dict[str, Any]],
+    *,
+    method: str,
+    seed: int,
+    fitted: Sequence[int] | np.ndarray,
+) -> dict[str, Any]:
+    """A map's points, labels and clusters as map.json holds them (row i of xy and assignment is documents[i])."""
     return {
-        "method": chosen,
-        "documents": n,
+        "method": method,
+        "documents": len(documents),
         "seed": seed,
         "points": [
             [d.id, round(float(x), DECIMALS), round(float(y), DECIMALS), int(c)]
@@ -425,22 +441,14 @@ def update_map(
     renumber = np.full(len(old["clusters"]), -1, dtype=np.int64)
     renumber[remaining] = np.arange(len(remaining))
     assignment = renumber[assignment]
-    clusters = []
-    for new_id, c in enumerate(remaining):
-        cx, cy = np.median(xy[assignment == new_id], axis=0)
-        centre = {"x": round(float(cx), DECIMALS), "y": round(float(cy), DECIMALS)}
-        clusters.append({**old["clusters"][c], "id": new_id, **centre, "size": int(sizes[c])})
+    clusters = [
+        {**old["clusters"][c], "id": new_id, **_centre(xy[assignment == new_id]), "size": int(sizes[c])}
+        for new_id, c in enumerate(remaining)
+    ]
     return {
-        "method": old["method"],
-        "documents": n,
-        "seed": old.get("seed", 0),
-        "points": [
-            [d.id, round(float(x), DECIMALS), round(float(y), DECIMALS), int(c)]
-            for d, (x, y), c in zip(documents, xy, assignment, strict=True)
-        ],
-        "labels": [point_label(d) for d in documents],
-        "clusters": clusters,
-        "fitted": fitted_rows,
+        **_map_data(
+            documents, xy, assignment, clusters, method=old["method"], seed=old.get("seed", 0), fitted=fitted_rows
+        ),
         "algorithm": MAP_ALGORITHM,
         "laid_out_at": old["laid_out_at"],
         "laid_out_documents": old["laid_out_documents"],
