@@ -10,15 +10,20 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import IndexCorruptError, IndexFormatError, ModelMismatchError
 from .fileio import file_sha256
 from .layout import ENCODER_DIR, MANIFEST
 from .records import SourceFile
 
+if TYPE_CHECKING:
+    from .segments import Segment
+
 FORMAT_NAME = "semsearch-index"
 FORMAT_VERSION = 2  # 2: vectors.npy + ids.npy beside an ANN index of any kind
+SEGMENTED_FORMAT_VERSION = 3  # a version with extra segments (segments.py): older releases cannot read it
+READABLE_FORMAT_VERSION = SEGMENTED_FORMAT_VERSION
 REBUILD = "rebuild with: semsearch index --full"
 REQUIRED_COUNTS = ("read", "documents", "exact_duplicates", "near_duplicates", "vectors")
 
@@ -94,6 +99,7 @@ class Manifest:
     map: dict[str, Any] = field(default_factory=dict)
     dedup: dict[str, Any] = field(default_factory=dict)  # how duplicates were merged ({"near": true})
     removed_ids: bool = False  # `semsearch remove` dropped documents by id: the next refresh brings them back
+    segments: list[dict[str, Any]] = field(default_factory=list)  # extra segments, oldest first (segments.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,6 +122,8 @@ class Manifest:
             out["dedup"] = self.dedup
         if self.removed_ids:
             out["removed_ids"] = True
+        if self.segments:
+            out["segments"] = self.segments
         out.update(
             source_args=self.source_args,
             excluded_sources=self.excluded_sources,
@@ -144,9 +152,9 @@ class Manifest:
         version_no = data.get("format_version")
         if not isinstance(version_no, int):
             raise IndexCorruptError(f"{where} has no format_version")
-        if version_no > FORMAT_VERSION:
+        if version_no > READABLE_FORMAT_VERSION:
             raise IndexFormatError(
-                f"{where} is format version {version_no}, newer than this semsearch reads ({FORMAT_VERSION}); "
+                f"{where} is format version {version_no}, newer than this semsearch reads ({READABLE_FORMAT_VERSION}); "
                 "upgrade semsearch"
             )
         shape = {
@@ -187,6 +195,7 @@ class Manifest:
                 map=dict(data.get("map") or {}),
                 dedup=dict(data.get("dedup") or {}),
                 removed_ids=bool(data.get("removed_ids", False)),
+                segments=list(data.get("segments") or []),
                 extra={k: v for k, v in data.items() if k not in known},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -203,6 +212,14 @@ class Manifest:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise IndexCorruptError(f"{path} is unreadable ({exc}); {REBUILD}") from exc
         return cls.from_dict(data, str(path))
+
+    def version_segments(self, version: Path) -> list[Segment]:
+        """The version's segments, base first, with the rows each no longer holds (see segments.py)."""
+        from .segments import version_segments
+
+        recorded = self.vectors.get("rows") if isinstance(self.vectors, dict) else None
+        base_rows = int(recorded) if isinstance(recorded, int) else self.counts.vectors
+        return version_segments(version, base_rows, self.segments)
 
     def check_file_sizes(self, version: Path) -> None:
         """Cheap load-time check: every recorded file exists with its recorded size (catches truncation).

@@ -12,7 +12,7 @@ import pytest
 from semsearch.documents import DocumentStore, write_documents
 from semsearch.errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
 from semsearch.layout import BUILD_PREFIX, CURRENT, MANIFEST, current_version, live_version, read_pointer
-from semsearch.manifest import FORMAT_VERSION, Counts, Manifest, ModelInfo
+from semsearch.manifest import READABLE_FORMAT_VERSION, Counts, Manifest, ModelInfo
 from semsearch.records import Document, Provenance, SourceFile
 from semsearch.versions import PreviousVersion, new_version, writer_lock
 
@@ -145,7 +145,7 @@ def test_manifest_problems_are_named(change: object, message: str) -> None:
 
 def test_a_newer_format_asks_for_an_upgrade() -> None:
     data = _manifest().to_dict()
-    data["format_version"] = FORMAT_VERSION + 1
+    data["format_version"] = READABLE_FORMAT_VERSION + 1
     with pytest.raises(IndexFormatError, match="upgrade semsearch"):
         Manifest.from_dict(data)
 
