@@ -75,7 +75,10 @@ def step(name: str, fn: Callable[[], T], encoder: HashedWords | None = None) -> 
 STEPS = {
     "semsearch.build": ("read_sources", "deduplicate", "_encode", "_stamp_arrivals"),
     "semsearch.contents": ("write_vector_files", "write_ann", "write_documents", "write_lexical"),
-    "semsearch.corpus_map": ("write_map",),
+    "semsearch.corpus_map": ("write_map", "append_map"),
+    # A refresh that appends a segment (semsearch/append.py, segment_writer.py).
+    "semsearch.append": ("read_sources", "deduplicate", "_owners", "_near_hits", "_dropped", "encode_with_cache"),
+    "semsearch.segment_writer": ("link_version", "hidden_after", "write_documents", "write_lexical"),
 }
 
 
@@ -191,6 +194,8 @@ def _text_hashes(index_dir: Path) -> dict[str, str]:
 
 def bench_157k(work: Path, n_queries: int, corpus: Path, ann: str | None = None) -> dict[str, Any]:
     from semsearch.build import BuildOptions, build_index
+    from semsearch.layout import current_version
+    from semsearch.manifest import read_manifest
     from semsearch.remove import remove_documents
 
     records = read_jsonl(corpus)
@@ -220,12 +225,14 @@ def bench_157k(work: Path, n_queries: int, corpus: Path, ann: str | None = None)
     (grown, steps), out["add_500"] = step(
         "+500", lambda: with_steps(lambda: build_index([str(base), str(arrivals)], idx, opts, embedder=enc)), enc
     )
-    out["add_500"].update(encoded=grown.encoded, steps=steps)
+    out["add_500"].update(encoded=grown.encoded, segments=grown.segments, steps=steps)
 
     out.update(same_top10(one_go, idx, enc, queries[:50]))
     out["queries"] = hybrid_latency(idx, enc, queries)
     out["first_filter_ms"] = first_filter_ms(idx)
     _, out["remove_500"] = step("remove the 500", lambda: remove_documents(idx, sources=[str(arrivals)]))
+    out["remove_500"]["segments"] = len(read_manifest(current_version(idx)).segments)
+    out["remove_500"]["hidden_rows"] = int(len(np.load(current_version(idx) / "hidden.npy")))
     for name in ("full_build", "unchanged_refresh", "add_500", "remove_500"):
         out[name]["ratio_to_full_build"] = round(out[name]["s"] / out["full_build"]["s"], 4)
     return out

@@ -31,10 +31,11 @@ from .freshness import absolute_source_args, catalogues_changed, stale_sources
 from .identity import PreviousIdentity, load_previous_identity, read_identity
 from .ingest import expand_sources, read_sources
 from .layout import CACHE_DIR, CURRENT, current_version
-from .manifest import FORMAT_VERSION, Counts, Manifest, ModelInfo
+from .manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION, Counts, Manifest, ModelInfo
 from .models import DEFAULT_MODEL
 from .options import DEFAULT_BATCH_SIZE, encoder_regime
 from .records import DedupResult, Document, IngestResult
+from .segments import MERGE_SHARE
 from .version import __version__
 from .versions import PreviousVersion, VersionWriter, new_version, next_sequence, write_errors_explained, writer_lock
 
@@ -69,6 +70,7 @@ class BuildSummary:
     aliases: int = 0  # former ids that resolve to a document of this version
     catalogue: dict[str, Any] | None = None  # the catalogue join (semsearch.catalogue), when there was one
     unchanged: bool = False  # nothing changed since the live version: no new version was written
+    segments: int = 0  # extra segments of the version (a refresh that appended one: segments.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,6 +97,7 @@ class BuildOptions:
     catalogues: Sequence[str] | None = None  # catalogue files to take titles etc. from; None: the index's
     rewrite: bool = False  # read, join and write a new version even when nothing changed
     relayout: bool = False  # lay the corpus map out afresh (``full`` does too) instead of placing arrivals on it
+    merge_share: float = MERGE_SHARE  # appended segments may hold this share of the corpus before a full rewrite
 
 
 def _encoder_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, str]:
@@ -307,6 +310,12 @@ def build_index(
             live = _unchanged_version(sources, index_path, opts, embedder)
         if live is not None:
             return _unchanged_summary(live, index_path, opts, started)
+        if (index_path / CURRENT).is_file():
+            from .append import try_append
+
+            appended = try_append(sources, index_path, opts, embedder, started)
+            if appended is not None:
+                return appended
     # Everything that can fail on bad input happens before the index directory is touched.
     read = _read_input(sources, index_path, opts)
 
@@ -330,6 +339,7 @@ def build_index(
                 retrain=opts.full,
                 relayout=opts.full or opts.relayout,
                 tuning_queries=lambda: choice.embedder.encode(query_like_texts(documents), batch_size=opts.batch_size),
+                near_keys=read.dedup.near_keys,
             )
             previous_ids = previous.ids if previous is not None else set()
             final = writer.publish(_manifest(read, choice, contents, started))
@@ -416,7 +426,8 @@ def _unchanged_version(
     # arrivals since (or predates layout records) it lays the map out afresh.
     if opts.relayout and manifest.map.get("method") != "off" and manifest.map.get("changed_since_layout") != 0:
         return None
-    if manifest.removed_ids or manifest.semsearch_version != __version__ or manifest.format_version != FORMAT_VERSION:
+    readable = (FORMAT_VERSION, SEGMENTED_FORMAT_VERSION)
+    if manifest.removed_ids or manifest.semsearch_version != __version__ or manifest.format_version not in readable:
         return None  # ids removed by hand come back on a refresh; an older semsearch's version is rebuilt
     if any(stale_sources(manifest).values()) or (manifest.catalogue_args and catalogues_changed(manifest)):
         return None

@@ -159,6 +159,12 @@ def cli() -> None:
 )
 @click.option("--wait", is_flag=True, help="Wait for another writer of this index instead of failing.")
 @click.option(
+    "--optimize",
+    is_flag=True,
+    help="Rewrite the index as one segment. A refresh that brings new files (or drops some) appends a small "
+    "segment instead of rewriting the corpus; they are merged this way, or by themselves past a tenth of it.",
+)
+@click.option(
     "--engine",
     type=click.Choice(options.ENGINES),
     default=options.ENGINES[0],
@@ -203,6 +209,7 @@ def index(
     memory_budget: str | None,
     batch_size: int,
     wait: bool,
+    optimize: bool,
     engine: str,
     address: str | None,
     actors: int | None,
@@ -264,7 +271,7 @@ def index(
             address=address,
             actors=actors,
             catalogues=[] if no_catalogue else (list(catalogues) or None),
-            rewrite=list_uncatalogued,  # the list comes from joining the catalogue again,
+            rewrite=list_uncatalogued or optimize,  # the list comes from joining the catalogue again,
         ),
         embedder=embedder_of(ctx),
     )
@@ -302,7 +309,8 @@ def index(
             click.echo("uncatalogued: no catalogue (give one with --catalogue FILE)")
         for row in uncatalogued:
             click.echo(f"uncatalogued: {row['id']}  {row['label']}")
-    click.echo(f"vectors: {summary.ann}")
+    appended = f" + {summary.segments} appended segment(s); --optimize merges them" if summary.segments else ""
+    click.echo(f"vectors: {summary.ann}{appended}")
     on_ray = ", encoded on ray" if summary.engine == "ray" else ""
     click.echo(f"index: {summary.index} ({summary.version}, {summary.backend}{on_ray}) in {summary.seconds:.1f} s")
 

@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 
 from .ann import QuerySource, previous_ann, write_ann
+from .dedup import save_near_keys
 from .documents import write_documents
 from .layout import DOCS, LEXICAL_DIR, doc_num
 from .lexical_build import write_lexical
-from .records import Document
+from .records import Document, NearKeys
 from .vectors import IDS_FILE, VECTOR_FILE, write_vector_files
 from .versions import PreviousVersion
 
@@ -33,6 +34,7 @@ def write_contents(
     retrain: bool = False,
     relayout: bool = False,
     tuning_queries: QuerySource | None = None,
+    near_keys: NearKeys | None = None,
 ) -> dict[str, Any]:
     """Write a version's vectors (row i for documents[i]), ANN index, document store, BM25 index and map.
 
@@ -59,6 +61,8 @@ def write_contents(
         fallback_queries=None if previous is None else previous.path,
     )
     write_documents(folder / DOCS, documents)
+    if near_keys is not None:  # what a later refresh checks its arrivals against (append.py)
+        save_near_keys(folder, near_keys)
     return {
         **ann_entries,
         "vectors": {"file": VECTOR_FILE, "ids": IDS_FILE, "rows": int(len(ids))},

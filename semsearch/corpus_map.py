@@ -29,7 +29,8 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -386,6 +387,11 @@ def write_map(
             changed_since_layout=0,
         )
     data["fingerprint"] = fingerprint
+    return _save_map(folder, data, layout, started)
+
+
+def _save_map(folder: Path, data: dict[str, Any], layout: str, started: float) -> dict[str, Any]:
+    """Write map.json; returns its manifest entry."""
     (folder / MAP_FILE).write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
     return {
         "file": MAP_FILE,
@@ -398,6 +404,58 @@ def write_map(
         "laid_out_documents": data["laid_out_documents"],
         "changed_since_layout": data["changed_since_layout"],
     }
+
+
+@dataclass
+class _Point:
+    """A mapped document as the previous map.json holds it (its id and label), standing in for its Document."""
+
+    id: str
+    title: str
+    text: str = ""
+
+
+def can_append(previous: Path, documents_after: int, changed: int) -> bool:
+    """Whether the previous map can take ``changed`` more added or removed documents without a new layout."""
+    method = requested_method()
+    if method == "off":
+        return True
+    old = _previous_map(previous)
+    if old is None or choose_method(documents_after, method) != old["method"]:
+        return False
+    return old["changed_since_layout"] + changed <= math.floor(RELAYOUT_SHARE * old["laid_out_documents"] + 1e-9)
+
+
+def append_map(
+    folder: Path,
+    previous: Path,
+    dropped: set[str],
+    added: Sequence[Document],
+    vectors_of: Callable[[list[str]], np.ndarray],
+) -> dict[str, Any]:
+    """Write the map of a version appended as a segment: the previous map less ``dropped``, plus ``added`` placed.
+
+    Documents keep their place and cluster as in ``update_map`` (``can_append`` must have said yes);
+    ``vectors_of`` gives the vectors of document ids. Added documents already on the map (changed, not new)
+    keep their place.
+    """
+    started = time.perf_counter()
+    method = requested_method()
+    if method == "off":
+        return {"file": None, "method": "off", "clusters": 0, "seconds": 0.0}
+    old = _previous_map(previous)
+    if old is None:
+        raise SemsearchError(f"{previous} has no map to append to")
+    labels = old.get("labels") or [""] * len(old["points"])
+    kept = [_Point(p[0], label) for p, label in zip(old["points"], labels, strict=True) if p[0] not in dropped]
+    on_map = {p.id for p in kept}
+    documents: list[Any] = [*kept, *(d for d in added if d.id not in on_map)]
+    vectors = vectors_of([d.id for d in documents])
+    data = update_map(old, documents, vectors, method=old["method"])
+    if data is None:
+        raise SemsearchError(f"the map of {previous} cannot take these documents without a new layout")
+    data["fingerprint"] = None  # a full layout's fingerprint; this map was not laid out in one go
+    return _save_map(folder, data, "incremental", started)
 
 
 def update_map(

@@ -14,11 +14,12 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .records import DedupResult, Document, Provenance, Record
+from .records import DedupResult, Document, NearKeys, Provenance, Record
 
 if TYPE_CHECKING:
     from .identity import PreviousIdentity
@@ -246,16 +247,26 @@ def lsh_bands(threshold: float, num_perm: int = NUM_PERM) -> int:
     return num_perm
 
 
-def lsh_candidates(signatures: np.ndarray, active: np.ndarray, *, bands: int) -> np.ndarray:
-    """Sorted unique (i, j) pairs, i < j, of active rows that share at least one band of their signature."""
+def band_keys(signatures: np.ndarray, *, bands: int) -> np.ndarray:
+    """(rows, bands) uint64: one hash per LSH band of each signature; rows sharing a band key are candidates."""
     rows = signatures.shape[1] // bands
-    idx = np.flatnonzero(active)
-    found: list[np.ndarray] = []
+    out = np.zeros((signatures.shape[0], bands), dtype=np.uint64)
     for band in range(bands):
-        cols = signatures[idx, band * rows : (band + 1) * rows].astype(np.uint64)
-        key = np.zeros(len(idx), dtype=np.uint64)
+        cols = signatures[:, band * rows : (band + 1) * rows].astype(np.uint64)
+        key = np.zeros(len(cols), dtype=np.uint64)
         for c in range(rows):
             key = _fmix64(key * _K1 + cols[:, c])
+        out[:, band] = key
+    return out
+
+
+def lsh_candidates(signatures: np.ndarray, active: np.ndarray, *, bands: int) -> np.ndarray:
+    """Sorted unique (i, j) pairs, i < j, of active rows that share at least one band of their signature."""
+    idx = np.flatnonzero(active)
+    keys = band_keys(signatures[idx], bands=bands)
+    found: list[np.ndarray] = []
+    for band in range(bands):
+        key = keys[:, band]
         order = np.argsort(key, kind="stable")
         sk = key[order]
         same = sk[1:] == sk[:-1]
@@ -293,9 +304,11 @@ def near_duplicate_pairs(
     return _verified_pairs(shingle_texts(texts), threshold)
 
 
-def _verified_pairs(shingles: ShingleSets, threshold: float) -> list[tuple[int, int, float]]:
+def _verified_pairs(
+    shingles: ShingleSets, threshold: float, sig: np.ndarray | None = None
+) -> list[tuple[int, int, float]]:
     """LSH candidate pairs of the shingle sets, kept only if their true Jaccard reaches the threshold."""
-    sig = minhash_signatures(shingles)
+    sig = minhash_signatures(shingles) if sig is None else sig
     cands = lsh_candidates(sig, np.diff(shingles.offsets) > 0, bands=lsh_bands(threshold, sig.shape[1]))
     sets: dict[int, np.ndarray] = {}
     out: list[tuple[int, int, float]] = []
@@ -396,10 +409,12 @@ def deduplicate(
     n_nodes = n_groups + len(ghosts)
     parent = list(range(n_nodes))
     shingles: ShingleSets | None = None
-    if near and n_nodes > 1:
+    sig: np.ndarray | None = None
+    if near and n_nodes > 0:
         canon = [_canonical(n) for n in group_norm] + [canonical_for_near(text) for _, text in ghosts]
         shingles = _shingle_canonical(canon)
-        for gi, gj, _sim in _verified_pairs(shingles, threshold):
+        sig = minhash_signatures(shingles)
+        for gi, gj, _sim in _verified_pairs(shingles, threshold, sig):
             ri, rj = _find(parent, gi), _find(parent, gj)
             if ri != rj:
                 # Keep the smaller (earlier) root so roots stay in first-appearance order.
@@ -433,13 +448,39 @@ def deduplicate(
                     near_pairs.append((doc.id, records[exact_members[g][0]].provenance.label(), sim))
     if previous is not None:
         previous.assign_aliases(documents, touched)
+    keys = None
+    if sig is not None and shingles is not None:
+        keys = _near_keys(sig, shingles, documents, n_groups, group_of_hash, lsh_bands(threshold, sig.shape[1]))
     return DedupResult(
         documents=documents,
         read=len(records),
         exact_duplicates=len(records) - n_groups,
         near_duplicates=n_groups - len(documents),
         near_pairs=near_pairs,
+        near_keys=keys,
     )
+
+
+def _near_keys(
+    sig: np.ndarray,
+    shingles: ShingleSets,
+    documents: Sequence[Document],
+    n_groups: int,
+    group_of_hash: dict[str, int],
+    bands: int,
+) -> NearKeys:
+    """The LSH band keys of every text the documents hold, for a later refresh to check arrivals against."""
+    owner = np.full(n_groups, -1, dtype=np.int64)
+    origin = np.zeros(n_groups, dtype=bool)
+    for doc in documents:
+        num = int(doc.id, 16)
+        for h in (doc.text_hash, *doc.texts):
+            g = group_of_hash.get(h)
+            if g is not None:
+                owner[g] = num
+                origin[g] = h == doc.text_hash
+    groups = np.flatnonzero((np.diff(shingles.offsets)[:n_groups] > 0) & (owner >= 0))
+    return NearKeys(band_keys(sig[groups], bands=bands), owner[groups], origin[groups])
 
 
 def _make_document(
@@ -482,3 +523,46 @@ def _make_document(
         title_only=r.title_only,
         texts=sorted({hashes[i] for i in members} - {rep_hash}),
     )
+
+
+NEAR_DIR = "near"  # a segment's NearKeys: keys.npy, nums.npy, origin.npy
+
+
+def save_near_keys(folder: Path, near: NearKeys) -> None:
+    """Write a segment's near-duplicate band keys (``near/`` in the version or segment folder)."""
+    out = folder / NEAR_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    np.save(out / "keys.npy", np.ascontiguousarray(near.keys, dtype=np.uint64), allow_pickle=False)
+    np.save(out / "nums.npy", np.asarray(near.nums, dtype=np.int64), allow_pickle=False)
+    np.save(out / "origin.npy", np.asarray(near.origin, dtype=bool), allow_pickle=False)
+
+
+def load_near_keys(folder: Path) -> NearKeys | None:
+    """A segment's near-duplicate band keys, or None when it has none (built before they were kept)."""
+    try:
+        keys = np.load(folder / NEAR_DIR / "keys.npy", allow_pickle=False)
+        nums = np.load(folder / NEAR_DIR / "nums.npy", allow_pickle=False)
+        origin = np.load(folder / NEAR_DIR / "origin.npy", allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    if keys.ndim != 2 or keys.dtype != np.uint64 or not (len(keys) == len(nums) == len(origin)):
+        return None
+    return NearKeys(keys, nums, origin)
+
+
+def shared_bands(new: NearKeys, old: NearKeys) -> list[tuple[int, int, bool]]:
+    """(row of ``new``, document number in ``old``, whether that is its own text) for rows sharing a band key."""
+    if not len(new.keys) or not len(old.keys) or new.keys.shape[1] != old.keys.shape[1]:
+        return []
+    found: set[tuple[int, int, bool]] = set()
+    for band in range(new.keys.shape[1]):
+        order = np.argsort(new.keys[:, band])
+        ordered = new.keys[order, band]
+        column = old.keys[:, band]
+        pos = np.minimum(np.searchsorted(ordered, column), len(ordered) - 1)
+        for old_row in np.flatnonzero(ordered[pos] == column).tolist():
+            key = column[old_row]
+            lo, hi = np.searchsorted(ordered, key), np.searchsorted(ordered, key, side="right")
+            for new_row in order[lo:hi].tolist():
+                found.add((int(new_row), int(old.nums[old_row]), bool(old.origin[old_row])))
+    return sorted(found)

@@ -154,6 +154,16 @@ class DedupResult:
     exact_duplicates: int  # records merged because their normalized text was identical
     near_duplicates: int  # records merged because they were near-identical
     near_pairs: list[tuple[str, str, float]] = field(default_factory=list)  # (kept id, merged label, similarity)
+    near_keys: NearKeys | None = None  # LSH band keys of every text, when near-duplicates were looked for
+
+
+@dataclass
+class NearKeys:
+    """The LSH band keys of the texts an index holds (dedup.py), kept so a refresh checks only its arrivals."""
+
+    keys: Any  # (texts, bands) uint64 numpy array
+    nums: Any  # int64 number of the document holding each text
+    origin: Any  # bool: the text is its document's own (stored) text, not a merged copy
 
 
 @dataclass

@@ -9,16 +9,19 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .ann import open_version_vectors
 from .contents import write_contents
 from .documents import DocumentStore
 from .encoder_choice import copy_encoder
 from .errors import InputError, UnknownDocumentError
 from .fileio import utc_now
-from .layout import DOCS, ENCODER_DIR, current_version, doc_num
+from .layout import ENCODER_DIR, current_version, doc_num
 from .manifest import FORMAT_VERSION, Manifest
 from .records import Document
-from .versions import PreviousVersion, new_version
+from .segments import MERGE_SHARE
+from .versions import PreviousVersion, VersionWriter, new_version
 
 
 @dataclass
@@ -51,7 +54,12 @@ def _same(absolute: str, name: str) -> bool:
 
 
 def remove_documents(
-    index_dir: str | Path, *, ids: Sequence[str] = (), sources: Sequence[str] = (), wait: bool = False
+    index_dir: str | Path,
+    *,
+    ids: Sequence[str] = (),
+    sources: Sequence[str] = (),
+    wait: bool = False,
+    merge_share: float = MERGE_SHARE,
 ) -> RemoveSummary:
     """Drop documents by id, and provenance by source file (documents left with none are dropped).
 
@@ -66,7 +74,7 @@ def remove_documents(
         previous = PreviousVersion.load(index_path)
         assert previous is not None  # current_version above found it, and only writers (locked out) remove it
         version, manifest = previous.path, previous.manifest
-        store = DocumentStore(version / DOCS)
+        store = DocumentStore.open_version(version, manifest.version_segments(version))
         try:
             drop: set[str] = set()
             for key in ids:
@@ -74,16 +82,22 @@ def remove_documents(
                 if doc is None:
                     raise UnknownDocumentError(f"no document {key!r} in {index_path}")
                 drop.add(doc.id)
+            files = {str(r[0]) for r in store.rows("SELECT DISTINCT file FROM provenance")}
+            gone_paths: set[str] = set()
+            gone_files: set[str] = set()
+            for given in sources:
+                path, names = _resolve_source(given, manifest, files)
+                gone_paths.add(path)
+                gone_files |= names
+            touched = _touched(store, drop, gone_files)
+            appended = _append(
+                writer, previous, touched, (drop, gone_files, gone_paths), bool(ids), started, merge_share
+            )
+            if appended is not None:
+                return appended
             documents = list(store.iter_documents())
         finally:
             store.close()
-        files = {p.file for d in documents for p in d.sources}
-        gone_paths: set[str] = set()
-        gone_files: set[str] = set()
-        for given in sources:
-            path, names = _resolve_source(given, manifest, files)
-            gone_paths.add(path)
-            gone_files |= names
         kept: list[Document] = []
         for doc in documents:
             doc.sources = [p for p in doc.sources if p.file not in gone_files]
@@ -127,3 +141,75 @@ def remove_documents(
             )
         )
     return RemoveSummary(removed, len(kept), final.name, round(time.perf_counter() - started, 3))
+
+
+def _touched(store: DocumentStore, drop: set[str], gone_files: set[str]) -> list[Document]:
+    """The documents a removal changes: those named, and those with a source among the files removed."""
+    import json
+
+    nums = {doc_num(i) for i in drop}
+    if gone_files:
+        sql = "SELECT DISTINCT num FROM provenance WHERE file IN (SELECT value FROM json_each(?))"
+        nums |= {int(r[0]) for r in store.rows(sql, (json.dumps(sorted(gone_files)),))}
+    return list(store.get_many(sorted(nums)).values())
+
+
+def _append(
+    writer: VersionWriter,
+    previous: PreviousVersion,
+    touched: list[Document],
+    removal: tuple[set[str], set[str], set[str]],
+    by_id: bool,
+    started: float,
+    share: float,
+) -> RemoveSummary | None:
+    """Publish the removal as a segment of the live version (None when it is too big a change for one).
+
+    ``removal`` is (ids dropped by name, provenance file names removed, their recorded paths).
+    """
+    drop, gone_files, gone_paths = removal
+    from .corpus_map import can_append
+    from .manifest import SEGMENTED_FORMAT_VERSION
+    from .segment_writer import SegmentChange, fits, write_segment_version
+    from .versions import next_sequence
+
+    manifest = previous.manifest
+    dropped: list[Document] = []
+    changed: list[Document] = []
+    for doc in touched:
+        doc.sources = [p for p in doc.sources if p.file not in gone_files]
+        (changed if doc.id not in drop and doc.sources else dropped).append(doc)
+    after = manifest.counts.documents - len(dropped)
+    if not fits(previous, len(touched), share) or not can_append(previous.path, after, len(dropped)):
+        return None
+    _, exact = open_version_vectors(previous.path, manifest)
+    vectors = exact.get([doc_num(d.id) for d in changed]) if changed else np.zeros((0, manifest.model.dimension))
+    contents = write_segment_version(
+        writer.path,
+        previous,
+        SegmentChange(changed, vectors, {doc_num(d.id) for d in dropped}),
+        next_sequence(writer.index_dir),
+        vectors_of=lambda ids: exact.get([doc_num(i) for i in ids]),
+    )
+    counts = replace(
+        manifest.counts,
+        documents=after,
+        vectors=after,
+        title_only=manifest.counts.title_only - sum(d.title_only for d in dropped),
+        aliases=manifest.counts.aliases - sum(len(d.aliases) for d in dropped),
+    )
+    final = writer.publish(
+        replace(
+            manifest,
+            format_version=SEGMENTED_FORMAT_VERSION if contents["segments"] else FORMAT_VERSION,
+            built_at=utc_now(),
+            counts=counts,
+            sources=[s for s in manifest.sources if s.path not in gone_paths],
+            excluded_sources=sorted(set(manifest.excluded_sources) | gone_paths),
+            removed_ids=manifest.removed_ids or by_id,
+            files={},
+            **contents,
+        ),
+        linked_from=previous.path,
+    )
+    return RemoveSummary(len(dropped), after, final.name, round(time.perf_counter() - started, 3))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .documents import DocumentStore
-from .errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
+from .errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError, SemsearchError
 from .fileio import file_sha256, fsync_path, write_text_atomic
 from .layout import BUILD_PREFIX, CURRENT, DOCS, LOCK, MANIFEST, current_version, read_pointer
 from .manifest import Manifest
@@ -110,20 +110,31 @@ class VersionWriter:
         path.mkdir()
         return cls(index_dir, path)
 
-    def record_files(self, manifest: Manifest) -> None:
-        """Add size and sha256 of every file in the version to the manifest."""
+    def record_files(self, manifest: Manifest, linked_from: Path | None = None) -> None:
+        """Add size and sha256 of every file in the version to the manifest.
+
+        A file hard-linked from ``linked_from`` (the same inode) keeps that version's recorded checksum instead
+        of being read again: an appended segment then costs what it wrote, not a hash of the whole corpus.
+        """
+        known: dict[str, dict[str, object]] = {}
+        if linked_from is not None:
+            with contextlib.suppress(OSError, SemsearchError):
+                known = Manifest.read(linked_from).files
         files = {}
         for path in sorted(self.path.rglob("*")):
             if path.is_file() and path.name != MANIFEST:
-                files[path.relative_to(self.path).as_posix()] = {
-                    "size": path.stat().st_size,
-                    "sha256": file_sha256(path),
-                }
+                name = path.relative_to(self.path).as_posix()
+                stat = path.stat()
+                entry = known.get(name)
+                if entry is not None and linked_from is not None and _same_inode(stat, linked_from / name):
+                    files[name] = dict(entry)
+                    continue
+                files[name] = {"size": stat.st_size, "sha256": file_sha256(path)}
         manifest.files = files
 
-    def publish(self, manifest: Manifest) -> Path:
+    def publish(self, manifest: Manifest, linked_from: Path | None = None) -> Path:
         """Write the manifest, flush everything, move the version into place and point CURRENT at it."""
-        self.record_files(manifest)
+        self.record_files(manifest, linked_from)
         (self.path / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
         for path in self.path.rglob("*"):
             if path.is_file():
@@ -143,6 +154,14 @@ class VersionWriter:
         """Remove the half-written version (a no-op once it is published)."""
         if self.path.name.startswith(BUILD_PREFIX):
             shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _same_inode(stat: os.stat_result, other: Path) -> bool:
+    try:
+        theirs = other.stat()
+    except OSError:
+        return False
+    return (stat.st_ino, stat.st_dev, stat.st_size) == (theirs.st_ino, theirs.st_dev, theirs.st_size)
 
 
 def sequence_of(name: str) -> int:

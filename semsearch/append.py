@@ -1,0 +1,426 @@
+"""A refresh that appends: read only the files that arrived, and write them as a segment of the live version.
+
+``semsearch index`` takes this path when the sources changed only by whole files added after the ones already
+indexed, or taken away, and the change is small against the corpus (``segment_writer.fits``). It gives the
+documents a full build would give:
+
+- new records are deduplicated among themselves, then against the live version: exact copies by their text
+  hashes, near copies by the LSH band keys every version keeps of its texts (``dedup.save_near_keys``), each
+  candidate confirmed by the Jaccard similarity of the texts as a full build confirms it;
+- a record that copies a live document joins it as a late copy: the document keeps its id, text and vector and
+  gains the copy's source, ids and missing metadata, as a full build with the live version as its previous one
+  does (``identity.py``);
+- a document whose every source was taken away is dropped.
+
+Anything this path cannot decide as a full build would (a changed file, a file that sorts before indexed ones,
+a document that keeps some sources while losing others, an arrival joining two documents, a catalogue, ids
+removed by hand...) returns None and the caller runs the full build.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .cache import EmbeddingCache
+from .dedup import (
+    DEFAULT_THRESHOLD,
+    deduplicate,
+    is_near_duplicate,
+    load_near_keys,
+    near_similarity,
+    save_near_keys,
+    shared_bands,
+)
+from .documents import DocumentStore
+from .encoding import encode_with_cache
+from .errors import SemsearchError
+from .fileio import utc_now
+from .freshness import absolute_source_args, file_changed
+from .ingest import expand_sources, read_sources
+from .layout import CACHE_DIR, doc_num
+from .manifest import Counts, Manifest
+from .records import Arrival, DedupResult, Document, IngestResult, Record, SourceFile
+from .segment_writer import SegmentChange, fits, write_segment_version
+from .versions import PreviousVersion, VersionWriter, new_version, next_sequence
+
+if TYPE_CHECKING:
+    from .build import BuildOptions, BuildSummary
+    from .embedder import Embedder
+
+
+@dataclass
+class _Arrived:
+    """The files a refresh brings and takes away, read before the index is touched."""
+
+    sources: list[str]  # the source arguments (absolute), recorded for the next refresh
+    files: list[SourceFile]  # every file of the new version, in read order
+    ingested: IngestResult  # the new files' records
+    gone: list[str]  # recorded files no longer among the sources
+
+
+def _plan_files(sources: Sequence[str] | None, manifest: Manifest, opts: BuildOptions) -> _Arrived | None:
+    """Which files arrived and left, or None when a file changed or the new ones do not come after the old."""
+    args = absolute_source_args(sources) if sources is not None else list(manifest.source_args)
+    if not args or (sources is None and manifest.excluded_sources):
+        return None
+    try:
+        current = [str(p.resolve()) if not p.is_absolute() else str(p) for p in expand_sources(args)]
+    except SemsearchError:
+        return None  # the full path says what is wrong
+    recorded = {s.path: s for s in manifest.sources}
+    kept = [p for p in current if p in recorded]
+    new = [p for p in current if p not in recorded]
+    gone = [p for p in recorded if p not in set(current)]
+    if not new and not gone:
+        return None
+    # A full build reads files in this order: arrivals must come after every kept file to merge as late copies.
+    if new and kept and current.index(new[0]) < current.index(kept[-1]):
+        return None
+    if any(recorded[p].format == "zotero" or file_changed(Path(p), recorded[p]) for p in kept):
+        return None
+    ingested = read_sources(new, skip_bad=opts.skip_bad) if new else IngestResult([], [], [])
+    return _Arrived(args, [recorded[p] for p in kept] + ingested.files, ingested, gone)
+
+
+def _eligible(manifest: Manifest, opts: BuildOptions, embedder: Embedder | None) -> bool:
+    """Whether the live version and the options allow appending (same settings, nothing else to redo)."""
+    from .build import BuildOptions, _ann_settings, _same_encoder, _same_map
+    from .manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION
+    from .version import __version__
+
+    if opts.full or opts.rewrite or opts.relayout or opts.engine != "local" or opts.catalogues:
+        return False
+    if manifest.catalogue_args or manifest.removed_ids or manifest.dedup.get("near") is not opts.near:
+        return False
+    if manifest.semsearch_version != __version__ or manifest.format_version not in (
+        FORMAT_VERSION,
+        SEGMENTED_FORMAT_VERSION,
+    ):
+        return False
+    same_ann = _ann_settings(opts, manifest) == _ann_settings(BuildOptions(), manifest)
+    return same_ann and _same_encoder(opts, manifest, embedder) and _same_map(manifest)
+
+
+def try_append(
+    sources: Sequence[str] | None,
+    index_path: Path,
+    opts: BuildOptions,
+    embedder: Embedder | None,
+    started: float,
+) -> BuildSummary | None:
+    """Refresh by appending a segment; None when the full build must run instead (nothing is written then)."""
+    from .build import _recorded_manifest
+
+    manifest = _recorded_manifest(index_path)
+    if manifest is None or not _eligible(manifest, opts, embedder):
+        return None
+    arrived = _plan_files(sources, manifest, opts)
+    if arrived is None:
+        return None
+    with new_version(index_path, wait=opts.wait) as writer:
+        previous = PreviousVersion.load(index_path)
+        if previous is None or previous.manifest.built_at != manifest.built_at:
+            return None  # another writer published meanwhile
+        store = DocumentStore.open_version(previous.path, previous.manifest.version_segments(previous.path))
+        try:
+            change = _change(arrived, previous, store, opts)
+        finally:
+            store.close()
+        if change is None:
+            return None
+        return _write(change, arrived, previous, writer, index_path, opts, embedder, started)
+    return None
+
+
+@dataclass
+class _Change:
+    """The documents a refresh adds, changes and drops, decided against the live version."""
+
+    new: list[Document]  # documents that were not in the live version
+    late: list[Document]  # live documents that late copies joined (same id, text and vector)
+    dropped: list[Document]  # live documents whose every source left
+    dedup: DedupResult  # of the arrived records alone
+    joined_groups: int  # exact groups of arrived records whose text a live document already held
+
+
+def _change(arrived: _Arrived, previous: PreviousVersion, store: DocumentStore, opts: BuildOptions) -> _Change | None:
+    """What the arrived and removed files change, or None when only a full build can say."""
+    dropped = _dropped(arrived.gone, store)
+    if dropped is None:
+        return None
+    records = arrived.ingested.records
+    if any(r.external_id is not None for r in records):
+        held = store.rows(
+            "SELECT DISTINCT external_id FROM external_ids WHERE external_id IN (SELECT value FROM json_each(?))",
+            (_json([r.external_id for r in records if r.external_id is not None]),),
+        )
+        if held:
+            return None  # an id a live document has: the full build decides between the two abstracts
+    dedup = deduplicate(records, near=opts.near)
+    owner = _owners(store, [h for d in dedup.documents for h in (d.text_hash, *d.texts)])
+    near = _near_hits(dedup, previous, store) if opts.near else {}
+    if near is None:
+        return None
+    dropped_ids = {d.id for d in dropped}
+    by_doc: dict[str, str] = {}  # new document id -> the live document it joins
+    joined_groups = 0
+    for doc in dedup.documents:
+        hits = {owner[h] for h in (doc.text_hash, *doc.texts) if h in owner} | near.get(doc.id, set())
+        joined_groups += sum(1 for h in (doc.text_hash, *doc.texts) if h in owner)
+        if len(hits) > 1 or hits & dropped_ids:
+            return None  # an arrival joining two documents, or an edit of one that left: a full build decides
+        if hits:
+            by_doc[doc.id] = hits.pop()
+    if dropped and _near_any([d for d in dedup.documents if d.id not in by_doc], dropped):
+        return None  # an abstract edited in place keeps its old id as an alias: a full build decides
+    live = store.get_many([doc_num(i) for i in set(by_doc.values())])
+    late: dict[str, Document] = {d.id: d for d in live.values()}
+    new: list[Document] = []
+    clashes = previous.ids | set(_aliases(store))
+    for doc in dedup.documents:
+        target = by_doc.get(doc.id)
+        if target is None:
+            if doc.id in clashes:
+                return None
+            new.append(doc)
+        else:
+            _join(late[target], doc, records)
+    return _Change(new, list(late.values()), dropped, dedup, joined_groups)
+
+
+def _json(values: Sequence[str]) -> str:
+    import json
+
+    return json.dumps(list(values))
+
+
+def _owners(store: DocumentStore, hashes: Sequence[str]) -> dict[str, str]:
+    """Text hash -> id of the live document holding that text, for the hashes some live document holds."""
+    if not hashes:
+        return {}
+    param = (_json(list(hashes)),)
+    rows = store.rows(
+        "SELECT text_hash, id FROM documents WHERE text_hash IN (SELECT value FROM json_each(?))", param
+    ) + store.rows(
+        "SELECT t.text_hash, d.id FROM document_texts t JOIN documents d ON d.num = t.num "
+        "WHERE t.text_hash IN (SELECT value FROM json_each(?))",
+        param,
+    )
+    return {str(h): str(i) for h, i in rows}
+
+
+def _aliases(store: DocumentStore) -> list[str]:
+    return [str(r[0]) for r in store.rows("SELECT alias FROM aliases")] if store.alias_count() else []
+
+
+def _near_hits(dedup: DedupResult, previous: PreviousVersion, store: DocumentStore) -> dict[str, set[str]] | None:
+    """New document id -> live documents it is a near copy of; None when that cannot be decided here."""
+    if dedup.near_keys is None or not len(dedup.near_keys.keys):
+        return {}
+    texts_of = {d.id: d for d in dedup.documents}
+    candidates: set[tuple[int, int, bool]] = set()
+    for segment in previous.manifest.version_segments(previous.path):
+        old = load_near_keys(segment.folder)
+        if old is None:
+            return None  # a version from before band keys were kept: the full build writes them
+        candidates.update(shared_bands(dedup.near_keys, old))
+    if not candidates:
+        return {}
+    live_nums = {num for _, num, _ in candidates}
+    live = store.get_many(sorted(live_nums))
+    out: dict[str, set[str]] = {}
+    for row, num, origin in sorted(candidates):
+        old_doc = live.get(num)
+        if old_doc is None:
+            continue  # a text of a document this version no longer holds
+        new_num = int(dedup.near_keys.nums[row])
+        new_doc = texts_of.get(format(new_num, "016x"))
+        new_origin = bool(dedup.near_keys.origin[row])
+        if new_doc is None or not origin or not new_origin:
+            return None  # a merged copy's text is not stored: only a full build can compare it
+        if near_similarity(new_doc.text, old_doc.text) >= DEFAULT_THRESHOLD:
+            out.setdefault(new_doc.id, set()).add(old_doc.id)
+    return out
+
+
+def _near_any(new: Sequence[Document], dropped: Sequence[Document]) -> bool:
+    """Whether any new text is a near copy of a dropped document's text."""
+    return any(is_near_duplicate(a.text, b.text) for a in new for b in dropped)
+
+
+def _dropped(gone: Sequence[str], store: DocumentStore) -> list[Document] | None:
+    """Live documents every source of which left; None when some also keep other sources."""
+    if not gone:
+        return []
+    names = [str(r[0]) for r in store.rows("SELECT DISTINCT file FROM provenance")]
+    files = {n for n in names if any(_names_file(path, n) for path in gone)}
+    if not files:
+        return []
+    rows = store.rows(
+        "SELECT DISTINCT num FROM provenance WHERE file IN (SELECT value FROM json_each(?))", (_json(sorted(files)),)
+    )
+    docs = store.get_many([int(r[0]) for r in rows])
+    if any(p.file not in files for d in docs.values() for p in d.sources):
+        return None
+    return list(docs.values())
+
+
+def _names_file(absolute: str, name: str) -> bool:
+    """Whether a provenance file name (as the build saw it: relative or absolute) is this absolute path."""
+    import os
+
+    return absolute == name or absolute.endswith(os.sep + name.lstrip("./"))
+
+
+def _join(live: Document, arrived: Document, records: Sequence[Record]) -> None:
+    """Merge an arrived document's records into the live one they copy, as a full build would merge them."""
+    members = [r for r in records if r.provenance in set(arrived.sources)]
+    for record in members:
+        if record.provenance not in live.sources:
+            live.sources.append(record.provenance)
+        if record.external_id is not None and record.external_id not in live.external_ids:
+            live.external_ids.append(record.external_id)
+        if live.title is None and record.title is not None:
+            live.title = record.title
+    had_collection = "collection" in live.metadata
+    for record in members:
+        for key, value in record.metadata.items():
+            live.metadata.setdefault(key, value)
+    if not had_collection:
+        collection = next((r.collection for r in members if r.collection is not None), None)
+        if collection is not None:
+            live.metadata["collection"] = collection
+    live.texts = sorted(set(live.texts) | {arrived.text_hash, *arrived.texts} - {live.text_hash})
+
+
+def _write(
+    change: _Change,
+    arrived: _Arrived,
+    previous: PreviousVersion,
+    writer: VersionWriter,
+    index_path: Path,
+    opts: BuildOptions,
+    embedder: Embedder | None,
+    started: float,
+) -> BuildSummary | None:
+    """Encode the new documents and publish the version as the live one plus a segment."""
+    from .build import BuildSummary, _open_encoder
+    from .corpus_map import can_append
+
+    rows = len(change.new) + len(change.late) + len(change.dropped)
+    documents_after = previous.manifest.counts.documents + len(change.new) - len(change.dropped)
+    moved = len(change.new) + len(change.dropped)
+    if not fits(previous, rows, opts.merge_share) or not can_append(previous.path, documents_after, moved):
+        return None
+    choice = _open_encoder(opts, previous, writer, embedder)
+    enc = choice.embedder
+    cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, choice.cache_runtime(), enc.dimension)
+    try:
+        new_vectors, encoded = encode_with_cache(
+            enc, change.new, cache, batch_size=opts.batch_size, progress=opts.progress
+        )
+    finally:
+        cache.close()
+    stamp = Arrival(next_sequence(index_path), utc_now())
+    for doc in change.new:
+        doc.added = stamp
+    from .ann import open_version_vectors
+
+    _, store = open_version_vectors(previous.path, previous.manifest)
+    late_vectors = store.get([doc_num(d.id) for d in change.late]) if change.late else None
+    added = [*change.new, *change.late]
+    vectors = new_vectors if late_vectors is None else np.concatenate([new_vectors, late_vectors])
+    seq = next_sequence(index_path)
+    contents = write_segment_version(
+        writer.path,
+        previous,
+        SegmentChange(added, vectors.reshape(len(added), enc.dimension), {doc_num(d.id) for d in change.dropped}),
+        seq,
+        vectors_of=lambda ids: _vectors_of(ids, added, vectors, store),
+    )
+    if change.dedup.near_keys is not None and contents["segments"] != previous.manifest.segments:
+        save_near_keys(writer.path / contents["segments"][-1]["name"], change.dedup.near_keys)
+    counts = _counts(previous.manifest.counts, change.dedup, change.joined_groups, change.new, change.dropped)
+    manifest = previous.manifest.updated(
+        counts=counts,
+        sources=arrived.files,
+        source_args=arrived.sources,
+        built_at=utc_now(),
+        build_seconds=round(time.perf_counter() - started, 3),
+        files={},
+        format_version=_segmented_format(contents),
+        **contents,
+    )
+    final = writer.publish(manifest, linked_from=previous.path)
+    return BuildSummary(
+        read=counts.read,
+        documents=counts.documents,
+        duplicates=counts.exact_duplicates,
+        near_duplicates=counts.near_duplicates,
+        encoded=encoded,
+        cached=counts.documents - encoded,
+        added=len(change.new),
+        removed=len(change.dropped),
+        seconds=round(time.perf_counter() - started, 3),
+        index=str(index_path),
+        version=final.name,
+        model=enc.name,
+        backend=choice.backend,
+        files=len(arrived.files),
+        ann=_describe_ann(previous.manifest),
+        skipped=arrived.ingested.skipped,
+        engine=opts.engine,
+        title_only=counts.title_only,
+        aliases=counts.aliases,
+        segments=len(contents["segments"]),
+    )
+
+
+def _segmented_format(contents: dict[str, object]) -> int:
+    from .manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION
+
+    return SEGMENTED_FORMAT_VERSION if contents.get("segments") else FORMAT_VERSION
+
+
+def _describe_ann(manifest: Manifest) -> str:
+    from .ann import AnnSpec
+
+    return AnnSpec.from_dict(manifest.ann).describe() if isinstance(manifest.ann, dict) else "flat (exact)"
+
+
+def _vectors_of(ids: Sequence[str], added: Sequence[Document], vectors: np.ndarray, store: object) -> np.ndarray:
+    """Vectors of document ids: the arrived ones from this build, the others from the live version."""
+    row = {d.id: i for i, d in enumerate(added)}
+    out = np.empty((len(ids), vectors.shape[1]), dtype=np.float32)
+    mine = [i for i, doc_id in enumerate(ids) if doc_id in row]
+    theirs = [i for i, doc_id in enumerate(ids) if doc_id not in row]
+    if mine:
+        out[mine] = vectors[[row[ids[i]] for i in mine]]
+    if theirs:
+        out[theirs] = store.get([doc_num(ids[i]) for i in theirs])  # type: ignore[attr-defined]
+    return out
+
+
+def _counts(
+    before: Counts, dedup: DedupResult, joined: int, new: Sequence[Document], dropped: Sequence[Document]
+) -> Counts:
+    """The new version's counts, as a full build would count the same records."""
+    read = before.read + dedup.read - sum(len(d.sources) for d in dropped)
+    texts = before.read - before.exact_duplicates  # distinct texts (exact groups) before
+    texts += dedup.read - dedup.exact_duplicates - joined - sum(1 + len(d.texts) for d in dropped)
+    documents = before.documents + len(new) - len(dropped)
+    return Counts(
+        read=read,
+        documents=documents,
+        exact_duplicates=read - texts,
+        near_duplicates=texts - documents,
+        vectors=documents,
+        title_only=before.title_only + sum(d.title_only for d in new) - sum(d.title_only for d in dropped),
+        aliases=before.aliases - sum(len(d.aliases) for d in dropped),
+    )

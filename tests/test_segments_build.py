@@ -1,0 +1,213 @@
+"""Refreshes that append a segment: the same answers as a full build of the same files, written in proportion."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FakeEmbedder
+
+from semsearch.build import BuildOptions, build_index
+from semsearch.layout import DOCS, current_version
+from semsearch.manifest import Manifest
+from semsearch.remove import remove_documents
+from semsearch.search import Index
+from semsearch.verify import verify_index
+
+WORDS = [f"w{i}" for i in range(1500)]
+QUERIES = ["w1 w2 w3", "w10 w200 w37", "w999 w5", "w42", "w1200 w7 w8 w9", "w300 w301"]
+OPTS = BuildOptions(progress=False, merge_share=1.0)
+
+
+def abstracts(seed: int, count: int) -> list[dict[str, str]]:
+    rng = random.Random(seed)
+    return [
+        {
+            "title": " ".join(rng.sample(WORDS, 5)),
+            "abstract": " ".join(rng.choices(WORDS, k=40)),
+            "year": str(2020 + i % 5),
+        }
+        for i in range(count)
+    ]
+
+
+def write(path: Path, records: list[dict[str, str]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def top(index_dir: Path, fake: FakeEmbedder, mode: str, where: tuple[str, ...] = ()) -> list[list[tuple[str, float]]]:
+    with Index.open(index_dir, embedder=fake) as idx:
+        return [[(h.id, h.score) for h in idx.search(q, 10, mode=mode, where=where)] for q in QUERIES]
+
+
+def assert_same_answers(a: Path, b: Path, fake: FakeEmbedder) -> None:
+    for mode in ("dense", "lexical", "hybrid"):
+        for where in ((), ("year>=2022",)):
+            left, right = top(a, fake, mode, where), top(b, fake, mode, where)
+            for x, y in zip(left, right, strict=True):
+                assert [i for i, _ in x] == [i for i, _ in y], (mode, where)
+                np.testing.assert_allclose([s for _, s in x], [s for _, s in y], atol=1e-6)
+
+
+def documents_of(index_dir: Path) -> dict[str, dict]:
+    with Index.open(index_dir, embedder=FakeEmbedder()) as idx:
+        return {d.id: {**d.to_dict(), "added": None} for d in idx.store.iter_documents()}
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
+    monkeypatch.setenv("SEMSEARCH_MAP", "off")
+    src = tmp_path / "src"
+    src.mkdir()
+    a = write(src / "a.jsonl", abstracts(1, 120))
+    b = write(src / "b.jsonl", abstracts(2, 80))
+    late = abstracts(3, 30)
+    late[0] = dict(abstracts(1, 120)[5])  # an exact copy of an indexed abstract
+    near = dict(abstracts(2, 80)[7])
+    near["abstract"] = near["abstract"].replace(near["abstract"].split()[3], "changedword", 1)
+    late[1] = near  # a near copy
+    c = write(src / "c.jsonl", late)
+    return a, b, c
+
+
+def test_new_file_appends_a_segment_with_the_answers_of_a_full_build(
+    tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder
+) -> None:
+    a, b, c = files
+    idx, one_go = tmp_path / "idx", tmp_path / "one"
+    build_index([str(a), str(b)], idx, OPTS, embedder=fake)
+    before = current_version(idx)
+    grown = build_index([str(a), str(b), str(c)], idx, OPTS, embedder=fake)
+    full = build_index([str(a), str(b), str(c)], one_go, OPTS, embedder=FakeEmbedder())
+    assert grown.segments == 1 and full.segments == 0
+    assert grown.encoded == 28  # the two copies joined documents already indexed
+    version = current_version(idx)
+    manifest = Manifest.read(version)
+    assert manifest.format_version == 3 and len(manifest.segments) == 1
+    # The base's files are shared with the previous version, not copied.
+    assert (version / DOCS).stat().st_ino == (before / DOCS).stat().st_ino
+    for key in ("read", "documents", "exact_duplicates", "near_duplicates", "title_only"):
+        assert getattr(grown, {"exact_duplicates": "duplicates"}.get(key, key)) == getattr(
+            full, key.replace("exact_duplicates", "duplicates")
+        )
+    assert Manifest.read(version).counts == Manifest.read(current_version(one_go)).counts
+    assert documents_of(idx) == documents_of(one_go)
+    assert_same_answers(idx, one_go, fake)
+    assert verify_index(idx) == []
+    # Nothing changed since: the segmented version is up to date.
+    assert build_index([str(a), str(b), str(c)], idx, OPTS, embedder=fake).unchanged
+
+
+def test_removing_a_file_hides_its_documents(
+    tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder
+) -> None:
+    a, b, c = files
+    idx, one_go = tmp_path / "idx", tmp_path / "one"
+    build_index([str(a), str(b), str(c)], idx, OPTS, embedder=fake)
+    shrunk = build_index([str(a), str(b)], idx, OPTS, embedder=fake)
+    build_index([str(a), str(b)], one_go, OPTS, embedder=FakeEmbedder())
+    assert shrunk.removed == 28 and shrunk.segments == 0  # nothing added: no new segment, rows hidden
+    assert Manifest.read(current_version(idx)).counts == Manifest.read(current_version(one_go)).counts
+    assert documents_of(idx) == documents_of(one_go)
+    assert_same_answers(idx, one_go, fake)
+    assert verify_index(idx) == []
+
+
+def test_remove_source_and_ids_append(tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder) -> None:
+    a, b, c = files
+    idx = tmp_path / "idx"
+    build_index([str(a), str(b), str(c)], idx, OPTS, embedder=fake)
+    before = documents_of(idx)
+    summary = remove_documents(idx, sources=[str(c)], merge_share=1.0)
+    after = documents_of(idx)
+    assert summary.removed == 28 and len(after) == len(before) - 28
+    # The two documents c.jsonl copied stay, without c.jsonl among their sources.
+    kept = [d for d in after.values() if any("c.jsonl" in s["file"] for s in before[d["id"]]["sources"])]
+    assert len(kept) == 2 and all(all("c.jsonl" not in s["file"] for s in d["sources"]) for d in kept)
+    gone = next(iter(after))
+    remove_documents(idx, ids=[gone], merge_share=1.0)
+    assert gone not in documents_of(idx)
+    with Index.open(idx, embedder=fake) as opened:
+        assert all(h.id != gone for q in QUERIES for h in opened.search(q, 50, mode="hybrid"))
+    assert verify_index(idx) == []
+    # Ids removed by hand come back with the next refresh, which rewrites the index in one base.
+    back = build_index(None, idx, OPTS, embedder=fake)
+    assert gone in documents_of(idx) and back.segments == 0
+
+
+def test_arrivals_in_steps_equal_one_build(tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder) -> None:
+    a, b, c = files
+    src = a.parent
+    extra = [write(src / f"d{i}.jsonl", abstracts(10 + i, 15)) for i in range(3)]
+    idx, one_go = tmp_path / "idx", tmp_path / "one"
+    build_index([str(a)], idx, OPTS, embedder=fake)
+    sources = [str(a)]
+    for f in [b, c, *extra]:
+        sources.append(str(f))
+        build_index(sources, idx, OPTS, embedder=fake)
+    assert len(Manifest.read(current_version(idx)).segments) == 5
+    build_index(sources, one_go, OPTS, embedder=FakeEmbedder())
+    assert documents_of(idx) == documents_of(one_go)
+    assert_same_answers(idx, one_go, fake)
+
+
+@pytest.mark.parametrize("case", ["before", "changed", "partial", "share"])
+def test_changes_a_segment_cannot_hold_take_the_full_build(
+    tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder, case: str
+) -> None:
+    a, b, c = files
+    idx, one_go = tmp_path / "idx", tmp_path / "one"
+    sources = [str(b), str(c)]
+    build_index(sources, idx, OPTS, embedder=fake)
+    opts = OPTS
+    if case == "before":
+        sources = [str(a), str(b), str(c)]  # a new file read before the indexed ones
+    elif case == "changed":
+        write(b, abstracts(2, 81))
+    elif case == "partial":
+        sources = [str(b)]  # c.jsonl's near copy of a b.jsonl abstract keeps one source and loses one
+        a.unlink()
+    else:
+        sources = [str(b), str(c), str(a)]
+        opts = BuildOptions(progress=False)  # a.jsonl is more than a tenth of the corpus
+    summary = build_index(sources, idx, opts, embedder=fake)
+    build_index(sources, one_go, opts, embedder=FakeEmbedder())
+    assert summary.segments == 0 and not Manifest.read(current_version(idx)).segments
+    assert documents_of(idx) == documents_of(one_go)
+
+
+def test_segments_merge_when_they_grow(tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder) -> None:
+    a, b, c = files
+    idx = tmp_path / "idx"
+    build_index([str(a), str(b)], idx, OPTS, embedder=fake)
+    assert (
+        build_index(
+            [str(a), str(b), str(c)], idx, BuildOptions(progress=False, merge_share=0.2), embedder=fake
+        ).segments
+        == 1
+    )
+    extra = write(a.parent / "d.jsonl", abstracts(20, 30))
+    merged = build_index(
+        [str(a), str(b), str(c), str(extra)], idx, BuildOptions(progress=False, merge_share=0.2), embedder=fake
+    )
+    assert merged.segments == 0 and not (current_version(idx) / "hidden.npy").exists()
+
+
+def test_map_places_arrivals_of_an_appended_segment(
+    tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SEMSEARCH_MAP", "pca")
+    a, b, _c = files
+    idx = tmp_path / "idx"
+    build_index([str(a), str(b)], idx, OPTS, embedder=fake)
+    small = write(a.parent / "e.jsonl", abstracts(30, 10))
+    grown = build_index([str(a), str(b), str(small)], idx, OPTS, embedder=fake)
+    assert grown.segments == 1
+    data = json.loads((current_version(idx) / "map.json").read_text())
+    ids = [p[0] for p in data["points"]]
+    assert len(ids) == len(set(ids)) == grown.documents
+    assert Manifest.read(current_version(idx)).map["layout"] == "incremental"
