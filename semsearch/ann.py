@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from .errors import IndexCorruptError, InputError
+from .idrows import RowIndex
 from .manifest import Manifest
 from .options import ANN_CHOICES, ANN_KINDS
-from .vectors import VectorStore
+from .vectors import SegmentedVectorStore, VectorStore
 
 VECTORS = "vectors.faiss"  # the ANN index file of a version
 TUNING_QUERIES = "tuning_queries.npy"  # encoded sample queries the search was tuned on
@@ -418,13 +419,30 @@ def recall_at(
 class AnnSearcher:
     """Search one version's ANN index; scores are exact inner products whatever the structure."""
 
-    def __init__(self, index: Any, spec: AnnSpec, store: VectorStore) -> None:
+    def __init__(self, index: Any, spec: AnnSpec, store: VectorStore, *, hidden: np.ndarray | None = None) -> None:
         self.index = index
         self.spec = spec
         self.store = store
+        # Numbers the index holds that are no longer live (a segmented version's base, segments.py): every
+        # search leaves them out. FAISS's IDSelectorNot keeps a bare pointer to the batch, so both are kept.
+        self.hidden = hidden if hidden is not None and len(hidden) else None
+        self._not_hidden: tuple[Any, Any] | None = None
+        if self.hidden is not None:
+            import faiss
+
+            batch = faiss.IDSelectorBatch(self.hidden)
+            self._not_hidden = (batch, faiss.IDSelectorNot(batch))
 
     @classmethod
-    def open(cls, path: Path, spec: AnnSpec, store: VectorStore, *, mmap: bool | None = None) -> AnnSearcher:
+    def open(
+        cls,
+        path: Path,
+        spec: AnnSpec,
+        store: VectorStore,
+        *,
+        mmap: bool | None = None,
+        hidden: np.ndarray | None = None,
+    ) -> AnnSearcher:
         """Open an ANN index file; IVF inverted lists of a big index are memory-mapped, not read into RAM.
 
         ``mmap=None`` maps IVF files of MMAP_MIN_BYTES or more: measured here, mapped lists cost ~0.3 ms more a
@@ -435,11 +453,12 @@ class AnnSearcher:
         if mmap is None:
             mmap = path.is_file() and path.stat().st_size >= MMAP_MIN_BYTES
         flags = faiss.IO_FLAG_MMAP if mmap and spec.kind in ("ivf", "ivfpq") else 0
-        return cls(read_faiss(path, flags), spec, store)
+        return cls(read_faiss(path, flags), spec, store, hidden=hidden)
 
     @property
     def ntotal(self) -> int:
-        return int(self.index.ntotal)
+        """Live vectors: the index's, less the hidden ones."""
+        return int(self.index.ntotal) - (len(self.hidden) if self.hidden is not None else 0)
 
     @property
     def dimension(self) -> int:
@@ -463,6 +482,11 @@ class AnnSearcher:
         sel = faiss.IDSelectorBatch(allowed) if allowed is not None else None
         # A filter keeps a fraction of each probed list (or graph neighbourhood): look wider in proportion.
         widen = self.ntotal / max(1, len(allowed)) if allowed is not None else 1.0
+        if allowed is None and self._not_hidden is not None:
+            # ``allowed`` never holds a hidden number (SegmentedSearcher removes them): only an open search
+            # needs the selector, and it skips hidden rows in the lists it probes.
+            sel = self._not_hidden[1]
+            widen = self.index.ntotal / max(1, self.ntotal)
         fetch = max(k, self.spec.rerank) if self.spec.kind == "ivfpq" else k
         if self.spec.kind in ("ivf", "ivfpq"):
             nprobe = min(self.spec.nlist, math.ceil(self.spec.nprobe * widen))
@@ -511,10 +535,120 @@ def read_faiss(path: Path, flags: int = 0) -> Any:
         raise IndexCorruptError(f"{path} is not a readable FAISS index; rebuild with: semsearch index --full") from exc
 
 
-def open_version_vectors(version: Path, manifest: Manifest) -> tuple[AnnSearcher, VectorStore]:
-    """The ANN searcher and exact vectors of a version (format 1 versions hold one exact FAISS index)."""
+class SegmentedSearcher:
+    """Search a version with extra segments: the base's ANN index less its hidden rows, plus each extra
+    segment's live rows exactly, merged as one version holding only the live vectors would rank them."""
+
+    def __init__(self, base: AnnSearcher, store: SegmentedVectorStore) -> None:
+        self.base = base  # its store is ``store``, whose first rows are the base's live ones
+        self.store = store
+        self.spec = base.spec
+        extra = store.parts[1:]
+        # A filter's numbers are sorted into segments by binary search over these small arrays, not over the
+        # whole corpus (measured: rows_of on a 51k-number filter cost ~3 ms a query at 154k).
+        self._not_base = np.unique(np.concatenate([store.parts[0].hidden, *(p.ids for p in extra)]))
+        self._extra_rows = [RowIndex(p.ids) for p in extra]
+        self._extra_live: list[np.ndarray | None] = []
+        for part in extra:
+            mask = None
+            if part.live is not None:
+                mask = np.zeros(len(part.ids), dtype=bool)
+                mask[part.live] = True
+            self._extra_live.append(mask)
+
+    @property
+    def index(self) -> Any:
+        """The base's FAISS index (Index.close sets None to release it)."""
+        return self.base.index
+
+    @index.setter
+    def index(self, value: Any) -> None:
+        self.base.index = value
+
+    @property
+    def ntotal(self) -> int:
+        return len(self.store)
+
+    @property
+    def dimension(self) -> int:
+        return self.base.dimension
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Up to k (document number, cosine) pairs, best first; ``allowed`` restricts to those numbers."""
+        nums, scores = self.top(query, k, allowed)
+        return list(zip(nums.tolist(), scores.tolist(), strict=True))
+
+    def top(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``search`` as arrays: (int64 document numbers, float32 cosines), best first, ties to the smaller number."""
+        k = min(k, self.ntotal)
+        if k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        query = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
+        base_allowed = None
+        if allowed is not None:
+            allowed = np.asarray(allowed, dtype=np.int64)
+            base_allowed = allowed[~_in_sorted(allowed, self._not_base)]
+        found_nums, found_scores = [], []
+        if self.base.ntotal and (base_allowed is None or len(base_allowed)):
+            nums, scores = self.base.top(query, min(k, self.base.ntotal), base_allowed)
+            found_nums.append(nums)
+            found_scores.append(scores)
+        for part, row_index, live in zip(self.store.parts[1:], self._extra_rows, self._extra_live, strict=True):
+            picked = part.live
+            if allowed is not None:
+                picked = row_index.rows_of(allowed)
+                picked = np.unique(picked[picked >= 0])
+                if live is not None:
+                    picked = picked[live[picked]]
+            if picked is not None and not len(picked):
+                continue
+            if picked is None or 4 * len(picked) > len(part.ids):
+                # Most rows wanted: one product over the mapped segment beats gathering rows first.
+                scores = np.asarray(part.matrix @ query[0], dtype=np.float32)
+                nums = part.ids
+                if picked is not None:
+                    nums, scores = nums[picked], scores[picked]
+            else:
+                nums, scores = part.ids[picked], np.asarray(part.matrix[picked] @ query[0], dtype=np.float32)
+            nums, scores = best_scores(nums, scores, k)
+            found_nums.append(nums)
+            found_scores.append(scores)
+        if not found_nums:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        nums, scores = np.concatenate(found_nums), np.concatenate(found_scores).astype(np.float32, copy=False)
+        order = np.lexsort((nums, -scores))[:k]
+        return nums[order].astype(np.int64, copy=False), scores[order]
+
+
+def _in_sorted(values: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
+    """Boolean mask: True where a value is in the sorted array."""
+    if not len(sorted_values):
+        return np.zeros(len(values), dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_values, values), len(sorted_values) - 1)
+    return np.asarray(sorted_values[pos] == values)
+
+
+def best_scores(nums: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best (number, score) pairs, best first, ties to the smaller number (all ties at the k-th kept)."""
+    if len(nums) > k:
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        keep = scores >= kth
+        nums, scores = nums[keep], scores[keep]
+    order = np.lexsort((nums, -scores))[:k]
+    return nums[order], scores[order]
+
+
+Searcher = AnnSearcher | SegmentedSearcher
+
+
+def open_version_vectors(version: Path, manifest: Manifest) -> tuple[Searcher, VectorStore]:
+    """The ANN searcher and exact vectors of a version (format 1 versions hold one exact FAISS index).
+
+    A version with extra segments (segments.py) gets a ``SegmentedSearcher`` over its live vectors.
+    """
     dimension = manifest.model.dimension
     count = manifest.counts.vectors
+    searcher: Searcher
     if manifest.ann is None:
         index = read_faiss(version / VECTORS)
         store = VectorStore.from_flat_faiss(index)
@@ -523,8 +657,21 @@ def open_version_vectors(version: Path, manifest: Manifest) -> tuple[AnnSearcher
         raise IndexCorruptError(f"{version}: 'ann' is malformed in the manifest; rebuild with: semsearch index --full")
     else:
         spec = AnnSpec.from_dict(manifest.ann)
-        store = VectorStore.open(version, dimension=dimension, count=count)
-        searcher = AnnSearcher.open(version / VECTORS, spec, store)
+        segments = manifest.version_segments(version) if manifest.segments else []
+        if segments:
+            store = VectorStore.open_segments(segments, dimension=dimension, count=count)
+        else:
+            store = VectorStore.open(version, dimension=dimension, count=count)
+        if isinstance(store, SegmentedVectorStore):
+            base = AnnSearcher.open(version / VECTORS, spec, store, hidden=segments[0].hidden)
+            if base.index.ntotal != segments[0].rows:
+                raise IndexCorruptError(
+                    f"{version / VECTORS} holds {base.index.ntotal} vectors, the base segment {segments[0].rows}; "
+                    "rebuild with: semsearch index --full"
+                )
+            searcher = SegmentedSearcher(base, store)
+        else:
+            searcher = AnnSearcher.open(version / VECTORS, spec, store)
     if searcher.dimension != dimension:
         raise IndexCorruptError(
             f"{version / VECTORS} holds {searcher.dimension}-d vectors but the manifest says {dimension}; "
@@ -535,7 +682,9 @@ def open_version_vectors(version: Path, manifest: Manifest) -> tuple[AnnSearcher
 
 def previous_ann(version: Path, manifest: Manifest) -> PreviousAnn | None:
     """The live version's ANN index and exact vectors, when they can seed an incremental update."""
-    if not isinstance(manifest.ann, dict):
+    if not isinstance(manifest.ann, dict) or manifest.segments:
+        # A segmented version's FAISS index holds the base's rows only, hidden ones included: updating it
+        # for the whole corpus would be wrong, so the next full build trains afresh.
         return None
     try:
         spec = AnnSpec.from_dict(manifest.ann)

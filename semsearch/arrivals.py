@@ -123,13 +123,23 @@ def _near_match(store: Any, doc: Document, old_ids: Sequence[str], same: Any) ->
 
 def _nearest_previous(previous: Path, vectors: np.ndarray, rows: Sequence[int]) -> list[str | None]:
     """The id of each row's nearest vector in the previous version, when it is at least COPY_COSINE away."""
+    from .errors import SemsearchError
     from .layout import doc_id_from_num
-    from .vectors import IDS_FILE, VECTOR_FILE
+    from .manifest import read_manifest
+    from .vectors import IDS_FILE, VECTOR_FILE, VectorStore
 
     try:
-        old = np.load(previous / VECTOR_FILE, mmap_mode="r", allow_pickle=False)
-        ids = np.load(previous / IDS_FILE, allow_pickle=False)
-    except (OSError, ValueError):
+        manifest = read_manifest(previous)
+    except SemsearchError:
+        manifest = None  # only the segments are read from it; the vector files speak for themselves
+    try:
+        if manifest is not None and manifest.segments:  # live vectors in several segments, some rows hidden
+            store = VectorStore.open_version(previous, manifest)
+            old, ids = store.matrix, store.ids
+        else:
+            old = np.load(previous / VECTOR_FILE, mmap_mode="r", allow_pickle=False)
+            ids = np.load(previous / IDS_FILE, allow_pickle=False)
+    except (OSError, ValueError, SemsearchError):
         return [None] * len(rows)
     if old.ndim != 2 or old.shape[1] != vectors.shape[1] or not len(old):
         return [None] * len(rows)  # another model (--full switched): no comparison

@@ -21,3 +21,7 @@ class RowIndex:
             return np.full(nums.shape, -1, dtype=np.int64)
         pos = np.minimum(np.searchsorted(self._sorted, nums), len(self._sorted) - 1)
         return np.where(self._sorted[pos] == nums, self._order[pos], -1)
+
+    def unique(self) -> bool:
+        """Whether no number appears twice."""
+        return not (np.diff(self._sorted) == 0).any()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .ann import VECTORS, open_version_vectors
+from .ann import VECTORS, SegmentedSearcher, open_version_vectors
 from .errors import SemsearchError
 from .fileio import readonly_uri
 from .layout import DOCS, ENCODER_DIR, current_version
@@ -32,7 +32,10 @@ def verify_index(index_dir: str | Path) -> list[str]:
     if searcher.ntotal != expected:
         problems.append(f"{version / VECTORS}: {searcher.ntotal} vectors, manifest says {expected}")
     if hasattr(searcher.index, "id_map"):
-        differ = _faiss_ids(searcher.index) ^ {int(i) for i in exact.ids}
+        indexed = exact.ids
+        if isinstance(searcher, SegmentedSearcher):
+            indexed = searcher.store.parts[0].ids  # the base's FAISS index holds all its rows, hidden ones too
+        differ = _faiss_ids(searcher.index) ^ {int(i) for i in indexed}
         if differ:
             problems.append(f"{version / VECTORS}: {len(differ)} ids differ from {VECTOR_FILE}")
     problems += _check_store(version / DOCS, expected, {int(i) for i in exact.ids})
