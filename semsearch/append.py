@@ -45,7 +45,7 @@ from .freshness import absolute_source_args, file_changed
 from .ingest import expand_sources, read_sources
 from .layout import CACHE_DIR, doc_num
 from .manifest import Counts, Manifest
-from .records import Arrival, DedupResult, Document, IngestResult, Record, SourceFile
+from .records import Arrival, DedupResult, Document, IngestResult, Provenance, Record, SourceFile
 from .segment_writer import SegmentChange, fits, write_segment_version
 from .versions import PreviousVersion, VersionWriter, new_version, next_sequence
 
@@ -60,6 +60,7 @@ class _Arrived:
 
     sources: list[str]  # the source arguments (absolute), recorded for the next refresh
     files: list[SourceFile]  # every file of the new version, in read order
+    order: list[str]  # their paths in that order: a full build reads (and merges) records in this order
     ingested: IngestResult  # the new files' records
     gone: list[str]  # recorded files no longer among the sources
 
@@ -79,13 +80,11 @@ def _plan_files(sources: Sequence[str] | None, manifest: Manifest, opts: BuildOp
     gone = [p for p in recorded if p not in set(current)]
     if not new and not gone:
         return None
-    # A full build reads files in this order: arrivals must come after every kept file to merge as late copies.
-    if new and kept and current.index(new[0]) < current.index(kept[-1]):
-        return None
     if any(recorded[p].format == "zotero" or file_changed(Path(p), recorded[p]) for p in kept):
         return None
     ingested = read_sources(new, skip_bad=opts.skip_bad) if new else IngestResult([], [], [])
-    return _Arrived(args, [recorded[p] for p in kept] + ingested.files, ingested, gone)
+    read = {f.path: f for f in ingested.files} | {p: recorded[p] for p in kept}
+    return _Arrived(args, [read[p] for p in current if p in read], current, ingested, gone)
 
 
 def _eligible(manifest: Manifest, opts: BuildOptions, embedder: Embedder | None) -> bool:
@@ -183,15 +182,31 @@ def _change(arrived: _Arrived, previous: PreviousVersion, store: DocumentStore, 
     late: dict[str, Document] = {d.id: d for d in live.values()}
     new: list[Document] = []
     clashes = previous.ids | set(_aliases(store))
+    rank = _Ranks(arrived.order)
     for doc in dedup.documents:
         target = by_doc.get(doc.id)
         if target is None:
             if doc.id in clashes:
                 return None
             new.append(doc)
-        else:
-            _join(late[target], doc, records)
+        elif not _join(late[target], doc, records, rank):
+            return None
     return _Change(new, list(late.values()), dropped, dedup, joined_groups)
+
+
+class _Ranks:
+    """Where a source position comes in a full build's reading order: (file's place, record number)."""
+
+    def __init__(self, order: Sequence[str]) -> None:
+        self._order = list(order)
+        self._known: dict[str, int] = {}
+
+    def __call__(self, p: Provenance) -> tuple[int, int]:
+        place = self._known.get(p.file)
+        if place is None:
+            place = next((i for i, path in enumerate(self._order) if _names_file(path, p.file)), -1)
+            self._known[p.file] = place
+        return place, p.number
 
 
 def _json(values: Sequence[str]) -> str:
@@ -278,14 +293,25 @@ def _names_file(absolute: str, name: str) -> bool:
     return absolute == name or absolute.endswith(os.sep + name.lstrip("./"))
 
 
-def _join(live: Document, arrived: Document, records: Sequence[Record]) -> None:
-    """Merge an arrived document's records into the live one they copy, as a full build would merge them."""
-    members = [r for r in records if r.provenance in set(arrived.sources)]
+def _join(live: Document, arrived: Document, records: Sequence[Record], rank: _Ranks) -> bool:
+    """Merge an arrived document's records into the live one they copy, as a full build would merge them.
+
+    The live document's text stays its representative, whose title and metadata come first whatever the order;
+    the order of sources and ids follows the full build's reading order. False when that order cannot be
+    rebuilt: arrivals read before some of several live members, whose own ids are not stored one by one.
+    """
+    wanted = set(arrived.sources)
+    members = [r for r in records if r.provenance in wanted]
+    first_new = min(rank(r.provenance) for r in members)
+    if len(live.sources) > 1 and first_new < max(rank(p) for p in live.sources):
+        return False
+    # The live members' ids (in their order) sit where its first member is read.
+    held = [(min(rank(p) for p in live.sources), live.external_ids)]
+    arriving = [(rank(r.provenance), [r.external_id]) for r in members if r.external_id is not None]
+    ordered = sorted([*held, *arriving], key=lambda item: item[0])
+    live.external_ids = list(dict.fromkeys(i for _, ids in ordered for i in ids))
+    live.sources = sorted(dict.fromkeys([*live.sources, *(r.provenance for r in members)]), key=rank)
     for record in members:
-        if record.provenance not in live.sources:
-            live.sources.append(record.provenance)
-        if record.external_id is not None and record.external_id not in live.external_ids:
-            live.external_ids.append(record.external_id)
         if live.title is None and record.title is not None:
             live.title = record.title
     had_collection = "collection" in live.metadata
@@ -297,6 +323,7 @@ def _join(live: Document, arrived: Document, records: Sequence[Record]) -> None:
         if collection is not None:
             live.metadata["collection"] = collection
     live.texts = sorted(set(live.texts) | {arrived.text_hash, *arrived.texts} - {live.text_hash})
+    return True
 
 
 def _write(
