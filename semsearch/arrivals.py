@@ -59,8 +59,7 @@ def stamp_arrivals(
 ) -> int:
     """Set ``added`` on every document (carried from ``previous`` where it was known); returns how many are new."""
     from .dedup import is_near_duplicate
-    from .documents import DocumentStore
-    from .layout import DOCS
+    from .documents import open_documents
     from .manifest import read_manifest
     from .versions import sequence_of
 
@@ -69,7 +68,7 @@ def stamp_arrivals(
         for doc in documents:
             doc.added = fresh
         return len(documents)
-    store = DocumentStore(previous / DOCS)
+    store = open_documents(previous, read_manifest(previous))
     try:
         if store.has_arrivals:
             known = store.arrivals()

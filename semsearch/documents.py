@@ -1,4 +1,9 @@
-"""The document store of a version (``docs.sqlite``): documents, where each came from, and their external ids."""
+"""The document store of a version (``docs.sqlite``): documents, where each came from, and their external ids.
+
+A version with extra segments (segments.py) has one ``docs.sqlite`` per segment. ``open_documents`` opens the
+base one and attaches the others, and TEMP views named as the tables (temp objects shadow main's for an
+unqualified name) show the live rows of every segment, so each query below reads them as one store.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,20 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from .errors import IndexCorruptError
 from .fileio import readonly_uri
 from .filter_columns import TABLES as FILTER_TABLES
-from .filter_columns import write_filter_columns
-from .layout import doc_num
+from .filter_columns import SegmentTables, write_filter_columns
+from .layout import DOCS, doc_num
 from .records import Arrival, Document, Provenance
+
+if TYPE_CHECKING:
+    from .manifest import Manifest
+    from .segments import Segment
 
 _SCHEMA = """
 CREATE TABLE documents (
@@ -60,31 +71,125 @@ CREATE TABLE title_only (         -- documents read without an abstract: their t
 """
 # Tables older versions lack; readers treat a missing one as empty.
 _OPTIONAL_TABLES = ("document_texts", "aliases", "title_only", "arrivals")
+# The columns each segment view shows. A document's rows all lie in one segment, so a view's rowid (the
+# segment's own) still orders the rows of one document as they were written.
+_VIEW_COLUMNS = {
+    "documents": "num, id, text_hash, title, text, metadata, external_ids",
+    "provenance": "rowid AS rowid, num, file, kind, number",
+    "external_ids": "external_id, num",
+    "document_texts": "rowid AS rowid, text_hash, num",
+    "aliases": "alias, num",
+    "arrivals": "num, version, added_at",
+    "title_only": "num",
+}
+_REQUIRED_TABLES = ("documents", "provenance", "external_ids")
+
+
+def open_documents(version: Path, manifest: Manifest) -> DocumentStore:
+    """The document store of a version: its live documents over all its segments."""
+    return DocumentStore.open_version(version, manifest.version_segments(version))
 
 
 class DocumentStore:
     """Read access to a version's documents (SQLite, opened read-only)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, segments: Sequence[Segment] = ()) -> None:
+        """Open ``path``; with ``segments`` (base first, path being the base's), their live rows as one store."""
         self.path = path
         # One connection may serve several threads (semsearch serve): sqlite3 connections are not safe for
         # concurrent use, so queries take turns.
         self._lock = threading.Lock()
+        self._segments: SegmentTables = []
+        self._count: int | None = None
         try:
             self.conn = sqlite3.connect(readonly_uri(path), uri=True, check_same_thread=False)
-            self.conn.execute("SELECT count(*) FROM documents").fetchone()
-            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            self._tables = tables.intersection(_OPTIONAL_TABLES)
-            self._filter_columns = tables.issuperset(FILTER_TABLES)
+            if segments:
+                tables = self._attach(segments)
+            else:
+                self.conn.execute("SELECT count(*) FROM documents").fetchone()
+                tables = [{r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}]
+        except IndexCorruptError:  # an extra segment's file, named
+            self._close_quietly()
+            raise
         except sqlite3.Error as exc:
+            self._close_quietly()
             raise IndexCorruptError(
                 f"{path} is not a readable document store ({exc}); rebuild with: semsearch index --full"
             ) from exc
+        # A table some segment lacks (a base older than the table) holds nothing there.
+        self._tables = set().union(*tables).intersection(_OPTIONAL_TABLES)
+        self._filter_columns = all(t.issuperset(FILTER_TABLES) for t in tables)
+
+    @classmethod
+    def open_version(cls, version: Path, segments: Sequence[Segment]) -> DocumentStore:
+        """A version's store over its segments (base first); a lone base with nothing hidden opens as it is."""
+        if len(segments) <= 1 and not any(len(s.hidden) for s in segments):
+            return cls(version / DOCS)
+        return cls(version / DOCS, segments=segments)
+
+    def _attach(self, segments: Sequence[Segment]) -> list[set[str]]:
+        """Attach the extra segments and create the views of their live rows; returns each one's tables."""
+        conn = self.conn
+        conn.execute("PRAGMA temp_store = MEMORY")
+        tables: list[set[str]] = []
+        counts = 0
+        for i, segment in enumerate(segments):
+            schema = "main" if i == 0 else f"seg{i}"
+            path = self.path if i == 0 else segment.folder / DOCS
+            try:
+                if i:
+                    conn.execute(f"ATTACH DATABASE ? AS {schema}", (readonly_uri(path),))
+                found = {r[0] for r in conn.execute(f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table'")}
+                missing = [t for t in _REQUIRED_TABLES if t not in found]
+                if missing:
+                    raise sqlite3.DatabaseError(f"no table {missing[0]}")
+                counts += int(conn.execute(f"SELECT count(*) FROM {schema}.documents").fetchone()[0])
+                hidden = np.asarray(segment.hidden, dtype=np.int64)
+                if len(hidden):
+                    conn.execute(f"CREATE TEMP TABLE hidden{i} (num INTEGER PRIMARY KEY)")
+                    conn.executemany(f"INSERT INTO temp.hidden{i} VALUES (?)", ((int(n),) for n in hidden))
+                    sql = f"SELECT count(*) FROM {schema}.documents WHERE num IN (SELECT num FROM temp.hidden{i})"
+                    counts -= int(conn.execute(sql).fetchone()[0])
+            except sqlite3.Error as exc:
+                if not i:
+                    raise
+                raise IndexCorruptError(
+                    f"{path} is not a readable document store ({exc}); rebuild with: semsearch index --full"
+                ) from exc
+            tables.append(found)
+            self._segments.append((schema, hidden))
+        for table, columns in _VIEW_COLUMNS.items():
+            parts = []
+            for i, ((schema, hidden), found) in enumerate(zip(self._segments, tables, strict=True)):
+                if table not in found:
+                    continue
+                live = f" WHERE num NOT IN (SELECT num FROM temp.hidden{i})" if len(hidden) else ""
+                parts.append(f"SELECT {columns} FROM {schema}.{table}{live}")
+            if parts:
+                conn.execute(f"CREATE TEMP VIEW {table} AS " + " UNION ALL ".join(parts))
+        self._count = counts
+        return tables
+
+    def _close_quietly(self) -> None:
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            conn.close()
 
     def close(self) -> None:
         self.conn.close()
 
+    def has_table(self, name: str) -> bool:
+        """Whether the store has a table that older versions lack (``document_texts``, ``aliases``, ...)."""
+        return name in self._tables
+
+    @property
+    def segment_tables(self) -> SegmentTables | None:
+        """(schema, hidden numbers) of each segment, base first; None for a store of one file."""
+        return list(self._segments) if self._segments else None
+
     def count(self) -> int:
+        if self._count is not None:  # over segments: counted at open (a view would read every row)
+            return self._count
         return int(self._query("SELECT count(*) FROM documents")[0][0])
 
     def ids(self) -> set[str]:

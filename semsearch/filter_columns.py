@@ -13,7 +13,7 @@ import gc
 import json
 import math
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from .filters import (
     number,
 )
 from .layout import doc_num
-from .records import Document
+from .records import Arrival, Document
 
 SCHEMA = """
 CREATE TABLE filter_values (       -- each distinct value of each field, as a filter compares it
@@ -61,6 +61,8 @@ _IN_CHUNK = 400  # paths per IN (...): well under SQLite's limit on bound parame
 _NUMS = np.dtype("<i8")
 
 Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+SegmentTables = list[tuple[str, np.ndarray]]  # each segment's schema (as attached) and its hidden numbers
+_NONE = np.zeros(0, dtype=np.int64)
 _UNSET = object()
 
 
@@ -222,23 +224,34 @@ class ColumnResult:
 
 
 class FilterColumns:
-    """Evaluate parsed clauses against a document store's filter tables (``rows`` runs one SELECT)."""
+    """Evaluate parsed clauses against a document store's filter tables (``rows`` runs one SELECT).
 
-    def __init__(self, rows: Rows, source: str | Path) -> None:
+    Over a version with extra segments (``segments``: each one's schema and hidden numbers, base first), a
+    value's documents are the union over the segments of its documents there, less that segment's hidden ones.
+    """
+
+    def __init__(self, rows: Rows, source: str | Path, segments: SegmentTables | None = None) -> None:
         self._rows = rows
         self._source = source
-        found = rows("SELECT count, nums FROM filter_documents", ())
-        if len(found) != 1 or not isinstance(found[0][1], bytes) or len(found[0][1]) != 8 * found[0][0]:
-            raise self._corrupt("filter_documents does not list the documents")
-        self.count = int(found[0][0])
-        self.all = np.frombuffer(found[0][1], dtype=_NUMS).astype(np.int64)
+        # Each segment's schema prefix for a table name ("" for a store of one file) and its hidden numbers.
+        self._parts = [(f"{schema}.", hidden) for schema, hidden in segments] if segments else [("", _NONE)]
+        every = []
+        for db, hidden in self._parts:
+            found = rows(f"SELECT count, nums FROM {db}filter_documents", ())
+            if len(found) != 1 or not isinstance(found[0][1], bytes) or len(found[0][1]) != 8 * found[0][0]:
+                raise self._corrupt("filter_documents does not list the documents")
+            nums = np.frombuffer(found[0][1], dtype=_NUMS).astype(np.int64)
+            every.append(_minus(nums, hidden) if len(hidden) else nums)
+        self.all = _merge(every)
+        self.count = len(self.all)
+        self._hidden: Survey | None = None  # what the survey counted of the hidden rows, read when first needed
 
     def _corrupt(self, problem: str) -> IndexCorruptError:
         return IndexCorruptError(f"{self._source}: {problem}; rebuild with: semsearch index --full")
 
     def evaluate(self, clauses: Sequence[Clause]) -> ColumnResult:
         """What ``filters.evaluate`` answers over the store's documents, read from the columns."""
-        survey = self._survey({c.field for c in clauses})
+        survey = self._survey(clauses)
         check_types(clauses, survey)  # before any work: the scan raises this after its pass, with nothing else
         matched = [self._clause(c) for c in clauses]
         nums = matched[0]
@@ -247,24 +260,62 @@ class FilterColumns:
         if nums.size or not self.count:
             return ColumnResult(nums, [])
         alone = [len(m) for m in matched] if len(clauses) > 1 else [0]
-        sql = "SELECT field, documents FROM filter_fields WHERE documents > 0"
-        survey.fields = {str(f): int(n) for f, n in self._rows(sql, ())}
+        survey.fields = {}
+        for db, _ in self._parts:
+            for name, count in self._rows(f"SELECT field, documents FROM {db}filter_fields WHERE documents > 0", ()):
+                survey.fields[str(name)] = survey.fields.get(str(name), 0) + int(count)
+        _less(survey.fields, self._hidden_survey().fields)
         return ColumnResult(nums, nothing_matched(clauses, alone, survey))
 
-    def _survey(self, named: Iterable[str]) -> Survey:
-        names = sorted(named)
+    def _survey(self, clauses: Sequence[Clause]) -> Survey:
+        names = sorted({c.field for c in clauses})
         marks = ",".join("?" * len(names))
         survey = Survey(documents=self.count)
-        sql = f"SELECT field, documents, numbers, texts, example FROM filter_fields WHERE field IN ({marks})"
-        for name, documents, numbers, texts, example in self._rows(sql, names):
-            if documents:
-                survey.fields[name] = int(documents)
-            if numbers:
-                survey.numbers[name] = int(numbers)
-            if texts:
-                survey.texts[name] = int(texts)
-            if example is not None:
-                survey.example[name] = json.loads(example)
+        for db, _ in self._parts:
+            sql = f"SELECT field, documents, numbers, texts, example FROM {db}filter_fields WHERE field IN ({marks})"
+            for name, documents, numbers, texts, example in self._rows(sql, names):
+                for counts, found in ((survey.fields, documents), (survey.numbers, numbers), (survey.texts, texts)):
+                    if found:
+                        counts[name] = counts.get(name, 0) + int(found)
+                # Over segments, the first segment's example stands for the field, though the scan's is the
+                # value of the lowest-numbered live document: it only shows in the message of a type mistake.
+                if example is not None and name not in survey.example:
+                    survey.example[name] = json.loads(example)
+        if not any(len(hidden) for _, hidden in self._parts) or not _typed(clauses, survey):
+            return survey  # the hidden rows' share of the counts could change nothing check_types says
+        hidden = self._hidden_survey()
+        _less(survey.fields, hidden.fields)
+        _less(survey.numbers, hidden.numbers)
+        _less(survey.texts, hidden.texts)
+        return survey
+
+    def _hidden_survey(self) -> Survey:
+        """The survey of the hidden rows (what the segments' filter_fields counted for them), read once."""
+        if self._hidden is not None:
+            return self._hidden
+        survey = Survey()
+        for db, hidden in self._parts:
+            if not len(hidden):
+                continue
+            dated = self._rows(f"SELECT count(*) FROM {db}sqlite_master WHERE name = 'arrivals'", ())[0][0]
+            sql = f"SELECT d.id, d.title, d.metadata, {'a.version, a.added_at' if dated else 'NULL, NULL'} "
+            sql += f"FROM {db}documents d "
+            sql += f"LEFT JOIN {db}arrivals a ON a.num = d.num " if dated else ""
+            for start in range(0, len(hidden), _IN_CHUNK):
+                chunk = [int(n) for n in hidden[start : start + _IN_CHUNK]]
+                where = f"WHERE d.num IN ({','.join('?' * len(chunk))})"
+                for doc_id, title, metadata, seq, at in self._rows(sql + where, chunk):
+                    stored = json.loads(metadata)
+                    added = None if seq is None else Arrival(int(seq), str(at))
+                    doc = Document(str(doc_id), "", title, [], metadata=stored, added=added)
+                    survey.observe_fields(stored, title)
+                    for name, value in _fields(doc, stored):  # counted as _rows counts them when written
+                        if name in FILE_FIELDS or name == "id":
+                            continue
+                        for item in value if type(value) is list else (value,):
+                            if type(item) in _PLAIN:
+                                survey.count(name, item, number(item))
+        self._hidden = survey
         return survey
 
     def _clause(self, clause: Clause) -> np.ndarray:
@@ -273,7 +324,7 @@ class FilterColumns:
             return self._files(clause)
         op = "=" if clause.op == "!=" else clause.op
         lower, wanted_number = clause.value.lower(), number(clause.value)
-        base = "SELECT v.nums FROM filter_values v WHERE v.field = ?"
+        base = "SELECT v.nums FROM {db}filter_values v WHERE v.field = ?"
         field = clause.field
         if op == "~":
             found = self._nums(base + " AND instr(v.text, ?) > 0", (field, lower))
@@ -290,7 +341,12 @@ class FilterColumns:
         """A file clause, judged in Python on each distinct path (``=`` is a shell pattern, as in ``matcher``)."""
         op, wanted = clause.op, clause.value
         chosen = []
-        for path, numeric in self._rows("SELECT text, numeric FROM filter_values WHERE field = 'file'", ()):
+        paths: dict[tuple[str, int], None] = {}
+        for db, _ in self._parts:
+            paths.update(
+                dict.fromkeys(self._rows(f"SELECT text, numeric FROM {db}filter_values WHERE field = 'file'", ()))
+            )
+        for path, numeric in paths:
             if op == "=":
                 holds = fnmatch.fnmatch(path, wanted) or path == wanted
             elif op == "!=":
@@ -302,18 +358,45 @@ class FilterColumns:
         found = np.zeros(0, dtype=np.int64)
         for start in range(0, len(chosen), _IN_CHUNK):
             part = chosen[start : start + _IN_CHUNK]
-            sql = "SELECT nums FROM filter_values WHERE field = 'file' AND (text, numeric) IN (VALUES "
+            sql = "SELECT nums FROM {db}filter_values WHERE field = 'file' AND (text, numeric) IN (VALUES "
             sql += ",".join(["(?, ?)"] * len(part)) + ")"
             found = _union(found, self._nums(sql, [x for pair in part for x in pair]))
         return _minus(self.all, found) if op == "!=" else found
 
     def _nums(self, sql: str, params: Sequence[Any]) -> np.ndarray:
-        """The union of the document lists the query's rows hold (each sorted and distinct)."""
-        blobs = [b for (b,) in self._rows(sql, params)]
-        if not all(isinstance(b, bytes) and b and len(b) % 8 == 0 for b in blobs):
-            raise self._corrupt("a filter_values row holds no list of documents")
-        nums = np.frombuffer(b"".join(blobs), dtype=_NUMS).astype(np.int64)
-        return nums if len(blobs) == 1 else _distinct(nums)
+        """The union of the live document lists the query's rows hold (``{db}``: each segment's schema)."""
+        found = []
+        for db, hidden in self._parts:
+            blobs = [b for (b,) in self._rows(sql.replace("{db}", db), params)]
+            if not all(isinstance(b, bytes) and b and len(b) % 8 == 0 for b in blobs):
+                raise self._corrupt("a filter_values row holds no list of documents")
+            nums = np.frombuffer(b"".join(blobs), dtype=_NUMS).astype(np.int64)
+            nums = nums if len(blobs) == 1 else _distinct(nums)
+            found.append(_minus(nums, hidden) if len(hidden) else nums)
+        return _merge(found)
+
+
+def _typed(clauses: Sequence[Clause], survey: Survey) -> bool:
+    """Whether check_types could object to a clause, given the counts (which hidden rows may only inflate)."""
+    return any(
+        c.op != "~"
+        and c.field not in FILE_FIELDS
+        and c.field != "id"
+        and number(c.value) is None
+        and survey.numbers.get(c.field, 0)
+        for c in clauses
+    )
+
+
+def _less(counts: dict[str, int], less: dict[str, int]) -> None:
+    """Take the hidden rows' counts out of a survey's (a count that reaches 0 goes, as the scan never made it)."""
+    for name, n in less.items():
+        if name in counts:
+            left = counts[name] - n
+            if left > 0:
+                counts[name] = left
+            else:
+                del counts[name]
 
 
 # Sets of document numbers are sorted int64 arrays without repeats. np.unique and the set routines built on
@@ -322,6 +405,14 @@ class FilterColumns:
 
 def _distinct(nums: np.ndarray) -> np.ndarray:
     nums = np.sort(nums)
+    return nums[np.concatenate(([True], nums[1:] != nums[:-1]))] if len(nums) else nums
+
+
+def _merge(sets: list[np.ndarray]) -> np.ndarray:
+    """The union of sorted sets (one per segment): a stable sort merges their runs in one pass."""
+    if len(sets) == 1:
+        return sets[0]
+    nums = np.sort(np.concatenate(sets), kind="stable")
     return nums[np.concatenate(([True], nums[1:] != nums[:-1]))] if len(nums) else nums
 
 
@@ -334,6 +425,9 @@ def _intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _minus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if len(b) < len(a):  # look the smaller set up in the larger: a segment's few hidden rows in all its rows
+        at = np.minimum(np.searchsorted(a, b), len(a) - 1)
+        return np.delete(a, at[a[at] == b])
     return a[~_contains(b, a)]
 
 

@@ -15,14 +15,14 @@ the edited text is a near-duplicate of the old one: the old id becomes an alias 
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import IndexCorruptError, IndexFormatError, IndexNotFoundError
-from .fileio import readonly_uri
+from .documents import DocumentStore, open_documents
+from .errors import IndexCorruptError, IndexFormatError, IndexNotFoundError, SemsearchError
 from .layout import DOCS, current_version
+from .manifest import read_manifest
 from .records import Document
 
 
@@ -47,16 +47,16 @@ class PreviousIdentity:
             return []
         texts: dict[str, str] = {}
         try:
-            conn = sqlite3.connect(readonly_uri(self.version / DOCS), uri=True)
+            store = _open(self.version)
             try:
                 for start in range(0, len(gone), 500):
                     chunk = gone[start : start + 500]
                     marks = ",".join("?" * len(chunk))
                     sql = f"SELECT id, text FROM documents WHERE id IN ({marks})"
-                    texts.update(conn.execute(sql, chunk).fetchall())
+                    texts.update(store.rows(sql, chunk))
             finally:
-                conn.close()
-        except sqlite3.Error:
+                store.close()
+        except SemsearchError:
             return []  # a damaged previous version only costs the in-place-edit matching
         return [(doc_id, texts[doc_id]) for doc_id in gone if doc_id in texts]
 
@@ -97,22 +97,26 @@ def read_identity(version: Path) -> PreviousIdentity | None:
     origins: set[str] = set()
     aliases: dict[str, list[str]] = {}
     try:
-        conn = sqlite3.connect(readonly_uri(path), uri=True)
+        store = _open(version)
         try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            for doc_id, text_hash in conn.execute("SELECT id, text_hash FROM documents"):
+            for doc_id, text_hash in store.rows("SELECT id, text_hash FROM documents"):
                 owner[text_hash] = doc_id
                 origins.add(text_hash)
-            if "document_texts" in tables:
-                rows = conn.execute("SELECT t.text_hash, d.id FROM document_texts t JOIN documents d ON d.num = t.num")
-                for text_hash, doc_id in rows:
+            if store.has_table("document_texts"):
+                sql = "SELECT t.text_hash, d.id FROM document_texts t JOIN documents d ON d.num = t.num"
+                for text_hash, doc_id in store.rows(sql):
                     owner.setdefault(text_hash, doc_id)
-            if "aliases" in tables:
-                rows = conn.execute("SELECT a.alias, d.id FROM aliases a JOIN documents d ON d.num = a.num")
-                for alias, doc_id in rows:
+            if store.has_table("aliases"):
+                sql = "SELECT a.alias, d.id FROM aliases a JOIN documents d ON d.num = a.num"
+                for alias, doc_id in store.rows(sql):
                     aliases.setdefault(doc_id, []).append(alias)
         finally:
-            conn.close()
-    except sqlite3.Error:
+            store.close()
+    except SemsearchError:
         return None
     return PreviousIdentity(version=version, owner=owner, origins=frozenset(origins), aliases=aliases)
+
+
+def _open(version: Path) -> DocumentStore:
+    """The store of a version's live documents, over its segments."""
+    return open_documents(version, read_manifest(version))

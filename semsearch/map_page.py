@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from .corpus_map import load_map
-from .documents import DocumentStore
+from .documents import open_documents
 from .errors import SemsearchError
-from .layout import DOCS, current_version
+from .layout import current_version
+from .manifest import read_manifest
 
 WEB_DIR = Path(__file__).parent / "web"
 PAGE_TEMPLATE = WEB_DIR / "map_page.html"
@@ -53,7 +54,7 @@ def write_map_html(index_dir: Path, out: Path, *, snippet_chars: int = 320) -> d
     # Short texts make the standalone page useful on a click; skipped on huge corpora to keep the file small.
     texts: dict[str, str] = {}
     if data["documents"] <= TEXTS_MAX_DOCS:
-        store = DocumentStore(version / DOCS)
+        store = open_documents(version, read_manifest(version))
         try:
             for doc in store.iter_documents():
                 text = " ".join(doc.text.split())

@@ -13,7 +13,7 @@ import numpy as np
 
 from .ann import open_version_vectors
 from .contents import write_contents
-from .documents import DocumentStore
+from .documents import DocumentStore, open_documents
 from .encoder_choice import copy_encoder
 from .errors import InputError, UnknownDocumentError
 from .fileio import utc_now
@@ -74,7 +74,7 @@ def remove_documents(
         previous = PreviousVersion.load(index_path)
         assert previous is not None  # current_version above found it, and only writers (locked out) remove it
         version, manifest = previous.path, previous.manifest
-        store = DocumentStore.open_version(version, manifest.version_segments(version))
+        store = open_documents(version, manifest)
         try:
             drop: set[str] = set()
             for key in ids:

@@ -14,7 +14,7 @@ import numpy as np
 from . import options
 from .ann import VECTORS, open_version_vectors
 from .dedup import same_paper, text_hash
-from .documents import DocumentStore
+from .documents import open_documents
 from .embedder import Embedder
 from .encoder_choice import check_requested_model, open_query_encoder
 from .errors import IndexCorruptError, QueryError, UnknownDocumentError
@@ -22,7 +22,7 @@ from .filter_columns import FilterColumns
 from .filters import evaluate, parse_where
 from .fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex_arrays, mmr
 from .highlight import best_sentences, matched_terms
-from .layout import DOCS, LEXICAL_DIR, current_version, doc_id_from_num, doc_num
+from .layout import LEXICAL_DIR, current_version, doc_id_from_num, doc_num
 from .lexical import Analyzer
 from .limits import check_k, check_text
 from .manifest import Manifest
@@ -132,7 +132,7 @@ class Index:
         self._recommend_features: dict[str, Any] = {}  # BM25 feature rows, built once (semsearch.recommend)
         manifest.check_file_sizes(version)
         self.ann, self.vectors = open_version_vectors(version, manifest)
-        self.store = DocumentStore(version / DOCS)
+        self.store = open_documents(version, manifest)
         expected = manifest.counts.vectors
         if self.ann.ntotal != expected or self.store.count() != expected:
             raise IndexCorruptError(
@@ -374,7 +374,7 @@ class Index:
         clauses = parse_where(where)
         if self.store.has_filter_columns:
             if self._columns is None:
-                self._columns = FilterColumns(self.store.rows, self.store.path)
+                self._columns = FilterColumns(self.store.rows, self.store.path, self.store.segment_tables)
             answer = self._columns.evaluate(clauses)
             return answer.nums, answer.warnings
         result = evaluate(self.store.iter_documents(), clauses)

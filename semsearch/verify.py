@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from .ann import VECTORS, SegmentedSearcher, open_version_vectors
+from .documents import DocumentStore
 from .errors import SemsearchError
 from .fileio import readonly_uri
 from .layout import DOCS, ENCODER_DIR, current_version
@@ -38,7 +39,7 @@ def verify_index(index_dir: str | Path) -> list[str]:
         differ = _faiss_ids(searcher.index) ^ {int(i) for i in indexed}
         if differ:
             problems.append(f"{version / VECTORS}: {len(differ)} ids differ from {VECTOR_FILE}")
-    problems += _check_store(version / DOCS, expected, {int(i) for i in exact.ids})
+    problems += _check_store(version, manifest, expected, {int(i) for i in exact.ids})
     if model.backend == "onnx":
         problems += _check_encoder(version / ENCODER_DIR, model.fingerprint)
     return problems
@@ -50,28 +51,43 @@ def _faiss_ids(vectors: object) -> set[int]:
     return {int(i) for i in faiss.vector_to_array(vectors.id_map)}  # type: ignore[attr-defined]
 
 
-def _check_store(path: Path, expected: int, faiss_ids: set[int]) -> list[str]:
+def _check_store(version: Path, manifest: Manifest, expected: int, faiss_ids: set[int]) -> list[str]:
+    """Each segment's docs.sqlite is sound, and their live documents are the vectors' (base alone: docs.sqlite)."""
     try:
-        conn = sqlite3.connect(readonly_uri(path), uri=True)
+        segments = manifest.version_segments(version)
+    except SemsearchError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    for segment in segments:
+        path = segment.folder / DOCS
         try:
-            integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
-            nums = {int(r[0]) for r in conn.execute("SELECT num FROM documents")}
-            orphans = conn.execute(
-                "SELECT count(*) FROM provenance WHERE num NOT IN (SELECT num FROM documents)"
-            ).fetchone()[0]
+            conn = sqlite3.connect(readonly_uri(path), uri=True)
+            try:
+                integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+                orphans = conn.execute(
+                    "SELECT count(*) FROM provenance WHERE num NOT IN (SELECT num FROM documents)"
+                ).fetchone()[0]
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            return [*problems, f"{path}: {exc}"]
+        if integrity != "ok":
+            problems.append(f"{path}: integrity check says {integrity}")
+        if orphans:
+            problems.append(f"{path}: {orphans} provenance rows point to no document")
+    path = version / DOCS
+    try:
+        store = DocumentStore.open_version(version, segments)
+        try:
+            nums = {int(r[0]) for r in store.rows("SELECT num FROM documents")}
         finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        return [f"{path}: {exc}"]
-    problems = []
-    if integrity != "ok":
-        problems.append(f"{path}: integrity check says {integrity}")
+            store.close()
+    except SemsearchError as exc:
+        return [str(exc)]
     if len(nums) != expected:
         problems.append(f"{path}: {len(nums)} documents, manifest says {expected}")
     if nums != faiss_ids:
         problems.append(f"{path}: {len(nums ^ faiss_ids)} document ids differ from the vector ids")
-    if orphans:
-        problems.append(f"{path}: {orphans} provenance rows point to no document")
     return problems
 
 

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .documents import DocumentStore
+from .documents import open_documents
 from .errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError, SemsearchError
 from .fileio import file_sha256, fsync_path, write_text_atomic
-from .layout import BUILD_PREFIX, CURRENT, DOCS, LOCK, MANIFEST, current_version, read_pointer
+from .layout import BUILD_PREFIX, CURRENT, LOCK, MANIFEST, current_version, read_pointer
 from .manifest import Manifest
 
 # Versions kept besides the live one, so a reader that resolved CURRENT just before a swap can finish.
@@ -47,7 +47,7 @@ class PreviousVersion:
         try:
             version = current_version(index_dir)
             manifest = Manifest.read(version)
-            store = DocumentStore(version / DOCS)
+            store = open_documents(version, manifest)
             try:
                 ids = store.ids()
             finally:

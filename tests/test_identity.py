@@ -203,13 +203,14 @@ def test_versions_written_before_aliases_existed_still_open_and_refresh(
     import sqlite3
 
     from semsearch.documents import DocumentStore
-    from semsearch.layout import DOCS
+    from semsearch.layout import DOCS, MANIFEST
 
     index = tmp_path / "idx"
     build_index([str(corpus)], index, BuildOptions(progress=False), embedder=fake)
     old = tmp_path / "old-version"
     old.mkdir()
     shutil.copy(current_version(index) / DOCS, old / DOCS)
+    shutil.copy(current_version(index) / MANIFEST, old / MANIFEST)  # read_identity asks it for the segments
     conn = sqlite3.connect(old / DOCS)
     conn.executescript("DROP TABLE document_texts; DROP TABLE aliases; DROP TABLE title_only;")
     conn.close()
