@@ -100,6 +100,7 @@ class DocumentStore:
         # concurrent use, so queries take turns.
         self._lock = threading.Lock()
         self._segments: SegmentTables = []
+        self._found: list[set[str]] = []  # each segment's tables
         self._count: int | None = None
         try:
             self.conn = sqlite3.connect(readonly_uri(path), uri=True, check_same_thread=False)
@@ -168,6 +169,7 @@ class DocumentStore:
             if parts:
                 conn.execute(f"CREATE TEMP VIEW {table} AS " + " UNION ALL ".join(parts))
         self._count = counts
+        self._found = tables
         return tables
 
     def _close_quietly(self) -> None:
@@ -204,6 +206,22 @@ class DocumentStore:
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run one read-only SELECT (what ``filter_columns`` asks of the store)."""
         return self._query(sql, params)
+
+    def joined(self, sql: str) -> list[tuple[Any, ...]]:
+        """Run a SELECT joining tables on ``d.num`` (each named ``{db}table``, ``d`` the documents) per segment.
+
+        A join of two segment views is planned as every pair of segments, scanning each table once per
+        segment; a document's rows all lie in its own segment, so joining within each one answers alike.
+        """
+        if not self._segments:
+            return self._query(sql.replace("{db}", "") + " WHERE 1")
+        parts = []
+        for i, (schema, hidden) in enumerate(self._segments):
+            if any(f"{{db}}{table}" in sql for table in _OPTIONAL_TABLES if table not in self._found[i]):
+                continue  # a segment older than a table holds none of its rows
+            live = f"d.num NOT IN (SELECT num FROM temp.hidden{i})" if len(hidden) else "1"
+            parts.append(sql.replace("{db}", f"{schema}.") + f" WHERE {live}")
+        return self._query(" UNION ALL ".join(parts)) if parts else []
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
@@ -270,8 +288,8 @@ class DocumentStore:
         """Document id -> when it first entered the index (empty for versions without the record)."""
         if not self.has_arrivals:
             return {}
-        sql = "SELECT d.id, a.version, a.added_at FROM documents d JOIN arrivals a ON a.num = d.num"
-        return {str(i): Arrival(int(v), str(t)) for i, v, t in self._query(sql)}
+        sql = "SELECT d.id, a.version, a.added_at FROM {db}documents d JOIN {db}arrivals a ON a.num = d.num"
+        return {str(i): Arrival(int(v), str(t)) for i, v, t in self.joined(sql)}
 
     def latest_arrival(self) -> int | None:
         """The sequence number of the latest version that added documents (None without the record)."""
@@ -282,8 +300,8 @@ class DocumentStore:
 
     def positions(self) -> dict[tuple[str, str, int], str]:
         """Every source position (file, kind, number) -> the id of the document read there."""
-        sql = "SELECT d.id, p.file, p.kind, p.number FROM provenance p JOIN documents d ON d.num = p.num"
-        return {(f, k, int(n)): str(i) for i, f, k, n in self._query(sql)}
+        sql = "SELECT d.id, p.file, p.kind, p.number FROM {db}provenance p JOIN {db}documents d ON d.num = p.num"
+        return {(f, k, int(n)): str(i) for i, f, k, n in self.joined(sql)}
 
     def alias_count(self) -> int:
         """How many former ids resolve to a document of this version."""

@@ -103,12 +103,12 @@ def read_identity(version: Path) -> PreviousIdentity | None:
                 owner[text_hash] = doc_id
                 origins.add(text_hash)
             if store.has_table("document_texts"):
-                sql = "SELECT t.text_hash, d.id FROM document_texts t JOIN documents d ON d.num = t.num"
-                for text_hash, doc_id in store.rows(sql):
+                sql = "SELECT t.text_hash, d.id FROM {db}document_texts t JOIN {db}documents d ON d.num = t.num"
+                for text_hash, doc_id in store.joined(sql):
                     owner.setdefault(text_hash, doc_id)
             if store.has_table("aliases"):
-                sql = "SELECT a.alias, d.id FROM aliases a JOIN documents d ON d.num = a.num"
-                for alias, doc_id in store.rows(sql):
+                sql = "SELECT a.alias, d.id FROM {db}aliases a JOIN {db}documents d ON d.num = a.num"
+                for alias, doc_id in store.joined(sql):
                     aliases.setdefault(doc_id, []).append(alias)
         finally:
             store.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -272,3 +273,26 @@ def test_the_readers_of_a_version_see_its_segments(tmp_path: Path, fake: FakeEmb
     assert read_identity(version) is None  # a refresh then only loses the in-place-edit matching
     [problem] = _check_store(version, manifest, len(expected), {doc_num(d.id) for d in expected})
     assert problem.startswith(str(version / "seg-000002" / DOCS))
+
+
+def test_a_base_older_than_some_tables_reads_them_as_empty_there(tmp_path: Path) -> None:
+    segments = write_segments(tmp_path / "v", PARTS[:2], [[3, 9], []])
+    conn = sqlite3.connect(tmp_path / "v" / DOCS)
+    conn.executescript("DROP TABLE aliases; DROP TABLE document_texts; DROP TABLE title_only;")
+    conn.close()
+    stripped = [
+        dataclasses.replace(d, aliases=[], texts=[], title_only=False)
+        for d in PARTS[0]
+        if d.id not in (doc(3).id, doc(9).id)
+    ]
+    write_documents(tmp_path / "one.sqlite", stripped + PARTS[1])
+    many, one = DocumentStore.open_version(tmp_path / "v", segments), DocumentStore(tmp_path / "one.sqlite")
+    try:
+        assert many.has_table("aliases") and many.alias_count() == one.alias_count() > 0
+        assert list(many.iter_documents()) == list(one.iter_documents())
+        sql = "SELECT a.alias, d.id FROM {db}aliases a JOIN {db}documents d ON d.num = a.num"
+        assert sorted(many.joined(sql)) == sorted(one.joined(sql))
+        assert many.positions() == one.positions() and many.arrivals() == one.arrivals()
+    finally:
+        many.close()
+        one.close()
