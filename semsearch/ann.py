@@ -657,7 +657,7 @@ def open_version_vectors(version: Path, manifest: Manifest) -> tuple[Searcher, V
         raise IndexCorruptError(f"{version}: 'ann' is malformed in the manifest; rebuild with: semsearch index --full")
     else:
         spec = AnnSpec.from_dict(manifest.ann)
-        segments = manifest.version_segments(version) if manifest.segments else []
+        segments = manifest.version_segments(version) if manifest.segmented else []
         if segments:
             store = VectorStore.open_segments(segments, dimension=dimension, count=count)
         else:
@@ -682,7 +682,7 @@ def open_version_vectors(version: Path, manifest: Manifest) -> tuple[Searcher, V
 
 def previous_ann(version: Path, manifest: Manifest) -> PreviousAnn | None:
     """The live version's ANN index and exact vectors, when they can seed an incremental update."""
-    if not isinstance(manifest.ann, dict) or manifest.segments:
+    if not isinstance(manifest.ann, dict) or manifest.segmented:
         # A segmented version's FAISS index holds the base's rows only, hidden ones included: updating it
         # for the whole corpus would be wrong, so the next full build trains afresh.
         return None

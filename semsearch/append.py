@@ -412,7 +412,7 @@ def _write(
 def _segmented_format(contents: dict[str, object]) -> int:
     from .manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION
 
-    return SEGMENTED_FORMAT_VERSION if contents.get("segments") else FORMAT_VERSION
+    return SEGMENTED_FORMAT_VERSION if contents.get("segments") or contents.get("hidden") else FORMAT_VERSION
 
 
 def _describe_ann(manifest: Manifest) -> str:

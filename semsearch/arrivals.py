@@ -132,7 +132,7 @@ def _nearest_previous(previous: Path, vectors: np.ndarray, rows: Sequence[int]) 
     except SemsearchError:
         manifest = None  # only the segments are read from it; the vector files speak for themselves
     try:
-        if manifest is not None and manifest.segments:  # live vectors in several segments, some rows hidden
+        if manifest is not None and manifest.segmented:  # live vectors in several segments, some rows hidden
             store = VectorStore.open_version(previous, manifest)
             old, ids = store.matrix, store.ids
         else:

@@ -100,6 +100,7 @@ class Manifest:
     dedup: dict[str, Any] = field(default_factory=dict)  # how duplicates were merged ({"near": true})
     removed_ids: bool = False  # `semsearch remove` dropped documents by id: the next refresh brings them back
     segments: list[dict[str, Any]] = field(default_factory=list)  # extra segments, oldest first (segments.py)
+    hidden: int = 0  # rows of its segments the version no longer holds (segments.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,6 +125,8 @@ class Manifest:
             out["removed_ids"] = True
         if self.segments:
             out["segments"] = self.segments
+        if self.hidden:
+            out["hidden"] = self.hidden
         out.update(
             source_args=self.source_args,
             excluded_sources=self.excluded_sources,
@@ -196,6 +199,7 @@ class Manifest:
                 dedup=dict(data.get("dedup") or {}),
                 removed_ids=bool(data.get("removed_ids", False)),
                 segments=list(data.get("segments") or []),
+                hidden=_int(data.get("hidden", 0)),
                 extra={k: v for k, v in data.items() if k not in known},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -212,6 +216,11 @@ class Manifest:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise IndexCorruptError(f"{path} is unreadable ({exc}); {REBUILD}") from exc
         return cls.from_dict(data, str(path))
+
+    @property
+    def segmented(self) -> bool:
+        """Whether the version is more than one plain base: extra segments, or rows of its base hidden."""
+        return bool(self.segments) or self.hidden > 0
 
     def version_segments(self, version: Path) -> list[Segment]:
         """The version's segments, base first, with the rows each no longer holds (see segments.py)."""

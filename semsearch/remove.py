@@ -201,7 +201,7 @@ def _append(
     final = writer.publish(
         replace(
             manifest,
-            format_version=SEGMENTED_FORMAT_VERSION if contents["segments"] else FORMAT_VERSION,
+            format_version=SEGMENTED_FORMAT_VERSION if contents["segments"] or contents["hidden"] else FORMAT_VERSION,
             built_at=utc_now(),
             counts=counts,
             sources=[s for s in manifest.sources if s.path not in gone_paths],

@@ -115,10 +115,11 @@ def write_segment_version(
         write_documents(seg / DOCS, docs)
         write_lexical(seg / LEXICAL_DIR, added_nums[order], docs)
         entries.append({"name": name, "rows": len(docs)})
-    write_hidden(folder, hidden)
+    hidden_rows = write_hidden(folder, hidden)
     dropped_ids = {doc_id_from_num(n) for n in change.dropped}
     return {
         "segments": entries,
+        "hidden": hidden_rows,
         "lexical": {**manifest.lexical, "analysed": len(change.added)},
         "map": append_map(folder, previous.path, dropped_ids, change.added, vectors_of),
     }

@@ -77,7 +77,7 @@ def segment_entries(manifest_segments: Any, where: Path) -> list[dict[str, Any]]
 def version_segments(version: Path, base_rows: int, extra: Sequence[Mapping[str, Any]]) -> list[Segment]:
     """The segments of a version, base first; ``extra`` is the manifest's ``segments`` list."""
     entries = segment_entries(list(extra), version)
-    hidden = read_hidden(version, len(entries) + 1) if entries else {}
+    hidden = read_hidden(version, len(entries) + 1)
     segments = [Segment(version, "", base_rows, hidden.get(0, _EMPTY))]
     for i, entry in enumerate(entries, start=1):
         segments.append(Segment(version / entry["name"], entry["name"], entry["rows"], hidden.get(i, _EMPTY)))

@@ -59,7 +59,7 @@ class VectorStore:
     def open_version(cls, version: Path, manifest: Manifest) -> VectorStore:
         """The live vectors of a format-2+ version, whether or not it has extra segments."""
         dimension, count = manifest.model.dimension, manifest.counts.vectors
-        if not manifest.segments:
+        if not manifest.segmented:
             return cls.open(version, dimension=dimension, count=count)
         return cls.open_segments(manifest.version_segments(version), dimension=dimension, count=count)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -49,8 +51,11 @@ def assert_same_answers(a: Path, b: Path, fake: FakeEmbedder) -> None:
         for where in ((), ("year>=2022",)):
             left, right = top(a, fake, mode, where), top(b, fake, mode, where)
             for x, y in zip(left, right, strict=True):
-                assert [i for i, _ in x] == [i for i, _ in y], (mode, where)
                 np.testing.assert_allclose([s for _, s in x], [s for _, s in y], atol=1e-6)
+                # The fake encoder's hashed words tie exactly; which of a tie at the 10th place comes back is
+                # up to FAISS, so ids are compared above the last score.
+                last = x[-1][1] if x else 0.0
+                assert [i for i, s in x if s > last + 1e-6] == [i for i, s in y if s > last + 1e-6], (mode, where)
 
 
 def documents_of(index_dir: Path) -> dict[str, dict]:
@@ -80,9 +85,12 @@ def test_new_file_appends_a_segment_with_the_answers_of_a_full_build(
     a, b, c = files
     idx, one_go = tmp_path / "idx", tmp_path / "one"
     build_index([str(a), str(b)], idx, OPTS, embedder=fake)
+    # The full build to compare with refreshes the same live version: a late copy keeps the id and text of the
+    # document it copies (identity.py), where a build from nothing may elect the copy's text.
+    shutil.copytree(idx, one_go)
     before = current_version(idx)
     grown = build_index([str(a), str(b), str(c)], idx, OPTS, embedder=fake)
-    full = build_index([str(a), str(b), str(c)], one_go, OPTS, embedder=FakeEmbedder())
+    full = build_index([str(a), str(b), str(c)], one_go, replace(OPTS, rewrite=True), embedder=FakeEmbedder())
     assert grown.segments == 1 and full.segments == 0
     assert grown.encoded == 28  # the two copies joined documents already indexed
     version = current_version(idx)
@@ -107,10 +115,11 @@ def test_removing_a_file_hides_its_documents(
 ) -> None:
     a, b, c = files
     idx, one_go = tmp_path / "idx", tmp_path / "one"
-    build_index([str(a), str(b), str(c)], idx, OPTS, embedder=fake)
+    extra = write(a.parent / "d.jsonl", abstracts(40, 20))
+    build_index([str(a), str(b), str(extra)], idx, OPTS, embedder=fake)
     shrunk = build_index([str(a), str(b)], idx, OPTS, embedder=fake)
     build_index([str(a), str(b)], one_go, OPTS, embedder=FakeEmbedder())
-    assert shrunk.removed == 28 and shrunk.segments == 0  # nothing added: no new segment, rows hidden
+    assert shrunk.removed == 20 and shrunk.segments == 0  # nothing added: no new segment, rows hidden
     assert Manifest.read(current_version(idx)).counts == Manifest.read(current_version(one_go)).counts
     assert documents_of(idx) == documents_of(one_go)
     assert_same_answers(idx, one_go, fake)
@@ -146,10 +155,10 @@ def test_arrivals_in_steps_equal_one_build(tmp_path: Path, files: tuple[Path, Pa
     idx, one_go = tmp_path / "idx", tmp_path / "one"
     build_index([str(a)], idx, OPTS, embedder=fake)
     sources = [str(a)]
-    for f in [b, c, *extra]:
+    for f in [b, *extra]:  # no late copies: a build from nothing elects the same texts
         sources.append(str(f))
         build_index(sources, idx, OPTS, embedder=fake)
-    assert len(Manifest.read(current_version(idx)).segments) == 5
+    assert len(Manifest.read(current_version(idx)).segments) == 4
     build_index(sources, one_go, OPTS, embedder=FakeEmbedder())
     assert documents_of(idx) == documents_of(one_go)
     assert_same_answers(idx, one_go, fake)
@@ -163,6 +172,7 @@ def test_changes_a_segment_cannot_hold_take_the_full_build(
     idx, one_go = tmp_path / "idx", tmp_path / "one"
     sources = [str(b), str(c)]
     build_index(sources, idx, OPTS, embedder=fake)
+    shutil.copytree(idx, one_go)
     opts = OPTS
     if case == "before":
         sources = [str(a), str(b), str(c)]  # a new file read before the indexed ones
@@ -175,7 +185,7 @@ def test_changes_a_segment_cannot_hold_take_the_full_build(
         sources = [str(b), str(c), str(a)]
         opts = BuildOptions(progress=False)  # a.jsonl is more than a tenth of the corpus
     summary = build_index(sources, idx, opts, embedder=fake)
-    build_index(sources, one_go, opts, embedder=FakeEmbedder())
+    build_index(sources, one_go, replace(opts, rewrite=True), embedder=FakeEmbedder())
     assert summary.segments == 0 and not Manifest.read(current_version(idx)).segments
     assert documents_of(idx) == documents_of(one_go)
 

@@ -118,7 +118,7 @@ def test_current_never_points_outside_the_index(tmp_path: Path) -> None:
 def test_manifest_round_trips_and_keeps_keys_it_does_not_know(tmp_path: Path) -> None:
     manifest = _manifest()
     data = manifest.to_dict()
-    data["segments"] = {"files": ["s-1"]}  # written by a newer release
+    data["shards"] = {"files": ["s-1"]}  # written by a newer release
     back = Manifest.from_dict(data)
     assert back.model == manifest.model and back.counts == manifest.counts and back.sources == manifest.sources
     assert back.to_dict() == data
