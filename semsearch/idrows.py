@@ -21,3 +21,8 @@ class RowIndex:
             return np.full(nums.shape, -1, dtype=np.int64)
         pos = np.minimum(np.searchsorted(self._sorted, nums), len(self._sorted) - 1)
         return np.where(self._sorted[pos] == nums, self._order[pos], -1)
+
+    def repeated(self) -> np.ndarray:
+        """The numbers that appear more than once in the ids, sorted."""
+        same = self._sorted[1:] == self._sorted[:-1]
+        return np.unique(self._sorted[1:][same])
