@@ -144,7 +144,7 @@ def load_index(path: Path) -> tuple[np.ndarray, list[list[str]], Any, list[str],
         titles = [docs[int(n)].title or "" for n in nums]
         texts = [docs[int(n)].embedding_text() for n in nums]
         lex = idx.lexical
-        feats = bm25_features(lex.data, lex.indices, lex.indptr, len(lex))[lex.rows_of(nums)]
+        feats = bm25_features(*lex.csc(), len(lex))[lex.rows_of(nums)]
     return X, authors, feats, titles, texts
 
 

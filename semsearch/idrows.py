@@ -25,3 +25,8 @@ class RowIndex:
     def unique(self) -> bool:
         """Whether no number appears twice."""
         return not (np.diff(self._sorted) == 0).any()
+
+    def repeated(self) -> np.ndarray:
+        """The numbers that appear more than once in the ids, sorted."""
+        same = self._sorted[1:] == self._sorted[:-1]
+        return np.unique(self._sorted[1:][same])

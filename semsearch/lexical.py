@@ -16,6 +16,7 @@ terms, which needs numpy alone, so searching never imports bm25s. Nothing is pic
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,10 @@ FORMAT_VERSION = 1
 PARAMS_FILE = "params.json"
 VOCAB_FILE = "vocab.json"
 ARRAY_FILES = ("ids.npy", "data.npy", "indices.npy", "indptr.npy")
+# Written beside the weights by the Lucene builder (lexical_build.py): what recomputing the weights needs.
+TF_FILE = "tf.npy"  # int32 term frequency of each posting, aligned with data.npy / indices.npy
+LENGTHS_FILE = "lengths.npy"  # int32 analysed length of each document, in row order
+KEYS_FILE = "keys.npy"  # uint64 hash of each document's indexed text, in row order
 
 # Lucene's English stop set (the one bm25s and Anserini use): short on purpose, so that queries such as
 # "not associated with" keep their content words and BM25's idf handles the rest.
@@ -141,7 +146,127 @@ DEFAULT_PARAMS = BM25Params()
 _METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
 
-class LexicalIndex:
+# Lucene BM25's arithmetic, in the float64 steps bm25s takes, so that weights are bm25s's float32 bits. The
+# builder weighs every posting with it, and a version of several segments weighs a query's postings with it
+# from the statistics of all its live documents: one copy, so the two cannot drift apart by a bit.
+
+
+def lucene_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
+    """float32 Lucene idf of terms with document frequencies ``df`` in a corpus of ``n_docs`` documents."""
+    if not len(df):
+        return np.zeros(0, dtype=np.float32)
+    # per distinct document frequency, in Python floats as bm25s does (numpy's log may differ in the last bit)
+    distinct, which = np.unique(np.asarray(df), return_inverse=True)
+    per_df = [math.log(1 + (n_docs - d + 0.5) / (d + 0.5)) if d else 0.0 for d in distinct.tolist()]
+    return np.asarray(per_df, dtype=np.float32)[which.reshape(-1)]
+
+
+def lucene_average_length(total: int, n_docs: int) -> np.float64:
+    """The average document length as ``lengths.mean()`` gives it (an int64 sum is exact in float64)."""
+    return np.float64(total) / n_docs if n_docs else np.float64(1.0)
+
+
+def lucene_norms(lengths: np.ndarray, average: np.float64, params: BM25Params) -> np.ndarray:
+    """float64 length normalisation ``k1 * (1 - b + b * length / average)`` of each document."""
+    return params.k1 * ((1 - params.b) + (params.b * np.asarray(lengths).astype(np.float64)) / average)
+
+
+def lucene_tf_weights(idf: np.ndarray | np.float32, tf: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """float32 weight of postings from their terms' float32 idf, term frequencies and documents' norms."""
+    tf64 = np.asarray(tf).astype(np.float32).astype(np.float64)
+    tfc = tf64 / (norms + tf64)
+    return (np.asarray(idf, dtype=np.float32).astype(np.float64) * tfc).astype(np.float32)
+
+
+class BM25Index:
+    """What a search asks of a BM25 index, however its rows are stored: one index, or a version's segments.
+
+    Subclasses give ``ids`` (row -> document id), ``vocab``/``term_ids``, ``params``, ``nonoccurrence``,
+    ``query_weights`` and ``_accumulate``; ranking, scoring by id and finding rows are shared.
+    """
+
+    ids: np.ndarray
+    vocab: list[str]
+    term_ids: dict[str, int]
+    params: BM25Params
+    nonoccurrence: np.ndarray | None
+    analyzer: Analyzer
+    _rows: RowIndex | None
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def terms(self, query: str) -> list[str]:
+        """The query's stemmed, stop-word-filtered tokens (repeats kept: they weigh the term more)."""
+        return self.analyzer(query)
+
+    def query_weights(self, query: str | Mapping[str, float]) -> dict[int, float]:
+        """Term id -> weight for a query text (weight = count in the query) or an explicit term -> weight map."""
+        raise NotImplementedError
+
+    def _accumulate(self, weights: Mapping[int, float], *, with_matched: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """Sum the weighted postings of the query terms into one score per row (and mark the rows they touch)."""
+        raise NotImplementedError
+
+    def csc(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(weights, rows, offsets): every posting's BM25 weight as a CSC matrix, one column per term id."""
+        raise NotImplementedError
+
+    def scores(self, query: str | Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
+        """(BM25 score of every document in row order, mask of documents that contain a query term)."""
+        scores, matched = self._accumulate(self.query_weights(query), with_matched=True)
+        assert matched is not None
+        return scores, matched
+
+    def top(
+        self, query: str | Mapping[str, float], k: int, keep: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the k best documents that contain a query term and score above 0, best first.
+
+        Ties go to the smaller document id. ``keep`` (a bool mask over rows) restricts the documents considered.
+        Only the k best are sorted: a common term matches most of the corpus, and sorting every match cost
+        ~17 ms a query at 157k documents against ~0.3 ms for a partition.
+        """
+        # Every posting of the query terms is still added (~5 ns each; 0.4 ms for a title's ~130k postings at
+        # 157k). MaxScore pruning, tried exactly, was slower (3.9 vs 0.8 ms): at hybrid's depth of 1,000 the k-th
+        # score is low, so only the last term or two could be skipped, leaving ~19k candidates to look up.
+        if k < 1:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        # Without a floor, a document no query term touches scores exactly 0: "> 0" alone says "matched".
+        floor = self.nonoccurrence is not None
+        scores, matched = self._accumulate(self.query_weights(query), with_matched=floor)
+        ok = scores > 0
+        if matched is not None:
+            ok &= matched
+        if keep is not None:
+            ok &= keep
+        rows = np.flatnonzero(ok)
+        # Ties go to the smaller document id, not row: rows follow the order documents arrived in, and the same
+        # documents must give the same top k (and hybrid's fusion the same candidates) however they arrived.
+        return best_k(rows, scores[rows], k, self.ids[rows])
+
+    def search(self, query: str | Mapping[str, float], k: int) -> list[tuple[int, float]]:
+        """The k best (document id, BM25 score) pairs, best first; only documents with a positive score."""
+        rows, scores = self.top(query, k)
+        return list(zip(self.ids[rows].tolist(), scores.tolist(), strict=True))
+
+    def score_ids(self, query: str | Mapping[str, float], ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """BM25 scores of the given document ids (0.0 for ids that match no query term or are unknown)."""
+        scores, matched = self.scores(query)
+        rows = self.rows_of(ids)
+        out = np.zeros(len(rows), dtype=np.float32)
+        known = rows >= 0
+        out[known] = np.where(matched[rows[known]], scores[rows[known]], 0.0)
+        return out
+
+    def rows_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Row of each document id (-1 for unknown ids)."""
+        if self._rows is None:
+            self._rows = RowIndex(self.ids)
+        return self._rows.rows_of(ids)
+
+
+class LexicalIndex(BM25Index):
     """BM25 over stemmed words; documents are identified by int64 ids (the FAISS ids)."""
 
     def __init__(
@@ -166,9 +291,6 @@ class LexicalIndex:
         self.analyzer = Analyzer()
         self._rows: RowIndex | None = None
         self._checked: set[int] = set()  # term ids whose posting rows were range-checked
-
-    def __len__(self) -> int:
-        return int(self.ids.shape[0])
 
     # -- building -------------------------------------------------------------------------------------------------
 
@@ -272,9 +394,9 @@ class LexicalIndex:
 
     # -- querying -------------------------------------------------------------------------------------------------
 
-    def terms(self, query: str) -> list[str]:
-        """The query's stemmed, stop-word-filtered tokens (repeats kept: they weigh the term more)."""
-        return self.analyzer(query)
+    def csc(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(weights, rows, offsets): every posting's BM25 weight as a CSC matrix, one column per term id."""
+        return self.data, self.indices, self.indptr
 
     def query_weights(self, query: str | Mapping[str, float]) -> dict[int, float]:
         """Term id -> weight for a query text (weight = count in the query) or an explicit term -> weight map."""
@@ -285,12 +407,6 @@ class LexicalIndex:
             if tid is not None and w > 0:
                 out[tid] = out.get(tid, 0.0) + float(w)
         return out
-
-    def scores(self, query: str | Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
-        """(BM25 score of every document in row order, mask of documents that contain a query term)."""
-        scores, matched = self._accumulate(self.query_weights(query), with_matched=True)
-        assert matched is not None
-        return scores, matched
 
     def _accumulate(self, weights: Mapping[int, float], *, with_matched: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """Sum the weighted postings of the query terms into one score per row (and mark the rows they touch)."""
@@ -321,53 +437,6 @@ class LexicalIndex:
                 )
             self._checked.add(tid)
         return rows
-
-    def top(
-        self, query: str | Mapping[str, float], k: int, keep: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, scores) of the k best documents that contain a query term and score above 0, best first.
-
-        Ties go to the smaller document id. ``keep`` (a bool mask over rows) restricts the documents considered.
-        Only the k best are sorted: a common term matches most of the corpus, and sorting every match cost
-        ~17 ms a query at 157k documents against ~0.3 ms for a partition.
-        """
-        # Every posting of the query terms is still added (~5 ns each; 0.4 ms for a title's ~130k postings at
-        # 157k). MaxScore pruning, tried exactly, was slower (3.9 vs 0.8 ms): at hybrid's depth of 1,000 the k-th
-        # score is low, so only the last term or two could be skipped, leaving ~19k candidates to look up.
-        if k < 1:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        # Without a floor, a document no query term touches scores exactly 0: "> 0" alone says "matched".
-        floor = self.nonoccurrence is not None
-        scores, matched = self._accumulate(self.query_weights(query), with_matched=floor)
-        ok = scores > 0
-        if matched is not None:
-            ok &= matched
-        if keep is not None:
-            ok &= keep
-        rows = np.flatnonzero(ok)
-        # Ties go to the smaller document id, not row: rows follow the order documents arrived in, and the same
-        # documents must give the same top k (and hybrid's fusion the same candidates) however they arrived.
-        return best_k(rows, scores[rows], k, self.ids[rows])
-
-    def search(self, query: str | Mapping[str, float], k: int) -> list[tuple[int, float]]:
-        """The k best (document id, BM25 score) pairs, best first; only documents with a positive score."""
-        rows, scores = self.top(query, k)
-        return list(zip(self.ids[rows].tolist(), scores.tolist(), strict=True))
-
-    def score_ids(self, query: str | Mapping[str, float], ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        """BM25 scores of the given document ids (0.0 for ids that match no query term or are unknown)."""
-        scores, matched = self.scores(query)
-        rows = self.rows_of(ids)
-        out = np.zeros(len(rows), dtype=np.float32)
-        known = rows >= 0
-        out[known] = np.where(matched[rows[known]], scores[rows[known]], 0.0)
-        return out
-
-    def rows_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Row of each document id (-1 for unknown ids)."""
-        if self._rows is None:
-            self._rows = RowIndex(self.ids)
-        return self._rows.rows_of(ids)
 
 
 def best_k(rows: np.ndarray, scores: np.ndarray, k: int, ties: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

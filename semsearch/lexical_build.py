@@ -17,7 +17,6 @@ and are always built in full.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,17 +27,20 @@ import numpy as np
 from .errors import IndexCorruptError
 from .lexical import (
     DEFAULT_PARAMS,
+    KEYS_FILE,
+    LENGTHS_FILE,
+    TF_FILE,
     Analyzer,
     BM25Params,
     LexicalIndex,
     _read_array,
     _term_ids,
     lexical_text,
+    lucene_average_length,
+    lucene_idf,
+    lucene_norms,
+    lucene_tf_weights,
 )
-
-TF_FILE = "tf.npy"
-LENGTHS_FILE = "lengths.npy"
-KEYS_FILE = "keys.npy"
 
 
 @dataclass
@@ -81,17 +83,11 @@ def text_keys(texts: Sequence[str]) -> np.ndarray:
 
 def lucene_weights(postings: Postings, lengths: np.ndarray, df: np.ndarray, params: BM25Params) -> np.ndarray:
     """Lucene BM25 weight of every posting from each term's document frequency ``df``: bm25s's float32 bits."""
-    n_docs, n_terms = len(lengths), len(df)
-    # idf per distinct document frequency, in Python floats as bm25s does (numpy's log may differ in the last bit)
-    distinct, which = np.unique(df, return_inverse=True)
-    per_df = [math.log(1 + (n_docs - d + 0.5) / (d + 0.5)) if d else 0.0 for d in distinct.tolist()]
-    idf = np.asarray(per_df, dtype=np.float32)[which] if n_terms else np.zeros(0, dtype=np.float32)
-    avg = np.asarray(lengths, dtype=np.int64).mean() if n_docs else np.float64(1.0)
-    k1, b = params.k1, params.b
-    tf = postings.tf.astype(np.float32).astype(np.float64)
-    norm = k1 * ((1 - b) + (b * lengths[postings.rows].astype(np.float64)) / avg)
-    tfc = tf / (norm + tf)
-    return (idf[postings.terms].astype(np.float64) * tfc).astype(np.float32)
+    n_docs = len(lengths)
+    idf = lucene_idf(df, n_docs)
+    average = lucene_average_length(int(np.asarray(lengths, dtype=np.int64).sum()), n_docs)
+    norms = lucene_norms(np.asarray(lengths)[postings.rows], average, params)
+    return lucene_tf_weights(idf[postings.terms], postings.tf, norms)
 
 
 @dataclass

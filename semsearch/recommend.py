@@ -341,7 +341,7 @@ def _sparse_inputs(index: Index, nums: np.ndarray, texts: Sequence[str]) -> tupl
         rows = lex.rows_of(nums)
         if (rows < 0).any():
             raise QueryError("the BM25 index lacks some documents; rebuild with: semsearch index --full")
-        feats = bm25_features(lex.data, lex.indices, lex.indptr, len(lex))[rows]
+        feats = bm25_features(*lex.csc(), len(lex))[rows]
         index._recommend_features["bm25"] = feats
     extra = None
     if texts:

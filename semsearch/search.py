@@ -22,15 +22,14 @@ from .filter_columns import FilterColumns
 from .filters import evaluate, parse_where
 from .fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex_arrays, mmr
 from .highlight import best_sentences, matched_terms
-from .layout import LEXICAL_DIR, current_version, doc_id_from_num, doc_num
-from .lexical import Analyzer
+from .layout import current_version, doc_id_from_num, doc_num
+from .lexical import Analyzer, BM25Index
 from .limits import check_k, check_text
 from .manifest import Manifest
 from .options import MODES
 from .records import Document, Hit, SourceFile
 
 if TYPE_CHECKING:
-    from .lexical import LexicalIndex
     from .recommend import Recommendation
 
 DEFAULT_INDEX = Path(options.DEFAULT_INDEX)
@@ -125,7 +124,7 @@ class Index:
         self.version = version
         self.manifest = manifest
         self._embedder = embedder
-        self._lexical: LexicalIndex | None = None
+        self._lexical: BM25Index | None = None
         self._filters: dict[tuple[str, ...], tuple[np.ndarray, list[str]]] = {}
         self._filters_lock = threading.Lock()
         self._columns: FilterColumns | None = None  # the --where column index, read on the first filter
@@ -232,15 +231,12 @@ class Index:
         return self.embedder.encode([check_text(text)])[:1]
 
     @property
-    def lexical(self) -> LexicalIndex:
-        """The BM25 index of this version (loaded on first use)."""
+    def lexical(self) -> BM25Index:
+        """The BM25 index of this version, over all its segments (loaded on first use)."""
         if self._lexical is None:
-            from .lexical import LexicalIndex
+            from .lexical_segments import load_segments
 
-            folder = self.version / LEXICAL_DIR
-            if not folder.is_dir():
-                raise IndexCorruptError(f"{folder} is missing; rebuild with: semsearch index --full")
-            self._lexical = LexicalIndex.load(folder)
+            self._lexical = load_segments(self.manifest.version_segments(self.version))
         return self._lexical
 
     def search(
