@@ -23,11 +23,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .cache import EmbeddingCache
 from .dedup import (
     DEFAULT_THRESHOLD,
     deduplicate,
@@ -38,24 +36,19 @@ from .dedup import (
     shared_bands,
 )
 from .documents import DocumentStore
-from .encoding import encode_with_cache
 from .errors import SemsearchError
 from .fileio import utc_now
 from .freshness import absolute_source_args, file_changed
 from .ingest import expand_sources, read_sources
-from .layout import CACHE_DIR, doc_num
+from .layout import doc_num
 from .manifest import Counts, Manifest
 from .records import Arrival, DedupResult, Document, IngestResult, Provenance, Record, SourceFile
 from .segment_writer import SegmentChange, fits, write_segment_version
-from .versions import PreviousVersion, VersionWriter, new_version, next_sequence
-
-if TYPE_CHECKING:
-    from .build import BuildOptions, BuildSummary
-    from .embedder import Embedder
+from .versions import PreviousVersion, VersionWriter, next_sequence
 
 
 @dataclass
-class _Arrived:
+class Arrived:
     """The files a refresh brings and takes away, read before the index is touched."""
 
     sources: list[str]  # the source arguments (absolute), recorded for the next refresh
@@ -65,7 +58,7 @@ class _Arrived:
     gone: list[str]  # recorded files no longer among the sources
 
 
-def _plan_files(sources: Sequence[str] | None, manifest: Manifest, opts: BuildOptions) -> _Arrived | None:
+def plan_files(sources: Sequence[str] | None, manifest: Manifest, *, skip_bad: bool) -> Arrived | None:
     """Which files arrived and left, or None when a file changed or the new ones do not come after the old."""
     args = absolute_source_args(sources) if sources is not None else list(manifest.source_args)
     if not args or (sources is None and manifest.excluded_sources):
@@ -82,63 +75,35 @@ def _plan_files(sources: Sequence[str] | None, manifest: Manifest, opts: BuildOp
         return None
     if any(recorded[p].format == "zotero" or file_changed(Path(p), recorded[p]) for p in kept):
         return None
-    ingested = read_sources(new, skip_bad=opts.skip_bad) if new else IngestResult([], [], [])
+    ingested = read_sources(new, skip_bad=skip_bad) if new else IngestResult([], [], [])
     read = {f.path: f for f in ingested.files} | {p: recorded[p] for p in kept}
-    return _Arrived(args, [read[p] for p in current if p in read], current, ingested, gone)
+    return Arrived(args, [read[p] for p in current if p in read], current, ingested, gone)
 
 
-def _eligible(manifest: Manifest, opts: BuildOptions, embedder: Embedder | None) -> bool:
-    """Whether the live version and the options allow appending (same settings, nothing else to redo)."""
-    from .build import BuildOptions, _ann_settings, _same_encoder, _same_map
-    from .manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION
-    from .version import __version__
+def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: float) -> Change | None:
+    """What the arrived and removed files change in ``previous``; None when only a full build can say.
 
-    if opts.full or opts.rewrite or opts.relayout or opts.engine != "local" or opts.catalogues:
-        return False
-    if manifest.catalogue_args or manifest.removed_ids or manifest.dedup.get("near") is not opts.near:
-        return False
-    if manifest.semsearch_version != __version__ or manifest.format_version not in (
-        FORMAT_VERSION,
-        SEGMENTED_FORMAT_VERSION,
-    ):
-        return False
-    same_ann = _ann_settings(opts, manifest) == _ann_settings(BuildOptions(), manifest)
-    return same_ann and _same_encoder(opts, manifest, embedder) and _same_map(manifest)
+    Also None when the change is too big for a segment (``segment_writer.fits``) or for the map's layout.
+    """
+    from .corpus_map import can_append
 
-
-def try_append(
-    sources: Sequence[str] | None,
-    index_path: Path,
-    opts: BuildOptions,
-    embedder: Embedder | None,
-    started: float,
-) -> BuildSummary | None:
-    """Refresh by appending a segment; None when the full build must run instead (nothing is written then)."""
-    from .build import _recorded_manifest
-
-    manifest = _recorded_manifest(index_path)
-    if manifest is None or not _eligible(manifest, opts, embedder):
+    store = DocumentStore.open_version(previous.path, previous.manifest.version_segments(previous.path))
+    try:
+        change = _change(arrived, previous, store, near)
+    finally:
+        store.close()
+    if change is None:
         return None
-    arrived = _plan_files(sources, manifest, opts)
-    if arrived is None:
+    rows = len(change.new) + len(change.late) + len(change.dropped)
+    moved = len(change.new) + len(change.dropped)
+    after = previous.manifest.counts.documents + len(change.new) - len(change.dropped)
+    if not fits(previous, rows, share) or not can_append(previous.path, after, moved):
         return None
-    with new_version(index_path, wait=opts.wait) as writer:
-        previous = PreviousVersion.load(index_path)
-        if previous is None or previous.manifest.built_at != manifest.built_at:
-            return None  # another writer published meanwhile
-        store = DocumentStore.open_version(previous.path, previous.manifest.version_segments(previous.path))
-        try:
-            change = _change(arrived, previous, store, opts)
-        finally:
-            store.close()
-        if change is None:
-            return None
-        return _write(change, arrived, previous, writer, index_path, opts, embedder, started)
-    return None
+    return change
 
 
 @dataclass
-class _Change:
+class Change:
     """The documents a refresh adds, changes and drops, decided against the live version."""
 
     new: list[Document]  # documents that were not in the live version
@@ -148,7 +113,7 @@ class _Change:
     joined_groups: int  # exact groups of arrived records whose text a live document already held
 
 
-def _change(arrived: _Arrived, previous: PreviousVersion, store: DocumentStore, opts: BuildOptions) -> _Change | None:
+def _change(arrived: Arrived, previous: PreviousVersion, store: DocumentStore, near: bool) -> Change | None:
     """What the arrived and removed files change, or None when only a full build can say."""
     dropped = _dropped(arrived.gone, store)
     if dropped is None:
@@ -161,16 +126,16 @@ def _change(arrived: _Arrived, previous: PreviousVersion, store: DocumentStore, 
         )
         if held:
             return None  # an id a live document has: the full build decides between the two abstracts
-    dedup = deduplicate(records, near=opts.near)
+    dedup = deduplicate(records, near=near)
     owner = _owners(store, [h for d in dedup.documents for h in (d.text_hash, *d.texts)])
-    near = _near_hits(dedup, previous, store) if opts.near else {}
-    if near is None:
+    near_hits = _near_hits(dedup, previous, store) if near else {}
+    if near_hits is None:
         return None
     dropped_ids = {d.id for d in dropped}
     by_doc: dict[str, str] = {}  # new document id -> the live document it joins
     joined_groups = 0
     for doc in dedup.documents:
-        hits = {owner[h] for h in (doc.text_hash, *doc.texts) if h in owner} | near.get(doc.id, set())
+        hits = {owner[h] for h in (doc.text_hash, *doc.texts) if h in owner} | near_hits.get(doc.id, set())
         joined_groups += sum(1 for h in (doc.text_hash, *doc.texts) if h in owner)
         if len(hits) > 1 or hits & dropped_ids:
             return None  # an arrival joining two documents, or an edit of one that left: a full build decides
@@ -191,7 +156,7 @@ def _change(arrived: _Arrived, previous: PreviousVersion, store: DocumentStore, 
             new.append(doc)
         elif not _join(late[target], doc, records, rank):
             return None
-    return _Change(new, list(late.values()), dropped, dedup, joined_groups)
+    return Change(new, list(late.values()), dropped, dedup, joined_groups)
 
 
 class _Ranks:
@@ -326,49 +291,44 @@ def _join(live: Document, arrived: Document, records: Sequence[Record], rank: _R
     return True
 
 
-def _write(
-    change: _Change,
-    arrived: _Arrived,
+@dataclass
+class Appended:
+    """A published version that appended a segment."""
+
+    version: Path
+    counts: Counts
+    segments: int
+
+
+def write_appended(
+    change: Change,
+    arrived: Arrived,
     previous: PreviousVersion,
     writer: VersionWriter,
-    index_path: Path,
-    opts: BuildOptions,
-    embedder: Embedder | None,
+    new_vectors: np.ndarray,
     started: float,
-) -> BuildSummary | None:
-    """Encode the new documents and publish the version as the live one plus a segment."""
-    from .build import BuildSummary, _open_encoder
-    from .corpus_map import can_append
+) -> Appended:
+    """Publish the version as ``previous`` plus a segment of the new and changed documents.
 
-    rows = len(change.new) + len(change.late) + len(change.dropped)
-    documents_after = previous.manifest.counts.documents + len(change.new) - len(change.dropped)
-    moved = len(change.new) + len(change.dropped)
-    if not fits(previous, rows, opts.merge_share) or not can_append(previous.path, documents_after, moved):
-        return None
-    choice = _open_encoder(opts, previous, writer, embedder)
-    enc = choice.embedder
-    cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, choice.cache_runtime(), enc.dimension)
-    try:
-        new_vectors, encoded = encode_with_cache(
-            enc, change.new, cache, batch_size=opts.batch_size, progress=opts.progress
-        )
-    finally:
-        cache.close()
-    stamp = Arrival(next_sequence(index_path), utc_now())
-    for doc in change.new:
-        doc.added = stamp
+    ``new_vectors`` are the vectors of ``change.new``, in order; changed documents keep theirs.
+    """
     from .ann import open_version_vectors
 
+    stamp = Arrival(next_sequence(writer.index_dir), utc_now())
+    for doc in change.new:
+        doc.added = stamp
     _, store = open_version_vectors(previous.path, previous.manifest)
-    late_vectors = store.get([doc_num(d.id) for d in change.late]) if change.late else None
     added = [*change.new, *change.late]
-    vectors = new_vectors if late_vectors is None else np.concatenate([new_vectors, late_vectors])
-    seq = next_sequence(index_path)
+    dimension = previous.manifest.model.dimension
+    parts = [new_vectors.reshape(len(change.new), dimension)]
+    if change.late:
+        parts.append(store.get([doc_num(d.id) for d in change.late]))
+    vectors = np.concatenate(parts) if len(parts) > 1 else parts[0]
     contents = write_segment_version(
         writer.path,
         previous,
-        SegmentChange(added, vectors.reshape(len(added), enc.dimension), {doc_num(d.id) for d in change.dropped}),
-        seq,
+        SegmentChange(added, vectors, {doc_num(d.id) for d in change.dropped}),
+        next_sequence(writer.index_dir),
         vectors_of=lambda ids: _vectors_of(ids, added, vectors, store),
     )
     if change.dedup.near_keys is not None and contents["segments"] != previous.manifest.segments:
@@ -385,40 +345,13 @@ def _write(
         **contents,
     )
     final = writer.publish(manifest, linked_from=previous.path)
-    return BuildSummary(
-        read=counts.read,
-        documents=counts.documents,
-        duplicates=counts.exact_duplicates,
-        near_duplicates=counts.near_duplicates,
-        encoded=encoded,
-        cached=counts.documents - encoded,
-        added=len(change.new),
-        removed=len(change.dropped),
-        seconds=round(time.perf_counter() - started, 3),
-        index=str(index_path),
-        version=final.name,
-        model=enc.name,
-        backend=choice.backend,
-        files=len(arrived.files),
-        ann=_describe_ann(previous.manifest),
-        skipped=arrived.ingested.skipped,
-        engine=opts.engine,
-        title_only=counts.title_only,
-        aliases=counts.aliases,
-        segments=len(contents["segments"]),
-    )
+    return Appended(final, counts, len(contents["segments"]))
 
 
 def _segmented_format(contents: dict[str, object]) -> int:
     from .manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION
 
     return SEGMENTED_FORMAT_VERSION if contents.get("segments") or contents.get("hidden") else FORMAT_VERSION
-
-
-def _describe_ann(manifest: Manifest) -> str:
-    from .ann import AnnSpec
-
-    return AnnSpec.from_dict(manifest.ann).describe() if isinstance(manifest.ann, dict) else "flat (exact)"
 
 
 def _vectors_of(ids: Sequence[str], added: Sequence[Document], vectors: np.ndarray, store: object) -> np.ndarray:

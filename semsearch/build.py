@@ -310,12 +310,9 @@ def build_index(
             live = _unchanged_version(sources, index_path, opts, embedder)
         if live is not None:
             return _unchanged_summary(live, index_path, opts, started)
-        if (index_path / CURRENT).is_file():
-            from .append import try_append
-
-            appended = try_append(sources, index_path, opts, embedder, started)
-            if appended is not None:
-                return appended
+        appended = _append(sources, index_path, opts, embedder, started)
+        if appended is not None:
+            return appended
     # Everything that can fail on bad input happens before the index directory is touched.
     read = _read_input(sources, index_path, opts)
 
@@ -374,6 +371,73 @@ def build_index(
         aliases=read.counts.aliases,
         catalogue=read.catalogue.to_dict(with_uncatalogued=True) if read.catalogue is not None else None,
     )
+
+
+def _append(
+    sources: Sequence[str] | None, index_path: Path, opts: BuildOptions, embedder: Embedder | None, started: float
+) -> BuildSummary | None:
+    """Refresh by appending a segment (append.py); None when the full build must run (nothing written then)."""
+    from .append import decide, plan_files, write_appended
+
+    manifest = _recorded_manifest(index_path)
+    if manifest is None or not _appendable(manifest, opts, embedder):
+        return None
+    arrived = plan_files(sources, manifest, skip_bad=opts.skip_bad)
+    if arrived is None:
+        return None
+    with new_version(index_path, wait=opts.wait) as writer:
+        previous = PreviousVersion.load(index_path)
+        if previous is None or previous.manifest.built_at != manifest.built_at:
+            return None  # another writer published meanwhile
+        change = decide(arrived, previous, near=opts.near, share=opts.merge_share)
+        if change is None:
+            return None
+        choice = _open_encoder(opts, previous, writer, embedder)
+        enc = choice.embedder
+        cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, choice.cache_runtime(), enc.dimension)
+        try:
+            vectors, encoded = encode_with_cache(
+                enc, change.new, cache, batch_size=opts.batch_size, progress=opts.progress
+            )
+        finally:
+            cache.close()
+        done = write_appended(change, arrived, previous, writer, vectors, started)
+    counts = done.counts
+    return BuildSummary(
+        read=counts.read,
+        documents=counts.documents,
+        duplicates=counts.exact_duplicates,
+        near_duplicates=counts.near_duplicates,
+        encoded=encoded,
+        cached=counts.documents - encoded,
+        added=len(change.new),
+        removed=len(change.dropped),
+        seconds=round(time.perf_counter() - started, 3),
+        index=str(index_path),
+        version=done.version.name,
+        model=enc.name,
+        backend=choice.backend,
+        files=len(arrived.files),
+        ann=AnnSpec.from_dict(manifest.ann).describe() if isinstance(manifest.ann, dict) else "flat (exact)",
+        skipped=arrived.ingested.skipped,
+        engine=opts.engine,
+        title_only=counts.title_only,
+        aliases=counts.aliases,
+        segments=done.segments,
+    )
+
+
+def _appendable(manifest: Manifest, opts: BuildOptions, embedder: Embedder | None) -> bool:
+    """Whether the live version and the options allow appending: same settings, nothing else to redo."""
+    if opts.full or opts.rewrite or opts.relayout or opts.engine != "local" or opts.catalogues:
+        return False
+    if manifest.catalogue_args or manifest.removed_ids or manifest.dedup.get("near") is not opts.near:
+        return False
+    readable = (FORMAT_VERSION, SEGMENTED_FORMAT_VERSION)
+    if manifest.semsearch_version != __version__ or manifest.format_version not in readable:
+        return False
+    same_ann = _ann_settings(opts, manifest) == _ann_settings(BuildOptions(), manifest)
+    return same_ann and _same_encoder(opts, manifest, embedder) and _same_map(manifest)
 
 
 def _stamp_arrivals(

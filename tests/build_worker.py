@@ -1,6 +1,6 @@
 """A build in its own process, with a slow fake encoder, for kill and concurrency tests.
 
-usage: python build_worker.py INDEX SOURCE... [--wait] [--delay SECONDS_PER_TEXT] [--chunk N]
+usage: python build_worker.py INDEX SOURCE... [--wait] [--delay SECONDS_PER_TEXT] [--chunk N] [--optimize]
 Prints the build summary as JSON, or the error on stderr with exit status 2.
 """
 
@@ -40,12 +40,12 @@ def main() -> int:
     parser.add_argument("--wait", action="store_true")
     parser.add_argument("--delay", type=float, default=0.01)
     parser.add_argument("--chunk", type=int, default=256)
+    parser.add_argument("--optimize", action="store_true", help="rewrite (merge segments) even if unchanged")
     args = parser.parse_args()
     semsearch.encoding.ENCODE_CHUNK = args.chunk
     try:
-        summary = build_index(
-            args.sources, args.index, BuildOptions(progress=False, wait=args.wait), embedder=SlowFake(args.delay)
-        )
+        opts = BuildOptions(progress=False, wait=args.wait, rewrite=args.optimize)
+        summary = build_index(args.sources, args.index, opts, embedder=SlowFake(args.delay))
     except SemsearchError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2

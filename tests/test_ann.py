@@ -217,7 +217,8 @@ def word_corpus(path: Path, n: int, seed: int = 0) -> Path:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_index_of_each_kind_answers_refreshes_and_removes(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("appended", [False, True], ids=["rewritten", "appended"])
+def test_index_of_each_kind_answers_refreshes_and_removes(kind: str, appended: bool, tmp_path: Path) -> None:
     corpus = word_corpus(tmp_path / "a.jsonl", 600)
     extra = word_corpus(tmp_path / "b.jsonl", 40, seed=5)
     idx_dir = tmp_path / "idx"
@@ -229,17 +230,22 @@ def test_index_of_each_kind_answers_refreshes_and_removes(kind: str, tmp_path: P
         top = idx.search(abstract(123), 3, mode="dense")
         assert top[0].title == "Paper 0-123"
     # A refresh without --ann keeps the kind; the new file's abstracts become searchable.
-    second = build_index([str(corpus), str(extra)], idx_dir, BuildOptions(progress=False), embedder=fake)
-    assert second.ann.startswith(kind) and second.added == 40
+    # Appended, the new file is a segment searched exactly beside the untouched ANN index; rewritten (no room
+    # for segments), the ANN index is updated with the new vectors.
+    share = 1.0 if appended else 0.0
+    opts = BuildOptions(progress=False, merge_share=share)
+    second = build_index([str(corpus), str(extra)], idx_dir, opts, embedder=fake)
+    assert second.ann.startswith(kind) and second.added == 40 and second.segments == int(appended)
     manifest = read_manifest(current_version(idx_dir))
     assert manifest.ann is not None and manifest.ann["kind"] == kind
-    assert manifest.ann["reused_training"] is (kind in ("ivf", "ivfpq", "hnsw"))
+    assert manifest.ann["reused_training"] is (kind in ("ivf", "ivfpq", "hnsw") and not appended)
     with Index.open(idx_dir, embedder=fake) as idx:
         hit = idx.search(abstract(7, seed=5), 1, mode="dense")[0]
         assert hit.title == "Paper 5-7"
         gone = hit.id
         assert len(idx) == 640
-    remove_documents(idx_dir, ids=[gone])
+    remove_documents(idx_dir, ids=[gone], merge_share=share)
+    assert read_manifest(current_version(idx_dir)).segmented is appended
     with Index.open(idx_dir, embedder=fake) as idx:
         assert len(idx) == 639 and idx.info().ann.startswith(kind)
         assert gone not in [h.id for h in idx.search(abstract(7, seed=5), 20, mode="dense")]
@@ -375,7 +381,7 @@ def test_ivf_remove_keeps_training_and_shrinking_by_half_retrains(tmp_path: Path
     build_index([str(corpus)], idx_dir, BuildOptions(progress=False, ann="ivf"), embedder=fake)
     with Index.open(idx_dir, embedder=fake) as idx:
         few = [h.id for h in idx.search(abstract(1), 10, mode="dense")]
-    remove_documents(idx_dir, ids=few)
+    remove_documents(idx_dir, ids=few, merge_share=0.0)  # rewritten: the IVF is updated, not hidden rows
     assert read_manifest(current_version(idx_dir)).to_dict()["ann"]["reused_training"] is True
     small = word_corpus(tmp_path / "b.jsonl", 150)
     build_index([str(small)], idx_dir, BuildOptions(progress=False), embedder=fake)

@@ -32,7 +32,16 @@ def test_build_writes_a_complete_version(tmp_path: Path, small_corpus: Path, fak
     version = live(tmp_path / "idx")
     assert version.name == summary.version
     names = sorted(p.name for p in version.iterdir())
-    assert names == ["docs.sqlite", "ids.npy", "lexical", "manifest.json", "map.json", "vectors.faiss", "vectors.npy"]
+    assert names == [
+        "docs.sqlite",
+        "ids.npy",
+        "lexical",
+        "manifest.json",
+        "map.json",
+        "near",
+        "vectors.faiss",
+        "vectors.npy",
+    ]
     manifest = json.loads((version / "manifest.json").read_text())
     assert manifest["format_version"] == 2
     assert manifest["model"] == {

@@ -16,6 +16,8 @@ import pytest
 from conftest import PAPERS, FakeEmbedder
 
 from semsearch import BuildOptions, Index, build_index
+from semsearch.layout import current_version
+from semsearch.manifest import Manifest
 from semsearch.verify import verify_index
 
 WORKER = Path(__file__).resolve().parent / "build_worker.py"
@@ -105,6 +107,38 @@ def test_sigkill_at_random_points_never_breaks_the_index(tmp_path: Path, two_cor
     assert not list(index.glob(".build-*")) and not list(index.glob(".CURRENT.*"))
     live_seq = int((index / "CURRENT").read_text().split("-")[1])
     assert all(int(v.name.split("-")[1]) <= live_seq for v in index.glob("v-*")), "unpublished versions left"
+
+
+def test_sigkill_during_appends_removals_and_merges_of_segments(tmp_path: Path) -> None:
+    base = write_seed(tmp_path / "a-base.txt", synthetic_abstracts(120, seed=3))
+    more = write_seed(tmp_path / "b-more.txt", synthetic_abstracts(8, seed=4))
+    index = tmp_path / "idx"
+    build_index([str(base), str(more)], index, BuildOptions(progress=False), embedder=FakeEmbedder())
+    states = {"B": doc_texts(index)}
+    build_index([str(base)], index, BuildOptions(progress=False), embedder=FakeEmbedder())
+    states["A"] = doc_texts(index)
+    assert Manifest.read(current_version(index)).segmented  # the removal hid rows instead of rewriting
+    started = time.monotonic()
+    proc = worker(index, base, more, extra=("--delay", "0.05", "--chunk", "1"))
+    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+    assert json.loads(proc.stdout.read() if proc.stdout else "{}")["segments"] == 1  # appended
+    full = time.monotonic() - started
+    rng = random.Random(20261201)
+    for trial in range(KILL_TRIALS):
+        # Append (towards B), hide (towards A), or merge every segment into one base (--optimize).
+        current = "A" if doc_texts(index) == states["A"] else "B"
+        sources = [base] if current == "B" else [base, more]
+        extra = ("--delay", "0.05", "--chunk", "1", *(("--optimize",) if trial % 3 == 2 else ()))
+        if trial % 3 == 2:
+            sources = [base] if current == "A" else [base, more]  # the same documents, rewritten
+        proc = worker(index, *sources, extra=extra)
+        time.sleep(rng.uniform(0.0, full * 1.2))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert verify_index(index) == [], f"trial {trial}: verify failed"
+        with Index.open(index, embedder=FakeEmbedder()) as idx:
+            assert idx.search("neural networks", 3), f"trial {trial}: index does not answer"
+        assert doc_texts(index) in (states["A"], states["B"]), f"trial {trial}: neither the old nor the new one"
 
 
 def test_second_writer_fails_fast_then_waits(tmp_path: Path, two_corpora: tuple[Path, Path]) -> None:

@@ -21,9 +21,11 @@ from semsearch.filter_columns import FilterColumns
 from semsearch.filters import parse_where
 from semsearch.identity import read_identity
 from semsearch.layout import DOCS, MANIFEST, current_version, doc_num
+from semsearch.lexical_build import write_lexical
 from semsearch.manifest import Manifest
 from semsearch.records import Arrival, Document, Provenance
 from semsearch.segments import Segment, write_hidden
+from semsearch.vectors import write_vector_files
 from semsearch.verify import _check_store
 from semsearch.versions import PreviousVersion
 
@@ -239,6 +241,9 @@ def _segmented_version(tmp_path: Path, fake: FakeEmbedder, small_corpus: Path) -
     seg = version / "seg-000002"
     seg.mkdir()
     write_documents(seg / DOCS, [updated, added])
+    nums = np.array([doc_num(updated.id), doc_num(added.id)], dtype=np.int64)
+    write_vector_files(seg, nums, fake.encode([updated.embedding_text(), added.embedding_text()]))
+    write_lexical(seg / "lexical", nums, [updated, added])
     write_hidden(version, {0: np.array([doc_num(old[0].id), doc_num(old[1].id)], dtype=np.int64)})
     manifest = json.loads((version / MANIFEST).read_text())
     manifest["format_version"] = 3
