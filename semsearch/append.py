@@ -338,6 +338,7 @@ def write_appended(
         counts=counts,
         sources=arrived.files,
         source_args=arrived.sources,
+        excluded_sources=[],  # sources named again: files `remove --source` took out are read like any other
         built_at=utc_now(),
         build_seconds=round(time.perf_counter() - started, 3),
         files={},

@@ -137,6 +137,8 @@ def remove_documents(
                 excluded_sources=sorted(set(manifest.excluded_sources) | gone_paths),
                 removed_ids=manifest.removed_ids or bool(ids),
                 files={},
+                segments=[],  # rewritten whole: one base again
+                hidden=0,
                 **contents,
             )
         )

@@ -110,7 +110,7 @@ def test_sigkill_at_random_points_never_breaks_the_index(tmp_path: Path, two_cor
 
 
 def test_sigkill_during_appends_removals_and_merges_of_segments(tmp_path: Path) -> None:
-    base = write_seed(tmp_path / "a-base.txt", synthetic_abstracts(120, seed=3))
+    base = write_seed(tmp_path / "a-base.txt", synthetic_abstracts(200, seed=3))
     more = write_seed(tmp_path / "b-more.txt", synthetic_abstracts(8, seed=4))
     index = tmp_path / "idx"
     build_index([str(base), str(more)], index, BuildOptions(progress=False), embedder=FakeEmbedder())

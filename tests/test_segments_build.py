@@ -221,3 +221,32 @@ def test_map_places_arrivals_of_an_appended_segment(
     ids = [p[0] for p in data["points"]]
     assert len(ids) == len(set(ids)) == grown.documents
     assert Manifest.read(current_version(idx)).map["layout"] == "incremental"
+
+
+def test_a_file_removed_by_hand_and_named_again_comes_back_appended(
+    tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder
+) -> None:
+    a, b, c = files
+    idx = tmp_path / "idx"
+    extra = write(a.parent / "d.jsonl", abstracts(50, 12))
+    build_index([str(a.parent)], idx, OPTS, embedder=fake)
+    remove_documents(idx, sources=[str(extra)], merge_share=1.0)
+    assert Manifest.read(current_version(idx)).excluded_sources == [str(extra)]
+    back = build_index([str(a.parent)], idx, OPTS, embedder=fake)  # named again: read like any other file
+    assert back.segments == 1 and back.added == 12
+    assert Manifest.read(current_version(idx)).excluded_sources == []
+    assert remove_documents(idx, sources=[str(extra)], merge_share=1.0).removed == 12
+
+
+def test_a_removal_too_big_for_a_segment_rewrites_one_base(
+    tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder
+) -> None:
+    a, b, c = files
+    idx = tmp_path / "idx"
+    build_index([str(a), str(b)], idx, OPTS, embedder=fake)
+    build_index([str(a), str(b), str(c)], idx, OPTS, embedder=fake)
+    assert Manifest.read(current_version(idx)).segmented
+    remove_documents(idx, sources=[str(b)], merge_share=0.1)  # 80 of 228: rewritten, segments folded in
+    manifest = Manifest.read(current_version(idx))
+    assert not manifest.segmented and not list(current_version(idx).glob("seg-*"))
+    assert verify_index(idx) == [] and len(documents_of(idx)) == manifest.counts.documents
