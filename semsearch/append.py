@@ -1,8 +1,8 @@
 """A refresh that appends: read only the files that arrived, and write them as a segment of the live version.
 
-``semsearch index`` takes this path when the sources changed only by whole files added after the ones already
-indexed, or taken away, and the change is small against the corpus (``segment_writer.fits``). It gives the
-documents a full build would give:
+``semsearch index`` takes this path when the sources changed only by whole files added or taken away, and the
+change is small against the corpus (``segment_writer.fits``). It gives the documents a full build of the same
+sources would give, refreshing the same live version:
 
 - new records are deduplicated among themselves, then against the live version: exact copies by their text
   hashes, near copies by the LSH band keys every version keeps of its texts (``dedup.save_near_keys``), each
@@ -12,9 +12,10 @@ documents a full build would give:
   does (``identity.py``);
 - a document whose every source was taken away is dropped.
 
-Anything this path cannot decide as a full build would (a changed file, a file that sorts before indexed ones,
-a document that keeps some sources while losing others, an arrival joining two documents, a catalogue, ids
-removed by hand...) returns None and the caller runs the full build.
+Anything this path cannot decide as a full build would (a changed file, an arrival read before a live
+document's several copies, a document that keeps some sources while losing others, an arrival joining two
+documents, a near copy of a merged text that is not stored, an external id a live document has, a catalogue,
+ids removed by hand...) returns None and the caller runs the full build.
 """
 
 from __future__ import annotations
@@ -58,8 +59,15 @@ class Arrived:
     gone: list[str]  # recorded files no longer among the sources
 
 
+class FullBuild(Exception):
+    """Why a refresh cannot append a segment and rewrites the index whole (said in its summary)."""
+
+
 def plan_files(sources: Sequence[str] | None, manifest: Manifest, *, skip_bad: bool) -> Arrived | None:
-    """Which files arrived and left, or None when a file changed or the new ones do not come after the old."""
+    """Which files arrived and left (the new ones read); None when no file came or went.
+
+    Raises FullBuild when a kept file changed: its records are re-read and deduplicated with the rest.
+    """
     args = absolute_source_args(sources) if sources is not None else list(manifest.source_args)
     if not args or (sources is None and manifest.excluded_sources):
         return None
@@ -71,19 +79,21 @@ def plan_files(sources: Sequence[str] | None, manifest: Manifest, *, skip_bad: b
     kept = [p for p in current if p in recorded]
     new = [p for p in current if p not in recorded]
     gone = [p for p in recorded if p not in set(current)]
+    changed = next((p for p in kept if recorded[p].format == "zotero" or file_changed(Path(p), recorded[p])), None)
+    if changed is not None:
+        raise FullBuild(f"{changed} changed")
     if not new and not gone:
-        return None
-    if any(recorded[p].format == "zotero" or file_changed(Path(p), recorded[p]) for p in kept):
         return None
     ingested = read_sources(new, skip_bad=skip_bad) if new else IngestResult([], [], [])
     read = {f.path: f for f in ingested.files} | {p: recorded[p] for p in kept}
     return Arrived(args, [read[p] for p in current if p in read], current, ingested, gone)
 
 
-def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: float) -> Change | None:
-    """What the arrived and removed files change in ``previous``; None when only a full build can say.
+def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: float) -> Change:
+    """What the arrived and removed files change in ``previous``.
 
-    Also None when the change is too big for a segment (``segment_writer.fits``) or for the map's layout.
+    Raises FullBuild when only a full build can say, or when the change is too big for a segment
+    (``segment_writer.fits``) or for the map's layout.
     """
     from .corpus_map import can_append
 
@@ -92,13 +102,13 @@ def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: fl
         change = _change(arrived, previous, store, near)
     finally:
         store.close()
-    if change is None:
-        return None
     rows = len(change.new) + len(change.late) + len(change.dropped)
     moved = len(change.new) + len(change.dropped)
     after = previous.manifest.counts.documents + len(change.new) - len(change.dropped)
-    if not fits(previous, rows, share) or not can_append(previous.path, after, moved):
-        return None
+    if not fits(previous, rows, share):
+        raise FullBuild(f"{rows} documents change: with the segments so far, more than {share:.0%} of the index")
+    if not can_append(previous.path, after, moved):
+        raise FullBuild("the map is due for a new layout")
     return change
 
 
@@ -113,11 +123,9 @@ class Change:
     joined_groups: int  # exact groups of arrived records whose text a live document already held
 
 
-def _change(arrived: Arrived, previous: PreviousVersion, store: DocumentStore, near: bool) -> Change | None:
-    """What the arrived and removed files change, or None when only a full build can say."""
+def _change(arrived: Arrived, previous: PreviousVersion, store: DocumentStore, near: bool) -> Change:
+    """What the arrived and removed files change; raises FullBuild when only a full build can say."""
     dropped = _dropped(arrived.gone, store)
-    if dropped is None:
-        return None
     records = arrived.ingested.records
     if any(r.external_id is not None for r in records):
         held = store.rows(
@@ -125,24 +133,24 @@ def _change(arrived: Arrived, previous: PreviousVersion, store: DocumentStore, n
             (_json([r.external_id for r in records if r.external_id is not None]),),
         )
         if held:
-            return None  # an id a live document has: the full build decides between the two abstracts
+            raise FullBuild(f"an arriving record has the id {held[0][0]!r} of an indexed document")
     dedup = deduplicate(records, near=near)
     owner = _owners(store, [h for d in dedup.documents for h in (d.text_hash, *d.texts)])
     near_hits = _near_hits(dedup, previous, store) if near else {}
-    if near_hits is None:
-        return None
     dropped_ids = {d.id for d in dropped}
     by_doc: dict[str, str] = {}  # new document id -> the live document it joins
     joined_groups = 0
     for doc in dedup.documents:
         hits = {owner[h] for h in (doc.text_hash, *doc.texts) if h in owner} | near_hits.get(doc.id, set())
         joined_groups += sum(1 for h in (doc.text_hash, *doc.texts) if h in owner)
-        if len(hits) > 1 or hits & dropped_ids:
-            return None  # an arrival joining two documents, or an edit of one that left: a full build decides
+        if len(hits) > 1:
+            raise FullBuild(f"an arriving abstract joins {len(hits)} indexed documents into one")
+        if hits & dropped_ids:
+            raise FullBuild("an arriving abstract copies a document whose source left")
         if hits:
             by_doc[doc.id] = hits.pop()
     if dropped and _near_any([d for d in dedup.documents if d.id not in by_doc], dropped):
-        return None  # an abstract edited in place keeps its old id as an alias: a full build decides
+        raise FullBuild("an arriving abstract is an edit of one that left (its old id becomes an alias)")
     live = store.get_many([doc_num(i) for i in set(by_doc.values())])
     late: dict[str, Document] = {d.id: d for d in live.values()}
     new: list[Document] = []
@@ -152,10 +160,10 @@ def _change(arrived: Arrived, previous: PreviousVersion, store: DocumentStore, n
         target = by_doc.get(doc.id)
         if target is None:
             if doc.id in clashes:
-                return None
+                raise FullBuild(f"an arriving abstract's id {doc.id} was an indexed document's")
             new.append(doc)
-        elif not _join(late[target], doc, records, rank):
-            return None
+        else:
+            _join(late[target], doc, records, rank)
     return Change(new, list(late.values()), dropped, dedup, joined_groups)
 
 
@@ -199,8 +207,8 @@ def _aliases(store: DocumentStore) -> list[str]:
     return [str(r[0]) for r in store.rows("SELECT alias FROM aliases")] if store.alias_count() else []
 
 
-def _near_hits(dedup: DedupResult, previous: PreviousVersion, store: DocumentStore) -> dict[str, set[str]] | None:
-    """New document id -> live documents it is a near copy of; None when that cannot be decided here."""
+def _near_hits(dedup: DedupResult, previous: PreviousVersion, store: DocumentStore) -> dict[str, set[str]]:
+    """New document id -> live documents it is a near copy of."""
     if dedup.near_keys is None or not len(dedup.near_keys.keys):
         return {}
     texts_of = {d.id: d for d in dedup.documents}
@@ -208,7 +216,7 @@ def _near_hits(dedup: DedupResult, previous: PreviousVersion, store: DocumentSto
     for segment in previous.manifest.version_segments(previous.path):
         old = load_near_keys(segment.folder)
         if old is None:
-            return None  # a version from before band keys were kept: the full build writes them
+            raise FullBuild("the index predates kept near-duplicate keys (written by this build)")
         candidates.update(shared_bands(dedup.near_keys, old))
     if not candidates:
         return {}
@@ -219,11 +227,10 @@ def _near_hits(dedup: DedupResult, previous: PreviousVersion, store: DocumentSto
         old_doc = live.get(num)
         if old_doc is None:
             continue  # a text of a document this version no longer holds
-        new_num = int(dedup.near_keys.nums[row])
-        new_doc = texts_of.get(format(new_num, "016x"))
-        new_origin = bool(dedup.near_keys.origin[row])
-        if new_doc is None or not origin or not new_origin:
-            return None  # a merged copy's text is not stored: only a full build can compare it
+        new_doc = texts_of.get(format(int(dedup.near_keys.nums[row]), "016x"))
+        if new_doc is None or not origin or not bool(dedup.near_keys.origin[row]):
+            # Only a document's own text is stored: a merged copy's cannot be compared here.
+            raise FullBuild("an arriving abstract may be a near copy of a merged text")
         if near_similarity(new_doc.text, old_doc.text) >= DEFAULT_THRESHOLD:
             out.setdefault(new_doc.id, set()).add(old_doc.id)
     return out
@@ -234,8 +241,8 @@ def _near_any(new: Sequence[Document], dropped: Sequence[Document]) -> bool:
     return any(is_near_duplicate(a.text, b.text) for a in new for b in dropped)
 
 
-def _dropped(gone: Sequence[str], store: DocumentStore) -> list[Document] | None:
-    """Live documents every source of which left; None when some also keep other sources."""
+def _dropped(gone: Sequence[str], store: DocumentStore) -> list[Document]:
+    """Live documents every source of which left; raises FullBuild when some also keep other sources."""
     if not gone:
         return []
     names = [str(r[0]) for r in store.rows("SELECT DISTINCT file FROM provenance")]
@@ -247,7 +254,7 @@ def _dropped(gone: Sequence[str], store: DocumentStore) -> list[Document] | None
     )
     docs = store.get_many([int(r[0]) for r in rows])
     if any(p.file not in files for d in docs.values() for p in d.sources):
-        return None
+        raise FullBuild("a document keeps some of its sources and loses others")
     return list(docs.values())
 
 
@@ -258,29 +265,43 @@ def _names_file(absolute: str, name: str) -> bool:
     return absolute == name or absolute.endswith(os.sep + name.lstrip("./"))
 
 
-def _join(live: Document, arrived: Document, records: Sequence[Record], rank: _Ranks) -> bool:
+def _join(live: Document, arrived: Document, records: Sequence[Record], rank: _Ranks) -> None:
     """Merge an arrived document's records into the live one they copy, as a full build would merge them.
 
-    The live document's text stays its representative, whose title and metadata come first whatever the order;
-    the order of sources and ids follows the full build's reading order. False when that order cannot be
-    rebuilt: arrivals read before some of several live members, whose own ids are not stored one by one.
+    The live document's own text stays its representative: a full build puts its title, metadata and collection
+    first, then the other members' in reading order. Sources and ids follow that reading order. When arrivals
+    are read before some of several live members, what those members lent must be told apart: their ids align
+    with their sources when each gave one; a metadata value or collection an arrival gives differently from the
+    live document's cannot be placed (the live one may be the representative's or a member's) and raises
+    FullBuild. (A title the live document holds is taken as its representative's: a build elects a titled
+    representative unless an untitled text created the document first.)
     """
     wanted = set(arrived.sources)
     members = [r for r in records if r.provenance in wanted]
     first_new = min(rank(r.provenance) for r in members)
-    if len(live.sources) > 1 and first_new < max(rank(p) for p in live.sources):
-        return False
-    # The live members' ids (in their order) sit where its first member is read.
-    held = [(min(rank(p) for p in live.sources), live.external_ids)]
+    old = sorted(live.sources, key=rank)
+    interleaved = len(old) > 1 and first_new < rank(old[-1])
+    if interleaved:
+        if len(live.external_ids) != len(old) and any(r.external_id is not None for r in members):
+            raise FullBuild("an arriving copy's id cannot be placed among the ids of a merged document")
+        for record in members:
+            clash = next((k for k, v in record.metadata.items() if k in live.metadata and live.metadata[k] != v), None)
+            collection = live.metadata.get("collection")
+            if clash is not None or (record.collection is not None and collection not in (None, record.collection)):
+                raise FullBuild("an arriving copy's metadata cannot be placed among a merged document's")
     arriving = [(rank(r.provenance), [r.external_id]) for r in members if r.external_id is not None]
-    ordered = sorted([*held, *arriving], key=lambda item: item[0])
-    live.external_ids = list(dict.fromkeys(i for _, ids in ordered for i in ids))
+    if arriving:
+        if interleaved:
+            held = [(rank(p), [i]) for p, i in zip(old, live.external_ids, strict=True)]
+        else:  # the live members' ids (in their order) sit where its first member is read
+            held = [(rank(old[0]), list(live.external_ids))]
+        ordered = sorted([*held, *arriving], key=lambda item: item[0])
+        live.external_ids = list(dict.fromkeys(i for _, ids in ordered for i in ids))
     live.sources = sorted(dict.fromkeys([*live.sources, *(r.provenance for r in members)]), key=rank)
-    for record in members:
-        if live.title is None and record.title is not None:
-            live.title = record.title
+    if live.title is None:
+        live.title = next((r.title for r in sorted(members, key=lambda r: rank(r.provenance)) if r.title), None)
     had_collection = "collection" in live.metadata
-    for record in members:
+    for record in sorted(members, key=lambda r: rank(r.provenance)):
         for key, value in record.metadata.items():
             live.metadata.setdefault(key, value)
     if not had_collection:
@@ -288,7 +309,6 @@ def _join(live: Document, arrived: Document, records: Sequence[Record], rank: _R
         if collection is not None:
             live.metadata["collection"] = collection
     live.texts = sorted(set(live.texts) | {arrived.text_hash, *arrived.texts} - {live.text_hash})
-    return True
 
 
 @dataclass

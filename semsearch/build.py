@@ -71,6 +71,7 @@ class BuildSummary:
     catalogue: dict[str, Any] | None = None  # the catalogue join (semsearch.catalogue), when there was one
     unchanged: bool = False  # nothing changed since the live version: no new version was written
     segments: int = 0  # extra segments of the version (a refresh that appended one: segments.py)
+    rewritten_because: str = ""  # why a refresh that brought or dropped files rewrote the index whole
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -304,6 +305,7 @@ def build_index(
     opts = options or BuildOptions()
     started = time.perf_counter()
     index_path = Path(index_dir)
+    rewrite_reason = ""
     if not opts.full and not opts.rewrite and (index_path / CURRENT).is_file():
         # Under the writer lock: while another writer publishes, "up to date" would describe a passing version.
         with write_errors_explained(index_path), writer_lock(index_path, wait=opts.wait):
@@ -311,8 +313,9 @@ def build_index(
         if live is not None:
             return _unchanged_summary(live, index_path, opts, started)
         appended = _append(sources, index_path, opts, embedder, started)
-        if appended is not None:
+        if isinstance(appended, BuildSummary):
             return appended
+        rewrite_reason = appended or ""
     # Everything that can fail on bad input happens before the index directory is touched.
     read = _read_input(sources, index_path, opts)
 
@@ -370,28 +373,37 @@ def build_index(
         title_only=read.counts.title_only,
         aliases=read.counts.aliases,
         catalogue=read.catalogue.to_dict(with_uncatalogued=True) if read.catalogue is not None else None,
+        rewritten_because=rewrite_reason,
     )
 
 
 def _append(
     sources: Sequence[str] | None, index_path: Path, opts: BuildOptions, embedder: Embedder | None, started: float
-) -> BuildSummary | None:
-    """Refresh by appending a segment (append.py); None when the full build must run (nothing written then)."""
-    from .append import decide, plan_files, write_appended
+) -> BuildSummary | str | None:
+    """Refresh by appending a segment (append.py).
+
+    Otherwise nothing is written and the full build runs: the reason it must (a str), or None when appending
+    does not apply (no file came or went, other settings).
+    """
+    from .append import FullBuild, decide, plan_files, write_appended
 
     manifest = _recorded_manifest(index_path)
     if manifest is None or not _appendable(manifest, opts, embedder):
         return None
-    arrived = plan_files(sources, manifest, skip_bad=opts.skip_bad)
+    try:
+        arrived = plan_files(sources, manifest, skip_bad=opts.skip_bad)
+    except FullBuild as why:
+        return str(why)
     if arrived is None:
         return None
     with new_version(index_path, wait=opts.wait) as writer:
         previous = PreviousVersion.load(index_path)
         if previous is None or previous.manifest.built_at != manifest.built_at:
             return None  # another writer published meanwhile
-        change = decide(arrived, previous, near=opts.near, share=opts.merge_share)
-        if change is None:
-            return None
+        try:
+            change = decide(arrived, previous, near=opts.near, share=opts.merge_share)
+        except FullBuild as why:
+            return str(why)
         choice = _open_encoder(opts, previous, writer, embedder)
         enc = choice.embedder
         cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, choice.cache_runtime(), enc.dimension)

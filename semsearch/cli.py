@@ -309,6 +309,8 @@ def index(
             click.echo("uncatalogued: no catalogue (give one with --catalogue FILE)")
         for row in uncatalogued:
             click.echo(f"uncatalogued: {row['id']}  {row['label']}")
+    if summary.rewritten_because:
+        click.echo(f"rewrote the index whole rather than appending a segment: {summary.rewritten_because}")
     appended = f" + {summary.segments} appended segment(s); --optimize merges them" if summary.segments else ""
     click.echo(f"vectors: {summary.ann}{appended}")
     on_ray = ", encoded on ray" if summary.engine == "ray" else ""

@@ -3,7 +3,8 @@
 Layout of an index directory (``indexes/default``)::
 
     CURRENT              name of the live version folder (swapped atomically by rename)
-    v-<seq>-<time>/      one complete, immutable index version (seq counts publications)
+    v-<seq>-<time>/      one complete, immutable index version (seq counts publications; files shared with the
+                         previous version are hard links)
         manifest.json    format version, model, counts, sources, file sizes and checksums (manifest.py)
         vectors.npy      the exact float32 vectors (memory-mapped by readers); ids.npy: their ids (vectors.py)
         vectors.faiss    the ANN index over inner product (exact, IVF, IVF-PQ or HNSW; ann.py)
@@ -11,6 +12,8 @@ Layout of an index directory (``indexes/default``)::
         docs.sqlite      documents, provenance and external ids (documents.py)
         lexical/         the BM25 index, numpy arrays and JSON (lexical.py)
         map.json         the corpus map (corpus_map.py)
+        near/            the near-duplicate band keys of every text, checked by refreshes (dedup.py)
+        seg-<seq>/       a segment a refresh appended; hidden.npy: rows no longer live (segments.py)
         encoder/         the ONNX export of the model, when the ONNX backend built it (onnx_backend.py)
     cache/               embedding caches, one SQLite file per model fingerprint and precision (cache.py)
     .lock                held by the one writer (flock; versions.py)

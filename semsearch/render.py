@@ -117,6 +117,15 @@ def info_text(info: IndexInfo) -> str:
         )
     if info.map:
         rows.insert(len(rows) - 1, ("map", map_line(info.map)))
+    if info.segments or info.hidden:
+        rows.insert(
+            len(rows) - 1,
+            (
+                "segments",
+                f"base + {info.segments} appended, {info.hidden} rows hidden "
+                "(semsearch index --optimize writes one base)",
+            ),
+        )
     width = max(len(k) for k, _ in rows)
     lines = [f"{k + ':':<{width + 1}} {v}" for k, v in rows]
     lines += [f"  {s.path}  ({s.format}, {s.records} abstracts, {s.encoding})" for s in info.sources]

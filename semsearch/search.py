@@ -70,6 +70,8 @@ class IndexInfo:
     aliases: int = 0  # former ids that still resolve to a document
     catalogue: dict[str, Any] | None = None  # the build's catalogue join (semsearch.catalogue), if any
     map: dict[str, Any] = field(default_factory=dict)  # the manifest's map entry: method, clusters, when laid out
+    segments: int = 0  # segments appended since the index was last written whole (segments.py)
+    hidden: int = 0  # rows of its segments the version no longer holds
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -204,6 +206,8 @@ class Index:
             aliases=self.store.alias_count(),
             catalogue=m.catalogue,
             map=dict(m.map),
+            segments=len(m.segments),
+            hidden=m.hidden,
         )
 
     def stale_sources(self) -> dict[str, list[str]]:

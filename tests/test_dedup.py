@@ -468,3 +468,32 @@ def test_seeds_merge_into_neurips_catalogue() -> None:
     assert len(leftovers) == 1
     assert leftovers[0].text.startswith("Large language models (LLMs) have demonstrated")
     assert combined.near_duplicates == 4
+
+
+def test_band_keys_kept_for_every_text_find_a_later_near_copy(tmp_path: Path) -> None:
+    from semsearch.dedup import load_near_keys, save_near_keys, shared_bands
+
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(3000)]
+    texts = [" ".join(rng.choices(words, k=60)) for _ in range(40)]
+    copy = texts[3].split()
+    copy[10] = "changed"
+    records = [rec(t, number=i) for i, t in enumerate(texts)] + [rec(" ".join(copy), number=99)]
+    result = deduplicate(records)
+    keys = result.near_keys
+    assert keys is not None and len(keys.keys) == 41  # one row per distinct text, the merged copy's too
+    merged = next(d for d in result.documents if d.texts)
+    rows = keys.nums == int(merged.id, 16)
+    assert rows.sum() == 2 and keys.origin[rows].tolist().count(True) == 1
+    save_near_keys(tmp_path, keys)
+    kept = load_near_keys(tmp_path)
+    assert kept is not None and np.array_equal(kept.keys, keys.keys)
+    # A refresh's arrivals: a near copy of text 7 shares a band with it; an unrelated text shares none.
+    later = texts[7].split()
+    later[20] = "edited"
+    arrivals = deduplicate([rec(" ".join(later), "b.txt", 1), rec(" ".join(rng.choices(words, k=60)), "b.txt", 2)])
+    assert arrivals.near_keys is not None
+    hits = shared_bands(arrivals.near_keys, kept)
+    doc7 = next(d for d in result.documents if d.text == texts[7])
+    assert {(num, origin) for _, num, origin in hits} == {(int(doc7.id, 16), True)}
+    assert load_near_keys(tmp_path / "missing") is None

@@ -164,9 +164,16 @@ def test_arrivals_in_steps_equal_one_build(tmp_path: Path, files: tuple[Path, Pa
     assert_same_answers(idx, one_go, fake)
 
 
-@pytest.mark.parametrize("case", ["before", "changed", "partial", "share"])
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("changed", "b.jsonl changed"),
+        ("partial", "a document keeps some of its sources and loses others"),
+        ("share", "more than 10% of the index"),
+    ],
+)
 def test_changes_a_segment_cannot_hold_take_the_full_build(
-    tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder, case: str
+    tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder, case: str, reason: str
 ) -> None:
     a, b, c = files
     idx, one_go = tmp_path / "idx", tmp_path / "one"
@@ -174,9 +181,7 @@ def test_changes_a_segment_cannot_hold_take_the_full_build(
     build_index(sources, idx, OPTS, embedder=fake)
     shutil.copytree(idx, one_go)
     opts = OPTS
-    if case == "before":
-        sources = [str(a), str(b), str(c)]  # a new file read before the indexed ones
-    elif case == "changed":
+    if case == "changed":
         write(b, abstracts(2, 81))
     elif case == "partial":
         sources = [str(b)]  # c.jsonl's near copy of a b.jsonl abstract keeps one source and loses one
@@ -187,7 +192,30 @@ def test_changes_a_segment_cannot_hold_take_the_full_build(
     summary = build_index(sources, idx, opts, embedder=fake)
     build_index(sources, one_go, replace(opts, rewrite=True), embedder=FakeEmbedder())
     assert summary.segments == 0 and not Manifest.read(current_version(idx)).segments
+    assert reason in summary.rewritten_because
     assert documents_of(idx) == documents_of(one_go)
+
+
+def test_arrivals_read_before_indexed_files_merge_in_reading_order(
+    tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder
+) -> None:
+    a, b, c = files
+    # z.jsonl and y.jsonl hold copies of one abstract (a merged document of two sources), with their own ids.
+    shared = abstracts(60, 1)[0]
+    z = write(a.parent / "z.jsonl", [{**shared, "id": "z-1"}, *abstracts(61, 20)])
+    y = write(a.parent / "y.jsonl", [{**shared, "id": "y-1"}, *abstracts(62, 20)])
+    idx, full = tmp_path / "idx", tmp_path / "full"
+    build_index([str(b), str(y), str(z)], idx, OPTS, embedder=fake)
+    shutil.copytree(idx, full)
+    # c.jsonl is read before y and z, x.jsonl between them: a near copy of b's and copies of the merged abstract.
+    x = write(a.parent / "x.jsonl", [{**shared, "id": "x-1"}, *abstracts(63, 5)])
+    sources = [str(p) for p in (b, c, x, y, z)]
+    grown = build_index(sources, idx, OPTS, embedder=fake)
+    build_index(sources, full, replace(OPTS, rewrite=True), embedder=FakeEmbedder())
+    assert grown.segments == 1, grown.rewritten_because
+    merged = next(d for d in documents_of(idx).values() if len(d["sources"]) == 3)
+    assert [s["file"].rsplit("/", 1)[1] for s in merged["sources"]] == ["x.jsonl", "y.jsonl", "z.jsonl"]
+    assert documents_of(idx) == documents_of(full)
 
 
 def test_segments_merge_when_they_grow(tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder) -> None:
@@ -250,3 +278,24 @@ def test_a_removal_too_big_for_a_segment_rewrites_one_base(
     manifest = Manifest.read(current_version(idx))
     assert not manifest.segmented and not list(current_version(idx).glob("seg-*"))
     assert verify_index(idx) == [] and len(documents_of(idx)) == manifest.counts.documents
+
+
+def test_cli_says_a_segment_was_appended_and_optimize_merges_it(tmp_path: Path, fake: FakeEmbedder) -> None:
+    from test_cli import run
+
+    src = tmp_path / "src"
+    src.mkdir()
+    write(src / "a.jsonl", abstracts(1, 300))
+    idx = str(tmp_path / "idx")
+    assert run(["index", str(src), "--index", idx, "-q"], fake).exit_code == 0
+    write(src / "b.jsonl", abstracts(2, 12))  # 4% of the corpus: appended
+    grown = run(["index", str(src), "--index", idx, "-q"], fake)
+    assert grown.exit_code == 0 and "+ 1 appended segment(s); --optimize merges them" in grown.output
+    info = run(["info", "--index", idx], fake)
+    assert "base + 1 appended, 0 rows hidden (semsearch index --optimize writes one base)" in info.output
+    assert run(["query", abstracts(2, 12)[3]["abstract"], "--index", idx, "-k", "1", "--json"], fake).exit_code == 0
+    merged = run(["index", "--optimize", "--index", idx, "--json"], fake)
+    assert merged.exit_code == 0 and json.loads(merged.stdout)["segments"] == 0
+    assert not Manifest.read(current_version(Path(idx))).segmented
+    again = run(["index", "--index", idx, "--json"], fake)
+    assert json.loads(again.stdout)["unchanged"] is True
