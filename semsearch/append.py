@@ -21,9 +21,10 @@ ids removed by hand...) returns None and the caller runs the full build.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from .dedup import (
     is_near_duplicate,
     load_near_keys,
     near_similarity,
+    normalize_text,
     save_near_keys,
     shared_bands,
 )
@@ -43,7 +45,7 @@ from .freshness import absolute_source_args, file_changed
 from .ingest import expand_sources, read_sources
 from .layout import doc_num
 from .manifest import Counts, Manifest
-from .records import Arrival, DedupResult, Document, IngestResult, Provenance, Record, SourceFile
+from .records import Arrival, DedupResult, Document, IngestResult, NearKeys, Provenance, Record, SourceFile
 from .segment_writer import SegmentChange, fits, write_segment_version
 from .versions import PreviousVersion, VersionWriter, next_sequence
 
@@ -102,9 +104,9 @@ def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: fl
         change = _change(arrived, previous, store, near)
     finally:
         store.close()
-    rows = len(change.new) + len(change.late) + len(change.dropped)
-    moved = len(change.new) + len(change.dropped)
-    after = previous.manifest.counts.documents + len(change.new) - len(change.dropped)
+    moved = len(change.new) + len(change.gone)
+    rows = moved + len(change.late)
+    after = previous.manifest.counts.documents + len(change.new) - len(change.gone)
     if not fits(previous, rows, share):
         raise FullBuild(f"{rows} documents change: with the segments so far, more than {share:.0%} of the index")
     if not can_append(previous.path, after, moved):
@@ -121,6 +123,13 @@ class Change:
     dropped: list[Document]  # live documents whose every source left
     dedup: DedupResult  # of the arrived records alone
     joined_groups: int  # exact groups of arrived records whose text a live document already held
+    merged: list[Document] = field(default_factory=list)  # live documents an arrival merged into another
+    near_keys: NearKeys | None = None  # band keys of the texts the new segment's documents gained
+
+    @property
+    def gone(self) -> set[int]:
+        """Numbers of the live documents the new version no longer holds."""
+        return {doc_num(d.id) for d in (*self.dropped, *self.merged)}
 
 
 def _change(arrived: Arrived, previous: PreviousVersion, store: DocumentStore, near: bool) -> Change:
@@ -138,33 +147,73 @@ def _change(arrived: Arrived, previous: PreviousVersion, store: DocumentStore, n
     owner = _owners(store, [h for d in dedup.documents for h in (d.text_hash, *d.texts)])
     near_hits = _near_hits(dedup, previous, store) if near else {}
     dropped_ids = {d.id for d in dropped}
-    by_doc: dict[str, str] = {}  # new document id -> the live document it joins
+    hits_of: dict[str, set[str]] = {}  # new document id -> the live documents its texts copy
     joined_groups = 0
     for doc in dedup.documents:
         hits = {owner[h] for h in (doc.text_hash, *doc.texts) if h in owner} | near_hits.get(doc.id, set())
         joined_groups += sum(1 for h in (doc.text_hash, *doc.texts) if h in owner)
-        if len(hits) > 1:
-            raise FullBuild(f"an arriving abstract joins {len(hits)} indexed documents into one")
         if hits & dropped_ids:
             raise FullBuild("an arriving abstract copies a document whose source left")
         if hits:
-            by_doc[doc.id] = hits.pop()
-    if dropped and _near_any([d for d in dedup.documents if d.id not in by_doc], dropped):
+            hits_of[doc.id] = hits
+    if dropped and _near_any([d for d in dedup.documents if d.id not in hits_of], dropped):
         raise FullBuild("an arriving abstract is an edit of one that left (its old id becomes an alias)")
-    live = store.get_many([doc_num(i) for i in set(by_doc.values())])
-    late: dict[str, Document] = {d.id: d for d in live.values()}
+    live = {d.id: d for d in store.get_many([doc_num(i) for h in hits_of.values() for i in h]).values()}
+    groups = _groups(hits_of.values())
+    winner_of = {i: _representative([live[j] for j in group]).id for group in groups for i in group}
+    rank = _Ranks(arrived.order)
     new: list[Document] = []
     clashes = previous.ids | set(_aliases(store))
-    rank = _Ranks(arrived.order)
+    arrivals: dict[str, list[Document]] = {}  # winner id -> the arrived documents that join it
     for doc in dedup.documents:
-        target = by_doc.get(doc.id)
-        if target is None:
-            if doc.id in clashes:
-                raise FullBuild(f"an arriving abstract's id {doc.id} was an indexed document's")
-            new.append(doc)
+        if doc.id in hits_of:
+            arrivals.setdefault(winner_of[next(iter(hits_of[doc.id]))], []).append(doc)
+        elif doc.id in clashes:
+            raise FullBuild(f"an arriving abstract's id {doc.id} was an indexed document's")
         else:
-            _join(late[target], doc, records, rank)
-    return Change(new, list(late.values()), dropped, dedup, joined_groups)
+            new.append(doc)
+    late: list[Document] = []
+    merged: list[Document] = []
+    for group in groups:
+        winner = live[winner_of[next(iter(group))]]
+        others = sorted((live[i] for i in group if i != winner.id), key=lambda d: d.id)
+        joining = arrivals[winner.id]
+        wanted = {p for d in joining for p in d.sources}
+        _merge(winner, others, [r for r in records if r.provenance in wanted], joining, rank)
+        late.append(winner)
+        merged.extend(others)
+    keys = _segment_near_keys(dedup, {d_id: winner_of[next(iter(h))] for d_id, h in hits_of.items()})
+    keys = _with_texts_of(keys, merged, winner_of, previous)
+    return Change(new, late, dropped, dedup, joined_groups, merged, keys)
+
+
+def _groups(hits: Iterable[set[str]]) -> list[set[str]]:
+    """Live documents that arrivals join into one: the connected sets of ids that some arrival copies together."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for ids in hits:
+        first, *rest = sorted(ids)
+        find(first)
+        for other in rest:
+            parent[find(other)] = find(first)
+    out: dict[str, set[str]] = {}
+    for x in list(parent):
+        out.setdefault(find(x), set()).add(x)
+    return list(out.values())
+
+
+def _representative(docs: Sequence[Document]) -> Document:
+    """The live document whose text a full build keeps when arrivals join these (dedup.deduplicate's rep_of).
+
+    All their texts created documents, so the representative key decides: titled, longest, smallest hash.
+    """
+    return min(docs, key=lambda d: (d.title is None, -len(normalize_text(d.text)), d.text_hash))
 
 
 class _Ranks:
@@ -265,50 +314,109 @@ def _names_file(absolute: str, name: str) -> bool:
     return absolute == name or absolute.endswith(os.sep + name.lstrip("./"))
 
 
-def _join(live: Document, arrived: Document, records: Sequence[Record], rank: _Ranks) -> None:
-    """Merge an arrived document's records into the live one they copy, as a full build would merge them.
+def _merge(
+    winner: Document, others: Sequence[Document], records: Sequence[Record], joining: Sequence[Document], rank: _Ranks
+) -> None:
+    """Merge live documents and arrived records into ``winner``, as a full build would merge them.
 
-    The live document's own text stays its representative: a full build puts its title, metadata and collection
-    first, then the other members' in reading order. Sources and ids follow that reading order. When arrivals
-    are read before some of several live members, what those members lent must be told apart: their ids align
-    with their sources when each gave one; a metadata value or collection an arrival gives differently from the
-    live document's cannot be placed (the live one may be the representative's or a member's) and raises
-    FullBuild. (A title the live document holds is taken as its representative's: a build elects a titled
-    representative unless an untitled text created the document first.)
+    The winner's own text stays the representative: a full build puts its title, metadata and collection first,
+    then every other member's in reading order. Sources and ids follow that reading order. A live document
+    that merged several members stores their ids in order (one each) or as one block, which must then not
+    have other members read among its own; a metadata value that differs between members whose order cannot
+    be rebuilt raises FullBuild. (A live document's title is taken as its representative's: a build elects a
+    titled representative unless an untitled text created the document first.)
     """
-    wanted = set(arrived.sources)
-    members = [r for r in records if r.provenance in wanted]
-    first_new = min(rank(r.provenance) for r in members)
-    old = sorted(live.sources, key=rank)
-    interleaved = len(old) > 1 and first_new < rank(old[-1])
-    if interleaved:
-        if len(live.external_ids) != len(old) and any(r.external_id is not None for r in members):
-            raise FullBuild("an arriving copy's id cannot be placed among the ids of a merged document")
-        for record in members:
-            clash = next((k for k, v in record.metadata.items() if k in live.metadata and live.metadata[k] != v), None)
-            collection = live.metadata.get("collection")
-            if clash is not None or (record.collection is not None and collection not in (None, record.collection)):
-                raise FullBuild("an arriving copy's metadata cannot be placed among a merged document's")
-    arriving = [(rank(r.provenance), [r.external_id]) for r in members if r.external_id is not None]
-    if arriving:
-        if interleaved:
-            held = [(rank(p), [i]) for p, i in zip(old, live.external_ids, strict=True)]
-        else:  # the live members' ids (in their order) sit where its first member is read
-            held = [(rank(old[0]), list(live.external_ids))]
-        ordered = sorted([*held, *arriving], key=lambda item: item[0])
-        live.external_ids = list(dict.fromkeys(i for _, ids in ordered for i in ids))
-    live.sources = sorted(dict.fromkeys([*live.sources, *(r.provenance for r in members)]), key=rank)
-    if live.title is None:
-        live.title = next((r.title for r in sorted(members, key=lambda r: rank(r.provenance)) if r.title), None)
-    had_collection = "collection" in live.metadata
-    for record in sorted(members, key=lambda r: rank(r.provenance)):
-        for key, value in record.metadata.items():
-            live.metadata.setdefault(key, value)
-    if not had_collection:
-        collection = next((r.collection for r in members if r.collection is not None), None)
-        if collection is not None:
-            live.metadata["collection"] = collection
-    live.texts = sorted(set(live.texts) | {arrived.text_hash, *arrived.texts} - {live.text_hash})
+    ranked: list[tuple[tuple[int, int], dict[str, Any]]] = []  # every non-representative contribution, by place
+    ids: list[tuple[tuple[int, int], list[str]]] = []
+    blocks: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    for doc in (winner, *others):
+        places = sorted(rank(p) for p in doc.sources)
+        if len(doc.external_ids) == len(places):
+            ids.extend((place, [i]) for place, i in zip(places, doc.external_ids, strict=True))
+        else:
+            ids.append((places[0], list(doc.external_ids)))
+            blocks.append((places[0], places[-1]))
+        if doc is not winner:
+            ranked.append((places[0], _with_collection(doc.metadata, None)))
+    for record in records:
+        place = rank(record.provenance)
+        ids.extend([(place, [record.external_id])] if record.external_id is not None else [])
+        ranked.append((place, _with_collection(record.metadata, record.collection)))
+    every = sorted(place for place, _ in ids)
+    if any(sum(lo < place < hi for place in every) for lo, hi in blocks):
+        raise FullBuild("an arriving copy's id cannot be placed among the ids of a merged document")
+    winner.external_ids = list(dict.fromkeys(i for _, group in sorted(ids, key=lambda x: x[0]) for i in group))
+    winner.metadata = _merged_metadata(winner, ranked, max(rank(p) for p in winner.sources))
+    if winner.title is None:
+        titled = [(min(rank(p) for p in d.sources), d.title) for d in others if d.title]
+        titled += [(rank(r.provenance), r.title) for r in records if r.title]
+        winner.title = min(titled)[1] if titled else None
+    winner.sources = sorted(
+        dict.fromkeys([*winner.sources, *(p for d in others for p in d.sources), *(r.provenance for r in records)]),
+        key=rank,
+    )
+    held = {h for d in (winner, *others, *joining) for h in (d.text_hash, *d.texts)}
+    winner.texts = sorted(held - {winner.text_hash})
+    winner.aliases = sorted(set(winner.aliases) | {a for d in others for a in (d.id, *d.aliases)})
+
+
+def _with_collection(metadata: dict[str, Any], collection: str | None) -> dict[str, Any]:
+    return {**metadata, "collection": collection} if collection is not None else dict(metadata)
+
+
+def _merged_metadata(
+    winner: Document, ranked: Sequence[tuple[tuple[int, int], dict[str, Any]]], last: tuple[int, int]
+) -> dict[str, Any]:
+    """The winner's metadata, then each other member's keys in reading order (a full build's setdefault)."""
+    out = dict(winner.metadata)
+    alone = len(winner.sources) == 1  # every key the winner holds is its representative's: it comes first
+    seen: dict[str, tuple[tuple[int, int], Any]] = {}
+    for place, metadata in sorted(ranked, key=lambda x: x[0]):
+        for key, value in metadata.items():
+            if key in winner.metadata:
+                if value != winner.metadata[key] and not alone and place < last:
+                    raise FullBuild(f"an arriving copy's {key!r} cannot be placed among a merged document's")
+            elif key in seen:
+                if seen[key][1] != value:
+                    raise FullBuild(f"merged documents give {key!r} different values")
+            else:
+                seen[key] = (place, value)
+                out[key] = value
+    return out
+
+
+def _segment_near_keys(dedup: DedupResult, joins: dict[str, str]) -> NearKeys | None:
+    """The arrivals' band keys, each owned by the document its text ends up in (a live one for late copies)."""
+    keys = dedup.near_keys
+    if keys is None or not joins:
+        return keys
+    owner = {doc_num(new): doc_num(live) for new, live in joins.items()}
+    nums = np.array([owner.get(int(n), int(n)) for n in keys.nums], dtype=np.int64)
+    origin = np.array([bool(o) and int(n) not in owner for n, o in zip(keys.nums, keys.origin, strict=True)])
+    return NearKeys(keys.keys, nums, origin)
+
+
+def _with_texts_of(
+    keys: NearKeys | None, merged: Sequence[Document], winner_of: dict[str, str], previous: PreviousVersion
+) -> NearKeys | None:
+    """``keys`` plus the band keys of merged-away documents' texts, now held by the document they joined."""
+    if keys is None or not merged:
+        return keys
+    gone = {doc_num(d.id): doc_num(winner_of[d.id]) for d in merged}
+    parts = [keys]
+    for segment in previous.manifest.version_segments(previous.path):
+        old = load_near_keys(segment.folder)
+        if old is None:
+            continue
+        rows = np.isin(old.nums, np.fromiter(gone, dtype=np.int64))
+        if rows.any():
+            nums = np.array([gone[int(n)] for n in old.nums[rows]], dtype=np.int64)
+            parts.append(NearKeys(old.keys[rows], nums, np.zeros(int(rows.sum()), dtype=bool)))
+    return NearKeys(
+        np.concatenate([p.keys for p in parts]),
+        np.concatenate([p.nums for p in parts]),
+        np.concatenate([p.origin for p in parts]),
+    )
 
 
 @dataclass
@@ -347,13 +455,13 @@ def write_appended(
     contents = write_segment_version(
         writer.path,
         previous,
-        SegmentChange(added, vectors, {doc_num(d.id) for d in change.dropped}),
+        SegmentChange(added, vectors, change.gone),
         next_sequence(writer.index_dir),
         vectors_of=lambda ids: _vectors_of(ids, added, vectors, store),
     )
-    if change.dedup.near_keys is not None and contents["segments"] != previous.manifest.segments:
-        save_near_keys(writer.path / contents["segments"][-1]["name"], change.dedup.near_keys)
-    counts = _counts(previous.manifest.counts, change.dedup, change.joined_groups, change.new, change.dropped)
+    if change.near_keys is not None and contents["segments"] != previous.manifest.segments:
+        save_near_keys(writer.path / contents["segments"][-1]["name"], change.near_keys)
+    counts = _counts(previous.manifest.counts, change)
     manifest = previous.manifest.updated(
         counts=counts,
         sources=arrived.files,
@@ -388,20 +496,21 @@ def _vectors_of(ids: Sequence[str], added: Sequence[Document], vectors: np.ndarr
     return out
 
 
-def _counts(
-    before: Counts, dedup: DedupResult, joined: int, new: Sequence[Document], dropped: Sequence[Document]
-) -> Counts:
+def _counts(before: Counts, change: Change) -> Counts:
     """The new version's counts, as a full build would count the same records."""
+    dedup, new, dropped, merged = change.dedup, change.new, change.dropped, change.merged
     read = before.read + dedup.read - sum(len(d.sources) for d in dropped)
     texts = before.read - before.exact_duplicates  # distinct texts (exact groups) before
-    texts += dedup.read - dedup.exact_duplicates - joined - sum(1 + len(d.texts) for d in dropped)
-    documents = before.documents + len(new) - len(dropped)
+    texts += dedup.read - dedup.exact_duplicates - change.joined_groups - sum(1 + len(d.texts) for d in dropped)
+    documents = before.documents + len(new) - len(dropped) - len(merged)
+    title_only = sum(d.title_only for d in new) - sum(d.title_only for d in (*dropped, *merged))
     return Counts(
         read=read,
         documents=documents,
         exact_duplicates=read - texts,
         near_duplicates=texts - documents,
         vectors=documents,
-        title_only=before.title_only + sum(d.title_only for d in new) - sum(d.title_only for d in dropped),
-        aliases=before.aliases - sum(len(d.aliases) for d in dropped),
+        title_only=before.title_only + title_only,
+        # A merged-away document's id becomes an alias of the one it joined, which takes its aliases too.
+        aliases=before.aliases - sum(len(d.aliases) for d in dropped) + len(merged),
     )

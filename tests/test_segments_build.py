@@ -299,3 +299,38 @@ def test_cli_says_a_segment_was_appended_and_optimize_merges_it(tmp_path: Path, 
     assert not Manifest.read(current_version(Path(idx))).segmented
     again = run(["index", "--index", idx, "--json"], fake)
     assert json.loads(again.stdout)["unchanged"] is True
+
+
+def test_an_arrival_that_joins_two_documents_merges_them_as_a_full_refresh_does(
+    tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder
+) -> None:
+    a, b, _c = files
+    rng = random.Random(5)
+    words = rng.sample(WORDS, 60)
+    first, second = list(words), list(words)
+    first[2:8] = ["first"] * 6  # each a near copy of the bridge, but not of the other
+    second[50:56] = ["second"] * 6
+    pair = write(
+        a.parent / "p.jsonl",
+        [
+            {"title": "one", "abstract": " ".join(first), "id": "p-1", "venue": "x"},
+            {"title": "two", "abstract": " ".join(second), "id": "p-2", "year": "2021"},
+        ],
+    )
+    idx, full = tmp_path / "idx", tmp_path / "full"
+    build_index([str(a), str(b), str(pair)], idx, OPTS, embedder=fake)
+    assert len(documents_of(idx)) == 202
+    shutil.copytree(idx, full)
+    bridge = write(a.parent / "q.jsonl", [{"title": "bridge", "abstract": " ".join(words), "id": "q-1"}])
+    sources = [str(a), str(b), str(pair), str(bridge)]
+    grown = build_index(sources, idx, OPTS, embedder=fake)
+    build_index(sources, full, replace(OPTS, rewrite=True), embedder=FakeEmbedder())
+    assert grown.segments == 1, grown.rewritten_because
+    assert grown.encoded == 0 and grown.documents == 201
+    assert documents_of(idx) == documents_of(full)
+    merged = next(d for d in documents_of(idx).values() if len(d["sources"]) == 3)
+    assert len(merged["aliases"]) == 1 and merged["external_ids"] == ["p-1", "p-2", "q-1"]
+    assert Manifest.read(current_version(idx)).counts == Manifest.read(current_version(full)).counts
+    assert_same_answers(idx, full, fake)
+    with Index.open(idx, embedder=fake) as opened:  # the former id still resolves, to the merged document
+        assert opened.get(merged["aliases"][0]).id == merged["id"]
