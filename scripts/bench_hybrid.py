@@ -78,10 +78,11 @@ def old_lexical_top(lex: Any, text: str, depth: int) -> dict[int, float]:
     n = len(lex)
     scores = np.zeros(n, dtype=np.float32)
     matched = np.zeros(n, dtype=bool)
+    data, indices, indptr = lex.csc()  # a segmented index weighs its postings once, here (not timed apart)
     for tid, w in lex.query_weights(text).items():
-        start, end = int(lex.indptr[tid]), int(lex.indptr[tid + 1])
-        rows = lex.indices[start:end]
-        scores[rows] += np.float32(w) * lex.data[start:end]
+        start, end = int(indptr[tid]), int(indptr[tid + 1])
+        rows = indices[start:end]
+        scores[rows] += np.float32(w) * data[start:end]
         matched[rows] = True
     rows = np.flatnonzero(matched & (scores > 0))
     # Sorted in full (the cost measured); ties by document id, the rule the index follows now.
