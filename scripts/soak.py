@@ -324,6 +324,8 @@ def soak(seconds: float, clients: int, fake: bool, workdir: Path, pause: float) 
         "server_rss_mb_end": round(end_stats["rss"] / 2**20, 1),
         "server_fds_start": start_stats["fds"],
         "server_fds_end": end_stats["fds"],
+        # Each segment of the served version holds its own open files (docs.sqlite, memory-mapped arrays).
+        "live_segments": len(json.loads((index / last / "manifest.json").read_text()).get("segments", [])),
         "first_build_s": round(first_build, 1),
     }
 

@@ -36,5 +36,6 @@ def test_soak_serves_while_versions_publish() -> None:
     assert report["writer"].get("refresh") and report["writer"].get("remove") and report["writer"].get("readd")
     assert report["verify_runs"] >= 1 and report["verify_problems"] == []
     # No leaked versions or handles: descriptors back to where they were, memory within noise.
-    assert report["server_fds_end"] <= report["server_fds_start"] + 2, report
+    # No descriptor leaks: beyond the start's, only the live version's segments hold files (about 5 each).
+    assert report["server_fds_end"] <= report["server_fds_start"] + 2 + 6 * report["live_segments"], report
     assert report["server_rss_mb_end"] - report["server_rss_mb_start"] < 64, report
