@@ -416,7 +416,19 @@ def recall_at(
     return total / max(1, len(queries))
 
 
-class AnnSearcher:
+class _TopK:
+    """What both searchers answer: ``search`` as pairs, from their ``top`` arrays."""
+
+    def top(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Up to k (document number, cosine) pairs, best first; ``allowed`` restricts to those numbers."""
+        nums, scores = self.top(query, k, allowed)
+        return list(zip(nums.tolist(), scores.tolist(), strict=True))
+
+
+class AnnSearcher(_TopK):
     """Search one version's ANN index; scores are exact inner products whatever the structure."""
 
     def __init__(self, index: Any, spec: AnnSpec, store: VectorStore, *, hidden: np.ndarray | None = None) -> None:
@@ -463,11 +475,6 @@ class AnnSearcher:
     @property
     def dimension(self) -> int:
         return int(self.index.d)
-
-    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """Up to k (document number, cosine) pairs, best first; ``allowed`` restricts to those numbers."""
-        nums, scores = self.top(query, k, allowed)
-        return list(zip(nums.tolist(), scores.tolist(), strict=True))
 
     def top(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``search`` as arrays: (int64 document numbers, float32 cosines), best first, ties to the smaller number."""
@@ -535,7 +542,7 @@ def read_faiss(path: Path, flags: int = 0) -> Any:
         raise IndexCorruptError(f"{path} is not a readable FAISS index; rebuild with: semsearch index --full") from exc
 
 
-class SegmentedSearcher:
+class SegmentedSearcher(_TopK):
     """Search a version with extra segments: the base's ANN index less its hidden rows, plus each extra
     segment's live rows exactly, merged as one version holding only the live vectors would rank them."""
 
@@ -572,11 +579,6 @@ class SegmentedSearcher:
     @property
     def dimension(self) -> int:
         return self.base.dimension
-
-    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """Up to k (document number, cosine) pairs, best first; ``allowed`` restricts to those numbers."""
-        nums, scores = self.top(query, k, allowed)
-        return list(zip(nums.tolist(), scores.tolist(), strict=True))
 
     def top(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``search`` as arrays: (int64 document numbers, float32 cosines), best first, ties to the smaller number."""

@@ -1,7 +1,7 @@
 """A refresh that appends: read only the files that arrived, and write them as a segment of the live version.
 
 ``semsearch index`` takes this path when the sources changed only by whole files added or taken away, and the
-change is small against the corpus (``segment_writer.fits``). It gives the documents a full build of the same
+change is small against the corpus (``segment_writer.no_room``). It gives the documents a full build of the same
 sources would give, refreshing the same live version:
 
 - new records are deduplicated among themselves, then against the live version: exact copies by their text
@@ -46,7 +46,7 @@ from .ingest import expand_sources, read_sources
 from .layout import doc_num
 from .manifest import Counts, Manifest
 from .records import Arrival, DedupResult, Document, IngestResult, NearKeys, Provenance, Record, SourceFile
-from .segment_writer import SegmentChange, fits, write_segment_version
+from .segment_writer import SegmentChange, no_room, write_segment_version
 from .versions import PreviousVersion, VersionWriter, next_sequence
 
 
@@ -95,7 +95,7 @@ def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: fl
     """What the arrived and removed files change in ``previous``.
 
     Raises FullBuild when only a full build can say, or when the change is too big for a segment
-    (``segment_writer.fits``) or for the map's layout.
+    (``segment_writer.no_room``) or for the map's layout.
     """
     from .corpus_map import can_append
 
@@ -107,8 +107,9 @@ def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: fl
     moved = len(change.new) + len(change.gone)
     rows = moved + len(change.late)
     after = previous.manifest.counts.documents + len(change.new) - len(change.gone)
-    if not fits(previous, rows, share):
-        raise FullBuild(f"{rows} documents change: with the segments so far, more than {share:.0%} of the index")
+    why = no_room(previous, rows, share)
+    if why:
+        raise FullBuild(why)
     if not can_append(previous.path, after, moved):
         raise FullBuild("the map is due for a new layout")
     return change

@@ -172,7 +172,7 @@ def _append(
     drop, gone_files, gone_paths = removal
     from .corpus_map import can_append
     from .manifest import SEGMENTED_FORMAT_VERSION
-    from .segment_writer import SegmentChange, fits, write_segment_version
+    from .segment_writer import SegmentChange, no_room, write_segment_version
     from .versions import next_sequence
 
     manifest = previous.manifest
@@ -182,7 +182,7 @@ def _append(
         doc.sources = [p for p in doc.sources if p.file not in gone_files]
         (changed if doc.id not in drop and doc.sources else dropped).append(doc)
     after = manifest.counts.documents - len(dropped)
-    if not fits(previous, len(touched), share) or not can_append(previous.path, after, len(dropped)):
+    if no_room(previous, len(touched), share) or not can_append(previous.path, after, len(dropped)):
         return None
     _, exact = open_version_vectors(previous.path, manifest)
     vectors = exact.get([doc_num(d.id) for d in changed]) if changed else np.zeros((0, manifest.model.dimension))

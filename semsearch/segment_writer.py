@@ -39,16 +39,20 @@ class SegmentChange:
     dropped: set[int]  # numbers of documents the version no longer holds (changed ones need not be listed)
 
 
-def fits(previous: PreviousVersion, changed_rows: int, share: float = MERGE_SHARE) -> bool:
-    """Whether a change of this many rows may be appended as a segment rather than rewriting the version."""
+def no_room(previous: PreviousVersion, changed_rows: int, share: float = MERGE_SHARE) -> str:
+    """Why a change of this many rows cannot be appended as a segment ('' when it can)."""
     manifest = previous.manifest
-    if len(manifest.segments) >= MAX_SEGMENTS or not (previous.path / LEXICAL_DIR / TF_FILE).is_file():
-        return False
+    if len(manifest.segments) >= MAX_SEGMENTS:
+        return f"the index has {MAX_SEGMENTS} appended segments, the most it keeps"
+    if not (previous.path / LEXICAL_DIR / TF_FILE).is_file():
+        return "the index predates kept term frequencies (written by this build)"
     if manifest.lexical.get("bm25", {}).get("method", "lucene") != "lucene":
-        return False  # other BM25 variants keep no term frequencies to weigh at query time
+        return "its BM25 variant keeps no term frequencies to weigh at query time"
     segments = manifest.version_segments(previous.path)
     appended = sum(s.live_rows for s in segments[1:]) + sum(len(s.hidden) for s in segments)
-    return appended + changed_rows <= share * max(1, manifest.counts.documents)
+    if appended + changed_rows > share * max(1, manifest.counts.documents):
+        return f"{changed_rows} documents change: with the segments so far, more than {share:.0%} of the index"
+    return ""
 
 
 def link_version(previous: Path, target: Path) -> None:

@@ -57,6 +57,20 @@ def wait_for(predicate, timeout: float = 30.0) -> None:
         time.sleep(0.01)
 
 
+def kill_and_check(
+    proc: subprocess.Popen[str], after: float, index: Path, states: dict[str, frozenset[str]], trial: int
+) -> None:
+    """SIGKILL a writer after ``after`` seconds; the index must verify, answer, and be one of the two states."""
+    time.sleep(after)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert verify_index(index) == [], f"trial {trial}: verify failed"
+    with Index.open(index, embedder=FakeEmbedder()) as idx:
+        assert idx.search("neural networks", 3), f"trial {trial}: index does not answer"
+    now = doc_texts(index)
+    assert now in (states["A"], states["B"]), f"trial {trial}: index is neither the old nor the new one"
+
+
 @pytest.fixture
 def two_corpora(tmp_path: Path) -> tuple[Path, Path]:
     """Two source sets whose indexes differ: A (5 papers) and B (A plus 60 more in a second file)."""
@@ -93,14 +107,7 @@ def test_sigkill_at_random_points_never_breaks_the_index(tmp_path: Path, two_cor
             for cache in (index / "cache").glob("*"):
                 cache.unlink()
         proc = worker(index, target, extra=("--delay", "0.01", "--chunk", "8"))
-        time.sleep(rng.uniform(0.0, full * 1.1))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        assert verify_index(index) == [], f"trial {trial}: verify failed"
-        with Index.open(index, embedder=FakeEmbedder()) as idx:
-            assert idx.search("neural networks", 3), f"trial {trial}: index does not answer"
-        now = doc_texts(index)
-        assert now in (states["A"], states["B"]), f"trial {trial}: index is neither the old nor the new one"
+        kill_and_check(proc, rng.uniform(0.0, full * 1.1), index, states, trial)
     # Leftovers of killed builds are cleaned by the next successful one.
     proc = worker(index, a)
     assert proc.wait(timeout=60) == 0
@@ -132,13 +139,7 @@ def test_sigkill_during_appends_removals_and_merges_of_segments(tmp_path: Path) 
         if trial % 3 == 2:
             sources = [base] if current == "A" else [base, more]  # the same documents, rewritten
         proc = worker(index, *sources, extra=extra)
-        time.sleep(rng.uniform(0.0, full * 1.2))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        assert verify_index(index) == [], f"trial {trial}: verify failed"
-        with Index.open(index, embedder=FakeEmbedder()) as idx:
-            assert idx.search("neural networks", 3), f"trial {trial}: index does not answer"
-        assert doc_texts(index) in (states["A"], states["B"]), f"trial {trial}: neither the old nor the new one"
+        kill_and_check(proc, rng.uniform(0.0, full * 1.2), index, states, trial)
 
 
 def test_second_writer_fails_fast_then_waits(tmp_path: Path, two_corpora: tuple[Path, Path]) -> None:

@@ -151,14 +151,19 @@ def test_remove_source_and_ids_append(tmp_path: Path, files: tuple[Path, Path, P
 def test_arrivals_in_steps_equal_one_build(tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder) -> None:
     a, b, c = files
     src = a.parent
-    extra = [write(src / f"d{i}.jsonl", abstracts(10 + i, 15)) for i in range(3)]
+    extra = [write(src / f"d{i}.jsonl", abstracts(10 + i, 15)) for i in range(9)]
     idx, one_go = tmp_path / "idx", tmp_path / "one"
     build_index([str(a)], idx, OPTS, embedder=fake)
     sources = [str(a)]
-    for f in [b, *extra]:  # no late copies: a build from nothing elects the same texts
+    appended, why = [], []
+    for f in [b, *extra]:  # ten arrivals, no late copies: a build from nothing elects the same texts
         sources.append(str(f))
-        build_index(sources, idx, OPTS, embedder=fake)
-    assert len(Manifest.read(current_version(idx)).segments) == 4
+        summary = build_index(sources, idx, OPTS, embedder=fake)
+        appended.append(summary.segments)
+        why.append(summary.rewritten_because)
+    # Eight segments at most: the ninth arrival rewrote one base (the merge), and the tenth appended again.
+    assert appended == [1, 2, 3, 4, 5, 6, 7, 8, 0, 1]
+    assert why[8] == "the index has 8 appended segments, the most it keeps"
     build_index(sources, one_go, OPTS, embedder=FakeEmbedder())
     assert documents_of(idx) == documents_of(one_go)
     assert_same_answers(idx, one_go, fake)
