@@ -339,3 +339,20 @@ def test_an_arrival_that_joins_two_documents_merges_them_as_a_full_refresh_does(
     assert_same_answers(idx, full, fake)
     with Index.open(idx, embedder=fake) as opened:  # the former id still resolves, to the merged document
         assert opened.get(merged["aliases"][0]).id == merged["id"]
+
+
+def test_cli_says_why_a_refresh_rewrote_the_index(tmp_path: Path, fake: FakeEmbedder) -> None:
+    from test_cli import run
+
+    src = tmp_path / "src"
+    src.mkdir()
+    kept = write(src / "a.jsonl", abstracts(1, 300))
+    idx = str(tmp_path / "idx")
+    assert run(["index", str(src), "--index", idx, "-q"], fake).exit_code == 0
+    write(kept, abstracts(1, 299))  # a kept file changed: its records are read and deduplicated again
+    write(src / "b.jsonl", abstracts(2, 5))
+    rewritten = run(["index", str(src), "--index", idx, "-q"], fake)
+    assert rewritten.exit_code == 0
+    assert f"rewrote the index whole rather than appending a segment: {kept} changed" in rewritten.output
+    summary = json.loads(run(["index", str(src), "--index", idx, "--json"], fake).stdout)
+    assert summary["unchanged"] is True and summary["rewritten_because"] == ""
