@@ -33,16 +33,19 @@ from .dedup import (
     deduplicate,
     is_near_duplicate,
     load_near_keys,
+    make_document,
     near_similarity,
     normalize_text,
+    rep_key,
     save_near_keys,
     shared_bands,
+    text_hash,
 )
 from .documents import DocumentStore
 from .errors import SemsearchError
 from .fileio import utc_now
 from .freshness import absolute_source_args, file_changed
-from .ingest import expand_sources, read_sources
+from .ingest import expand_sources, files_named, read_sources
 from .layout import doc_num
 from .manifest import Counts, Manifest
 from .records import Arrival, DedupResult, Document, IngestResult, NearKeys, Provenance, Record, SourceFile
@@ -135,7 +138,7 @@ class Change:
 
 def _change(arrived: Arrived, previous: PreviousVersion, store: DocumentStore, near: bool) -> Change:
     """What the arrived and removed files change; raises FullBuild when only a full build can say."""
-    dropped = _dropped(arrived.gone, store)
+    dropped = _dropped(arrived.gone, [f.path for f in previous.manifest.sources], store)
     records = arrived.ingested.records
     if any(r.external_id is not None for r in records):
         held = store.rows(
@@ -180,7 +183,13 @@ def _change(arrived: Arrived, previous: PreviousVersion, store: DocumentStore, n
         others = sorted((live[i] for i in group if i != winner.id), key=lambda d: d.id)
         joining = arrivals[winner.id]
         wanted = {p for d in joining for p in d.sources}
-        _merge(winner, others, [r for r in records if r.provenance in wanted], joining, rank)
+        members = [r for r in records if r.provenance in wanted]
+        if not others and len(winner.sources) == 1:
+            # Its one record is known whole: merge as the full build does, whichever record represents it.
+            late.append(_rebuilt(winner, members, rank))
+            continue
+        _check_representative(winner, [winner, *others], members)
+        _merge(winner, others, members, joining, rank)
         late.append(winner)
         merged.extend(others)
     keys = _segment_near_keys(dedup, {d_id: winner_of[next(iter(h))] for d_id, h in hits_of.items()})
@@ -221,15 +230,23 @@ class _Ranks:
     """Where a source position comes in a full build's reading order: (file's place, record number)."""
 
     def __init__(self, order: Sequence[str]) -> None:
-        self._order = list(order)
+        self._place = {path: i for i, path in enumerate(order)}
         self._known: dict[str, int] = {}
 
     def __call__(self, p: Provenance) -> tuple[int, int]:
         place = self._known.get(p.file)
         if place is None:
-            place = next((i for i, path in enumerate(self._order) if _names_file(path, p.file)), -1)
-            self._known[p.file] = place
+            path = _file_of(p.file, self._place)
+            place = self._known[p.file] = self._place[path] if path is not None else -1
         return place, p.number
+
+
+def _file_of(name: str, paths: Iterable[str]) -> str | None:
+    """The one path a provenance file name means; FullBuild when it could mean several."""
+    found = files_named(name, paths)
+    if len(found) > 1:
+        raise FullBuild(f"the source name {name!r} could mean {len(found)} files")
+    return found[0] if found else None
 
 
 def _json(values: Sequence[str]) -> str:
@@ -291,12 +308,13 @@ def _near_any(new: Sequence[Document], dropped: Sequence[Document]) -> bool:
     return any(is_near_duplicate(a.text, b.text) for a in new for b in dropped)
 
 
-def _dropped(gone: Sequence[str], store: DocumentStore) -> list[Document]:
+def _dropped(gone: Sequence[str], recorded: Iterable[str], store: DocumentStore) -> list[Document]:
     """Live documents every source of which left; raises FullBuild when some also keep other sources."""
     if not gone:
         return []
     names = [str(r[0]) for r in store.rows("SELECT DISTINCT file FROM provenance")]
-    files = {n for n in names if any(_names_file(path, n) for path in gone)}
+    known = {*recorded, *gone}
+    files = {n for n in names if _file_of(n, known) in set(gone)}
     if not files:
         return []
     rows = store.rows(
@@ -308,11 +326,71 @@ def _dropped(gone: Sequence[str], store: DocumentStore) -> list[Document]:
     return list(docs.values())
 
 
-def _names_file(absolute: str, name: str) -> bool:
-    """Whether a provenance file name (as the build saw it: relative or absolute) is this absolute path."""
-    import os
+def _rebuilt(live: Document, records: Sequence[Record], rank: _Ranks) -> Document:
+    """A live document read from one record, merged with arriving records exactly as a full build merges them.
 
-    return absolute == name or absolute.endswith(os.sep + name.lstrip("./"))
+    Its record is rebuilt from the document (text, title, id, position, metadata, collection), and dedup's own
+    rules elect the representative among the copies of its text: an arriving copy may win (a smaller title or
+    id) and lend its title and metadata first. FullBuild when the winner's text would embed differently.
+    """
+    metadata = {k: v for k, v in live.metadata.items() if k != "collection"}
+    own = Record(
+        text=live.text,
+        provenance=live.sources[0],
+        title=live.title,
+        external_id=live.external_ids[0] if live.external_ids else None,
+        collection=live.metadata.get("collection"),
+        metadata=metadata,
+        title_only=live.title_only,
+    )
+    members = sorted([own, *records], key=lambda r: rank(r.provenance))
+    hashes = [text_hash(r.text) for r in members]
+    lengths = [len(normalize_text(r.text)) for r in members]
+    rep = min(
+        range(len(members)),
+        key=lambda i: (hashes[i] != live.text_hash, *rep_key(members[i], lengths[i], hashes[i])),
+    )
+    doc = make_document(members, list(range(len(members))), rep, hashes[rep], hashes)
+    if doc.id != live.id or doc.embedding_text() != live.embedding_text():
+        raise FullBuild("an arriving copy becomes a document's representative and changes the text it embeds")
+    doc.aliases, doc.added = list(live.aliases), live.added
+    return doc
+
+
+def _check_representative(winner: Document, live: Sequence[Document], records: Sequence[Record]) -> None:
+    """Raise FullBuild when an arriving exact copy of a live text could become its document's representative.
+
+    Copies of a text that created a document rank with it (dedup's rep_of), then by title, id and position:
+    an arriving copy that sorts first would lend its title, metadata and raw text. Only a live document read
+    from one source tells its representative's id and position for certain.
+    """
+    for record in records:
+        digest = text_hash(record.text)
+        for doc in live:
+            if digest != doc.text_hash:
+                continue
+            if (record.title is None) != (doc.title is None):
+                raise FullBuild("an arriving copy with or without a title may become a document's representative")
+            if doc is not winner or _interchangeable(record, doc):
+                continue
+            mine = (record.title or "", record.external_id or "", *_position(record.provenance))
+            if len(doc.sources) == 1:
+                theirs = (doc.title or "", doc.external_ids[0] if doc.external_ids else "", *_position(doc.sources[0]))
+                if mine < theirs:
+                    raise FullBuild("an arriving copy sorts before its document's representative and replaces it")
+            elif mine[0] <= (doc.title or ""):
+                raise FullBuild("an arriving copy may sort before its document's representative")
+
+
+def _interchangeable(record: Record, doc: Document) -> bool:
+    """Whether the document comes out the same whichever of the two represents it: same text, title, metadata."""
+    meta = _with_collection(record.metadata, record.collection)
+    same_meta = all(doc.metadata.get(k, v) == v for k, v in meta.items())
+    return record.text == doc.text and record.title == doc.title and same_meta
+
+
+def _position(p: Provenance) -> tuple[str, str, int]:
+    return p.file, p.kind, p.number
 
 
 def _merge(

@@ -344,7 +344,7 @@ def _find(parent: list[int], x: int) -> int:
     return x
 
 
-def _rep_key(rec: Record, norm_len: int, thash: str) -> tuple[Any, ...]:
+def rep_key(rec: Record, norm_len: int, thash: str) -> tuple[Any, ...]:
     """Sort key whose minimum is the representative: titled, longest, smallest hash, then stable fields."""
     p = rec.provenance
     return (
@@ -401,7 +401,7 @@ def deduplicate(
 
     def rep_of(members: Sequence[int]) -> int:
         # A text some live document was derived from stays that document's representative.
-        return min(members, key=lambda i: (hashes[i] not in origins, *_rep_key(records[i], norm_lens[i], hashes[i])))
+        return min(members, key=lambda i: (hashes[i] not in origins, *rep_key(records[i], norm_lens[i], hashes[i])))
 
     exact_reps = [rep_of(m) for m in exact_members]
     # Texts of live documents that no source provides any more: near copies of them inherit their ids.
@@ -433,7 +433,7 @@ def deduplicate(
             continue  # a vanished document that nothing resembles: it is removed
         members = sorted(i for g in groups for i in exact_members[g])
         rep = rep_of([exact_reps[g] for g in groups])
-        doc = _make_document(records, members, rep, hashes[rep], hashes)
+        doc = make_document(records, members, rep, hashes[rep], hashes)
         documents.append(doc)
         if previous is not None:
             held = {previous.owner[h] for h in [doc.text_hash, *doc.texts] if h in previous.owner}
@@ -483,7 +483,7 @@ def _near_keys(
     return NearKeys(band_keys(sig[groups], bands=bands), owner[groups], origin[groups])
 
 
-def _make_document(
+def make_document(
     records: Sequence[Record], members: list[int], rep: int, rep_hash: str, hashes: Sequence[str]
 ) -> Document:
     """One Document from its members (in input order) and its representative."""

@@ -24,7 +24,7 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -203,6 +203,19 @@ def read_file(path: Path, *, skip_bad: bool = False) -> tuple[list[Record], Sour
         mtime_ns=mtime_ns,
     )
     return records, source_file, skipped
+
+
+def files_named(name: str, paths: Iterable[str]) -> list[str]:
+    """The absolute paths among ``paths`` that a provenance file name can mean.
+
+    Provenance names a file as the build saw it (``_display_name``): absolute, or relative to that build's
+    working directory, which is not recorded. A relative name therefore means any path ending with it; more
+    than one match (``a.jsonl`` and ``sub/a.jsonl`` both end with ``a.jsonl``) is ambiguous.
+    """
+    if os.path.isabs(name):
+        return [p for p in paths if p == name]
+    tail = os.sep + os.path.normpath(name)
+    return [p for p in paths if p.endswith(tail)]
 
 
 def _display_name(path: Path) -> str:

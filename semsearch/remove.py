@@ -17,6 +17,7 @@ from .documents import DocumentStore, open_documents
 from .encoder_choice import copy_encoder
 from .errors import InputError, UnknownDocumentError
 from .fileio import utc_now
+from .ingest import files_named
 from .layout import ENCODER_DIR, current_version, doc_num
 from .manifest import FORMAT_VERSION, Manifest
 from .records import Document
@@ -41,16 +42,19 @@ def _resolve_source(given: str, manifest: Manifest, files: set[str]) -> tuple[st
     """The recorded absolute path a user's path names, and the provenance file names that mean it."""
     recorded = [s.path for s in manifest.sources]
     wanted = os.path.abspath(given)
-    matches = [p for p in recorded if p == wanted] or [p for p in recorded if given in files and _same(p, given)]
+    matches = [p for p in recorded if p == wanted] or (files_named(given, recorded) if given in files else [])
     if not matches:
         raise InputError(f"no document in the index comes from {given}")
     path = matches[0]
-    # Provenance names files as the build saw them: relative to its working directory, or absolute.
-    return path, {f for f in files if _same(path, f)}
+    # Provenance names files as the build saw them: relative to its working directory, or absolute. A relative
+    # name that could mean several recorded files (a.jsonl, sub/a.jsonl) means this one only when it is this
+    # one from here.
+    return path, {f for f in files if _means(f, path, recorded)}
 
 
-def _same(absolute: str, name: str) -> bool:
-    return absolute == name or absolute.endswith(os.sep + name.lstrip("./"))
+def _means(name: str, path: str, recorded: list[str]) -> bool:
+    found = files_named(name, recorded)
+    return found == [path] or (path in found and os.path.abspath(name) == path)
 
 
 def remove_documents(

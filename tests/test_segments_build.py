@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 from dataclasses import replace
@@ -356,3 +357,43 @@ def test_cli_says_why_a_refresh_rewrote_the_index(tmp_path: Path, fake: FakeEmbe
     assert f"rewrote the index whole rather than appending a segment: {kept} changed" in rewritten.output
     summary = json.loads(run(["index", str(src), "--index", idx, "--json"], fake).stdout)
     assert summary["unchanged"] is True and summary["rewritten_because"] == ""
+
+
+def test_a_source_name_that_could_mean_two_files_takes_the_full_build(tmp_path: Path, fake: FakeEmbedder) -> None:
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    top_level = write(src / "a.jsonl", abstracts(1, 40))
+    nested = write(src / "sub" / "a.jsonl", abstracts(2, 10))
+    idx = tmp_path / "idx"
+    cwd = Path.cwd()
+    os.chdir(src)  # provenance then names them a.jsonl and sub/a.jsonl, and a.jsonl ends both paths
+    try:
+        build_index([str(top_level), str(nested)], idx, OPTS, embedder=fake)
+        shrunk = build_index([str(top_level)], idx, OPTS, embedder=fake)
+    finally:
+        os.chdir(cwd)
+    assert shrunk.documents == 40 and "could mean 2 files" in shrunk.rewritten_because
+    assert len(documents_of(idx)) == 40
+
+
+@pytest.mark.parametrize("copy", ["smaller-id", "other-title"])
+def test_an_arriving_copy_that_would_represent_its_document(
+    tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder, copy: str
+) -> None:
+    a, b, _c = files
+    live = {**abstracts(1, 120)[9], "id": "z-9"}
+    write(a, [*abstracts(1, 120)[:9], live, *abstracts(1, 120)[10:]])
+    idx, full = tmp_path / "idx", tmp_path / "full"
+    build_index([str(a), str(b)], idx, OPTS, embedder=fake)
+    shutil.copytree(idx, full)
+    # An exact copy with a smaller id (and other metadata) becomes the representative in a full build: its
+    # year comes first. With another title it would also embed differently: that takes the full build.
+    arriving = {**live, "id": "a-9", "year": "1999", **({"title": "Another title"} if copy == "other-title" else {})}
+    d = write(a.parent / "d.jsonl", [arriving, *abstracts(70, 5)])
+    sources = [str(a), str(b), str(d)]
+    grown = build_index(sources, idx, OPTS, embedder=fake)
+    build_index(sources, full, replace(OPTS, rewrite=True), embedder=FakeEmbedder())
+    assert grown.segments == (1 if copy == "smaller-id" else 0)
+    assert documents_of(idx) == documents_of(full)
+    merged = next(doc for doc in documents_of(idx).values() if len(doc["sources"]) == 2)
+    assert merged["metadata"]["year"] == "1999" and merged["external_ids"] == ["z-9", "a-9"]
