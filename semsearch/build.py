@@ -232,9 +232,13 @@ def _open_encoder(
 
 
 def _encode(
-    choice: EncoderChoice, read: _Read, index_path: Path, writer: VersionWriter, opts: BuildOptions
+    choice: EncoderChoice,
+    documents: Sequence[Document],
+    index_path: Path,
+    writer: VersionWriter,
+    opts: BuildOptions,
 ) -> tuple[np.ndarray, int]:
-    """Vectors for every document through the embedding cache, locally or on Ray; returns (vectors, encoded)."""
+    """Vectors for these documents through the embedding cache, locally or on Ray; returns (vectors, encoded)."""
     enc = choice.embedder
     cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, choice.cache_runtime(), enc.dimension)
     try:
@@ -243,7 +247,7 @@ def _encode(
 
             encoded = encode_with_ray(
                 choice,
-                read.dedup.documents,
+                documents,
                 cache,
                 batch_size=opts.batch_size,
                 progress=opts.progress,
@@ -256,9 +260,7 @@ def _encode(
                 from .ray_engine import recover_shards
 
                 recover_shards(cache)
-            encoded = encode_with_cache(
-                enc, read.dedup.documents, cache, batch_size=opts.batch_size, progress=opts.progress
-            )
+            encoded = encode_with_cache(enc, documents, cache, batch_size=opts.batch_size, progress=opts.progress)
     finally:
         cache.close()
     superseded = choice.superseded_cache_runtime()
@@ -326,7 +328,7 @@ def build_index(
             read.against(previous.path if previous is not None else None)
             documents = read.dedup.documents
             choice = _open_encoder(opts, previous, writer, embedder)
-            vectors, encoded = _encode(choice, read, index_path, writer, opts)
+            vectors, encoded = _encode(choice, documents, index_path, writer, opts)
             _stamp_arrivals(documents, vectors, previous, index_path)
             ann, budget = _ann_settings(opts, previous.manifest if previous is not None else None)
             contents = write_contents(
@@ -405,14 +407,7 @@ def _append(
         except FullBuild as why:
             return str(why)
         choice = _open_encoder(opts, previous, writer, embedder)
-        enc = choice.embedder
-        cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, choice.cache_runtime(), enc.dimension)
-        try:
-            vectors, encoded = encode_with_cache(
-                enc, change.new, cache, batch_size=opts.batch_size, progress=opts.progress
-            )
-        finally:
-            cache.close()
+        vectors, encoded = _encode(choice, change.new, index_path, writer, opts)
         done = write_appended(change, arrived, previous, writer, vectors, started)
     counts = done.counts
     return BuildSummary(
@@ -427,10 +422,10 @@ def _append(
         seconds=round(time.perf_counter() - started, 3),
         index=str(index_path),
         version=done.version.name,
-        model=enc.name,
+        model=choice.embedder.name,
         backend=choice.backend,
         files=len(arrived.files),
-        ann=AnnSpec.from_dict(manifest.ann).describe() if isinstance(manifest.ann, dict) else "flat (exact)",
+        ann=_ann_line(manifest),
         skipped=arrived.ingested.skipped,
         engine=opts.engine,
         title_only=counts.title_only,
@@ -443,13 +438,18 @@ def _appendable(manifest: Manifest, opts: BuildOptions, embedder: Embedder | Non
     """Whether the live version and the options allow appending: same settings, nothing else to redo."""
     if opts.full or opts.rewrite or opts.relayout or opts.engine != "local" or opts.catalogues:
         return False
-    if manifest.catalogue_args or manifest.removed_ids or manifest.dedup.get("near") is not opts.near:
-        return False
+    return not manifest.catalogue_args and _same_settings(manifest, opts, embedder)
+
+
+def _same_settings(manifest: Manifest, opts: BuildOptions, embedder: Embedder | None) -> bool:
+    """Whether a build with these options would keep the live version's settings: encoder, dedup, ANN, map,
+    and this release's format (ids removed by hand come back on a refresh: they never count as kept)."""
     readable = (FORMAT_VERSION, SEGMENTED_FORMAT_VERSION)
-    if manifest.semsearch_version != __version__ or manifest.format_version not in readable:
+    if manifest.removed_ids or manifest.semsearch_version != __version__ or manifest.format_version not in readable:
         return False
-    same_ann = _ann_settings(opts, manifest) == _ann_settings(BuildOptions(), manifest)
-    return same_ann and _same_encoder(opts, manifest, embedder) and _same_map(manifest)
+    if manifest.dedup.get("near") is not opts.near or not _same_encoder(opts, manifest, embedder):
+        return False
+    return _ann_settings(opts, manifest) == _ann_settings(BuildOptions(), manifest) and _same_map(manifest)
 
 
 def _stamp_arrivals(
@@ -494,17 +494,12 @@ def _unchanged_version(
         return None
     if opts.catalogues is not None and absolute_source_args(opts.catalogues) != manifest.catalogue_args:
         return None
-    if manifest.dedup.get("near") is not opts.near or not _same_encoder(opts, manifest, embedder):
-        return None
-    if _ann_settings(opts, manifest) != _ann_settings(BuildOptions(), manifest) or not _same_map(manifest):
+    if not _same_settings(manifest, opts, embedder):
         return None
     # --relayout on a map that is already a full layout of these documents has nothing to do; on one that placed
     # arrivals since (or predates layout records) it lays the map out afresh.
     if opts.relayout and manifest.map.get("method") != "off" and manifest.map.get("changed_since_layout") != 0:
         return None
-    readable = (FORMAT_VERSION, SEGMENTED_FORMAT_VERSION)
-    if manifest.removed_ids or manifest.semsearch_version != __version__ or manifest.format_version not in readable:
-        return None  # ids removed by hand come back on a refresh; an older semsearch's version is rebuilt
     if any(stale_sources(manifest).values()) or (manifest.catalogue_args and catalogues_changed(manifest)):
         return None
     return version, manifest
@@ -541,13 +536,17 @@ def _same_map(manifest: Manifest) -> bool:
     return manifest.map.get("method") == wanted
 
 
+def _ann_line(manifest: Manifest) -> str:
+    """The live version's ANN structure in words, as a build summary gives it."""
+    return AnnSpec.from_dict(manifest.ann).describe() if isinstance(manifest.ann, dict) else "flat (exact)"
+
+
 def _unchanged_summary(
     live: tuple[Path, Manifest], index_path: Path, opts: BuildOptions, started: float
 ) -> BuildSummary:
     """What a refresh that found nothing to do reports: the live version's figures, nothing encoded or written."""
     version, manifest = live
     counts = manifest.counts
-    ann = AnnSpec.from_dict(manifest.ann).describe() if manifest.ann else "flat (exact)"
     return BuildSummary(
         read=counts.read,
         documents=counts.documents,
@@ -563,7 +562,7 @@ def _unchanged_summary(
         model=manifest.model.name,
         backend=manifest.model.backend or "",
         files=len(manifest.sources),
-        ann=ann,
+        ann=_ann_line(manifest),
         engine=opts.engine,
         title_only=counts.title_only,
         aliases=counts.aliases,
