@@ -37,7 +37,6 @@ from .dedup import (
     near_similarity,
     normalize_text,
     rep_key,
-    save_near_keys,
     shared_bands,
     text_hash,
 )
@@ -100,7 +99,7 @@ def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: fl
     Raises FullBuild when only a full build can say, or when the change is too big for a segment
     (``segment_writer.no_room``) or for the map's layout.
     """
-    from .corpus_map import can_append
+    from .corpus_map import can_append, usable_map
 
     store = DocumentStore.open_version(previous.path, previous.manifest.version_segments(previous.path))
     try:
@@ -113,7 +112,8 @@ def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: fl
     why = no_room(previous, rows, share)
     if why:
         raise FullBuild(why)
-    if not can_append(previous.path, after, moved):
+    change.previous_map = usable_map(previous.path)  # read once: checked here, updated by the segment writer
+    if not can_append(change.previous_map, after, moved):
         raise FullBuild("the map is due for a new layout")
     return change
 
@@ -129,6 +129,7 @@ class Change:
     joined_groups: int  # exact groups of arrived records whose text a live document already held
     merged: list[Document] = field(default_factory=list)  # live documents an arrival merged into another
     near_keys: NearKeys | None = None  # band keys of the texts the new segment's documents gained
+    previous_map: dict[str, Any] | None = None  # the live version's map (corpus_map.usable_map)
 
     @property
     def gone(self) -> set[int]:
@@ -149,7 +150,11 @@ def _change(arrived: Arrived, previous: PreviousVersion, store: DocumentStore, n
             raise FullBuild(f"an arriving record has the id {held[0][0]!r} of an indexed document")
     dedup = deduplicate(records, near=near)
     owner = _owners(store, [h for d in dedup.documents for h in (d.text_hash, *d.texts)])
-    near_hits = _near_hits(dedup, previous, store) if near else {}
+    # Every segment's band keys, read once when arrivals have texts to check: merges re-own them too (two live
+    # documents only merge through an arrival's near copies, so without keys of its own nothing is re-owned).
+    checked = near and dedup.near_keys is not None and len(dedup.near_keys.keys) > 0
+    kept = [load_near_keys(seg.folder) for seg in previous.manifest.version_segments(previous.path)] if checked else []
+    near_hits = _near_hits(dedup, kept, store) if checked else {}
     dropped_ids = {d.id for d in dropped}
     hits_of: dict[str, set[str]] = {}  # new document id -> the live documents its texts copy
     joined_groups = 0
@@ -193,7 +198,7 @@ def _change(arrived: Arrived, previous: PreviousVersion, store: DocumentStore, n
         late.append(winner)
         merged.extend(others)
     keys = _segment_near_keys(dedup, {d_id: winner_of[next(iter(h))] for d_id, h in hits_of.items()})
-    keys = _with_texts_of(keys, merged, winner_of, previous)
+    keys = _with_texts_of(keys, merged, winner_of, kept)
     return Change(new, late, dropped, dedup, joined_groups, merged, keys)
 
 
@@ -274,14 +279,13 @@ def _aliases(store: DocumentStore) -> list[str]:
     return [str(r[0]) for r in store.rows("SELECT alias FROM aliases")] if store.alias_count() else []
 
 
-def _near_hits(dedup: DedupResult, previous: PreviousVersion, store: DocumentStore) -> dict[str, set[str]]:
-    """New document id -> live documents it is a near copy of."""
+def _near_hits(dedup: DedupResult, kept: Sequence[NearKeys | None], store: DocumentStore) -> dict[str, set[str]]:
+    """New document id -> live documents it is a near copy of (``kept``: each segment's band keys)."""
     if dedup.near_keys is None or not len(dedup.near_keys.keys):
         return {}
     texts_of = {d.id: d for d in dedup.documents}
     candidates: set[tuple[int, int, bool]] = set()
-    for segment in previous.manifest.version_segments(previous.path):
-        old = load_near_keys(segment.folder)
+    for old in kept:
         if old is None:
             raise FullBuild("the index predates kept near-duplicate keys (written by this build)")
         candidates.update(shared_bands(dedup.near_keys, old))
@@ -476,15 +480,14 @@ def _segment_near_keys(dedup: DedupResult, joins: dict[str, str]) -> NearKeys | 
 
 
 def _with_texts_of(
-    keys: NearKeys | None, merged: Sequence[Document], winner_of: dict[str, str], previous: PreviousVersion
+    keys: NearKeys | None, merged: Sequence[Document], winner_of: dict[str, str], kept: Sequence[NearKeys | None]
 ) -> NearKeys | None:
     """``keys`` plus the band keys of merged-away documents' texts, now held by the document they joined."""
     if keys is None or not merged:
         return keys
     gone = {doc_num(d.id): doc_num(winner_of[d.id]) for d in merged}
     parts = [keys]
-    for segment in previous.manifest.version_segments(previous.path):
-        old = load_near_keys(segment.folder)
+    for old in kept:
         if old is None:
             continue
         rows = np.isin(old.nums, np.fromiter(gone, dtype=np.int64))
@@ -519,27 +522,12 @@ def write_appended(
 
     ``new_vectors`` are the vectors of ``change.new``, in order; changed documents keep theirs.
     """
-    from .ann import open_version_vectors
-
-    stamp = Arrival(next_sequence(writer.index_dir), utc_now())
+    seq = next_sequence(writer.index_dir)
+    stamp = Arrival(seq, utc_now())
     for doc in change.new:
         doc.added = stamp
-    _, store = open_version_vectors(previous.path, previous.manifest)
-    added = [*change.new, *change.late]
-    dimension = previous.manifest.model.dimension
-    parts = [new_vectors.reshape(len(change.new), dimension)]
-    if change.late:
-        parts.append(store.get([doc_num(d.id) for d in change.late]))
-    vectors = np.concatenate(parts) if len(parts) > 1 else parts[0]
-    contents = write_segment_version(
-        writer.path,
-        previous,
-        SegmentChange(added, vectors, change.gone),
-        next_sequence(writer.index_dir),
-        vectors_of=lambda ids: _vectors_of(ids, added, vectors, store),
-    )
-    if change.near_keys is not None and contents["segments"] != previous.manifest.segments:
-        save_near_keys(writer.path / contents["segments"][-1]["name"], change.near_keys)
+    segment = SegmentChange(change.new, new_vectors, change.late, change.gone, change.near_keys, change.previous_map)
+    contents = write_segment_version(writer.path, previous, segment, seq)
     counts = _counts(previous.manifest.counts, change)
     manifest = previous.manifest.updated(
         counts=counts,
@@ -549,30 +537,10 @@ def write_appended(
         built_at=utc_now(),
         build_seconds=round(time.perf_counter() - started, 3),
         files={},
-        format_version=_segmented_format(contents),
         **contents,
     )
     final = writer.publish(manifest, linked_from=previous.path)
     return Appended(final, counts, len(contents["segments"]))
-
-
-def _segmented_format(contents: dict[str, object]) -> int:
-    from .manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION
-
-    return SEGMENTED_FORMAT_VERSION if contents.get("segments") or contents.get("hidden") else FORMAT_VERSION
-
-
-def _vectors_of(ids: Sequence[str], added: Sequence[Document], vectors: np.ndarray, store: object) -> np.ndarray:
-    """Vectors of document ids: the arrived ones from this build, the others from the live version."""
-    row = {d.id: i for i, d in enumerate(added)}
-    out = np.empty((len(ids), vectors.shape[1]), dtype=np.float32)
-    mine = [i for i, doc_id in enumerate(ids) if doc_id in row]
-    theirs = [i for i, doc_id in enumerate(ids) if doc_id not in row]
-    if mine:
-        out[mine] = vectors[[row[ids[i]] for i in mine]]
-    if theirs:
-        out[theirs] = store.get([doc_num(ids[i]) for i in theirs])  # type: ignore[attr-defined]
-    return out
 
 
 def _counts(before: Counts, change: Change) -> Counts:

@@ -371,7 +371,7 @@ def write_map(
     if method == "off":
         return {"file": None, "method": "off", "clusters": 0, "seconds": 0.0}
     fingerprint = map_fingerprint(documents, vectors, method)
-    old = _previous_map(previous)
+    old = usable_map(previous)
     data: dict[str, Any] | None = None
     # A map laid out in one go on exactly these inputs is what a relayout would compute again.
     if old is not None and old.get("fingerprint") == fingerprint and not (relayout and old["changed_since_layout"]):
@@ -415,37 +415,41 @@ class _Point:
     text: str = ""
 
 
-def can_append(previous: Path, documents_after: int, changed: int) -> bool:
-    """Whether the previous map can take ``changed`` more added or removed documents without a new layout."""
+def can_append(old: dict[str, Any] | None, documents_after: int, changed: int) -> bool:
+    """Whether the previous map (``usable_map``) takes ``changed`` more added or removed documents without a new
+    layout."""
     method = requested_method()
     if method == "off":
         return True
-    old = _previous_map(previous)
     if old is None or choose_method(documents_after, method) != old["method"]:
         return False
-    return old["changed_since_layout"] + changed <= math.floor(RELAYOUT_SHARE * old["laid_out_documents"] + 1e-9)
+    return _within_share(old, old["changed_since_layout"] + changed)
+
+
+def _within_share(old: dict[str, Any], changed: int) -> bool:
+    """Whether this many documents added and removed since a layout leave it standing (RELAYOUT_SHARE)."""
+    return changed <= math.floor(RELAYOUT_SHARE * old["laid_out_documents"] + 1e-9)
 
 
 def append_map(
     folder: Path,
-    previous: Path,
+    old: dict[str, Any] | None,
     dropped: set[str],
     added: Sequence[Document],
     vectors_of: Callable[[list[str]], np.ndarray],
 ) -> dict[str, Any]:
     """Write the map of a version appended as a segment: the previous map less ``dropped``, plus ``added`` placed.
 
-    Documents keep their place and cluster as in ``update_map`` (``can_append`` must have said yes);
-    ``vectors_of`` gives the vectors of document ids. Added documents already on the map (changed, not new)
-    keep their place.
+    ``old`` is the previous version's map as ``usable_map`` read it (``can_append`` must have said yes).
+    Documents keep their place and cluster as in ``update_map``; ``vectors_of`` gives the vectors of document
+    ids. Added documents already on the map (changed, not new) keep their place.
     """
     started = time.perf_counter()
     method = requested_method()
     if method == "off":
         return {"file": None, "method": "off", "clusters": 0, "seconds": 0.0}
-    old = _previous_map(previous)
     if old is None:
-        raise SemsearchError(f"{previous} has no map to append to")
+        raise SemsearchError("the previous version has no map to append to")
     labels = old.get("labels") or [""] * len(old["points"])
     kept = [_Point(p[0], label) for p, label in zip(old["points"], labels, strict=True) if p[0] not in dropped]
     on_map = {p.id for p in kept}
@@ -453,7 +457,7 @@ def append_map(
     vectors = vectors_of([d.id for d in documents])
     data = update_map(old, documents, vectors, method=old["method"])
     if data is None:
-        raise SemsearchError(f"the map of {previous} cannot take these documents without a new layout")
+        raise SemsearchError("the previous map cannot take these documents without a new layout")
     data["fingerprint"] = None  # a full layout's fingerprint; this map was not laid out in one go
     return _save_map(folder, data, "incremental", started)
 
@@ -479,7 +483,7 @@ def update_map(
     old_points = old["points"]
     kept = [(i, row_of[p[0]]) for i, p in enumerate(old_points) if p[0] in row_of]
     changed = old["changed_since_layout"] + (n - len(kept)) + (len(old_points) - len(kept))
-    if changed > math.floor(RELAYOUT_SHARE * old["laid_out_documents"] + 1e-9):
+    if not _within_share(old, changed):
         return None
     fitted_rows = sorted(row_of[old_points[i][0]] for i in old["fitted"] if old_points[i][0] in row_of)
     if not fitted_rows:
@@ -558,11 +562,16 @@ def map_fingerprint(documents: Sequence[Document], vectors: np.ndarray, method: 
     return digest.hexdigest()
 
 
-def _previous_map(previous: Path | None) -> dict[str, Any] | None:
-    """The previous version's map when it has a usable one (with its layout record), else None."""
+def usable_map(previous: Path | None) -> dict[str, Any] | None:
+    """The previous version's map when it has a usable one (with its layout record), else None.
+
+    None without reading anything when no map is wanted (SEMSEARCH_MAP=off, or a setting the build rejects).
+    """
     if previous is None:
         return None
     try:
+        if requested_method() == "off":
+            return None
         data = load_map(previous)
     except (OSError, SemsearchError):
         return None  # no usable previous map: compute a fresh one

@@ -19,7 +19,7 @@ from .errors import InputError, UnknownDocumentError
 from .fileio import utc_now
 from .ingest import files_named
 from .layout import ENCODER_DIR, current_version, doc_num
-from .manifest import FORMAT_VERSION, Manifest
+from .manifest import FORMAT_VERSION, Counts, Manifest
 from .records import Document
 from .segments import MERGE_SHARE
 from .versions import PreviousVersion, VersionWriter, new_version
@@ -130,23 +130,27 @@ def remove_documents(
             title_only=sum(d.title_only for d in kept),
             aliases=sum(len(d.aliases) for d in kept),
         )
-        final = writer.publish(
-            replace(
-                manifest,
-                format_version=FORMAT_VERSION,
-                built_at=utc_now(),
-                counts=counts,
-                sources=[s for s in manifest.sources if s.path not in gone_paths],
-                # Later refreshes from the recorded sources leave these out until they are named again.
-                excluded_sources=sorted(set(manifest.excluded_sources) | gone_paths),
-                removed_ids=manifest.removed_ids or bool(ids),
-                files={},
-                segments=[],  # rewritten whole: one base again
-                hidden=0,
-                **contents,
-            )
-        )
+        # Rewritten whole: one base again.
+        rewritten = {"format_version": FORMAT_VERSION, "segments": [], "hidden": 0, **contents}
+        final = writer.publish(_after_removal(manifest, counts, gone_paths, bool(ids), rewritten))
     return RemoveSummary(removed, len(kept), final.name, round(time.perf_counter() - started, 3))
+
+
+def _after_removal(
+    manifest: Manifest, counts: Counts, gone_paths: set[str], by_id: bool, contents: dict[str, Any]
+) -> Manifest:
+    """The manifest of a version that removed documents by id or sources (``contents``: what was written)."""
+    return replace(
+        manifest,
+        built_at=utc_now(),
+        counts=counts,
+        sources=[s for s in manifest.sources if s.path not in gone_paths],
+        # Later refreshes from the recorded sources leave these out until they are named again.
+        excluded_sources=sorted(set(manifest.excluded_sources) | gone_paths),
+        removed_ids=manifest.removed_ids or by_id,
+        files={},
+        **contents,
+    )
 
 
 def _touched(store: DocumentStore, drop: set[str], gone_files: set[str]) -> list[Document]:
@@ -174,8 +178,7 @@ def _append(
     ``removal`` is (ids dropped by name, provenance file names removed, their recorded paths).
     """
     drop, gone_files, gone_paths = removal
-    from .corpus_map import can_append
-    from .manifest import SEGMENTED_FORMAT_VERSION
+    from .corpus_map import can_append, usable_map
     from .segment_writer import SegmentChange, no_room, write_segment_version
     from .versions import next_sequence
 
@@ -186,17 +189,14 @@ def _append(
         doc.sources = [p for p in doc.sources if p.file not in gone_files]
         (changed if doc.id not in drop and doc.sources else dropped).append(doc)
     after = manifest.counts.documents - len(dropped)
-    if no_room(previous, len(touched), share) or not can_append(previous.path, after, len(dropped)):
+    if no_room(previous, len(touched), share):
         return None
-    _, exact = open_version_vectors(previous.path, manifest)
-    vectors = exact.get([doc_num(d.id) for d in changed]) if changed else np.zeros((0, manifest.model.dimension))
-    contents = write_segment_version(
-        writer.path,
-        previous,
-        SegmentChange(changed, vectors, {doc_num(d.id) for d in dropped}),
-        next_sequence(writer.index_dir),
-        vectors_of=lambda ids: exact.get([doc_num(i) for i in ids]),
-    )
+    old_map = usable_map(previous.path)
+    if not can_append(old_map, after, len(dropped)):
+        return None
+    no_vectors = np.zeros((0, manifest.model.dimension), dtype=np.float32)
+    segment = SegmentChange([], no_vectors, changed, {doc_num(d.id) for d in dropped}, previous_map=old_map)
+    contents = write_segment_version(writer.path, previous, segment, next_sequence(writer.index_dir))
     counts = replace(
         manifest.counts,
         documents=after,
@@ -204,18 +204,5 @@ def _append(
         title_only=manifest.counts.title_only - sum(d.title_only for d in dropped),
         aliases=manifest.counts.aliases - sum(len(d.aliases) for d in dropped),
     )
-    final = writer.publish(
-        replace(
-            manifest,
-            format_version=SEGMENTED_FORMAT_VERSION if contents["segments"] or contents["hidden"] else FORMAT_VERSION,
-            built_at=utc_now(),
-            counts=counts,
-            sources=[s for s in manifest.sources if s.path not in gone_paths],
-            excluded_sources=sorted(set(manifest.excluded_sources) | gone_paths),
-            removed_ids=manifest.removed_ids or by_id,
-            files={},
-            **contents,
-        ),
-        linked_from=previous.path,
-    )
+    final = writer.publish(_after_removal(manifest, counts, gone_paths, by_id, contents), linked_from=previous.path)
     return RemoveSummary(len(dropped), after, final.name, round(time.perf_counter() - started, 3))

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .dedup import save_near_keys
 from .documents import write_documents
 from .layout import DOCS, LEXICAL_DIR, MANIFEST, doc_id_from_num, doc_num
 from .lexical_build import TF_FILE, write_lexical
-from .records import Document
+from .records import Document, NearKeys
 from .segments import HIDDEN_FILE, MAX_SEGMENTS, MERGE_SHARE, SEGMENT_PREFIX, Segment, write_hidden
 from .vectors import IDS_FILE, write_vector_files
 from .versions import PreviousVersion
@@ -34,9 +35,12 @@ _OWN_FILES = {MANIFEST, HIDDEN_FILE, "map.json"}
 class SegmentChange:
     """What a new version changes against the previous one."""
 
-    added: list[Document]  # new documents, and changed ones written again under the same id
+    added: list[Document]  # documents the previous version lacks
     vectors: np.ndarray  # row i for added[i]
-    dropped: set[int]  # numbers of documents the version no longer holds (changed ones need not be listed)
+    rewritten: list[Document]  # live documents written again under the same id; they keep their vectors
+    dropped: set[int]  # numbers of documents the version no longer holds
+    near_keys: NearKeys | None = None  # band keys of the texts the segment's documents gained (dedup.py)
+    previous_map: dict[str, Any] | None = None  # the previous version's map, as corpus_map.usable_map read it
 
 
 def no_room(previous: PreviousVersion, changed_rows: int, share: float = MERGE_SHARE) -> str:
@@ -87,43 +91,60 @@ def hidden_after(segments: Sequence[Segment], gone: np.ndarray) -> dict[int, np.
     return hidden
 
 
-def write_segment_version(
-    folder: Path,
-    previous: PreviousVersion,
-    change: SegmentChange,
-    seq: int,
-    *,
-    vectors_of: Callable[[list[str]], np.ndarray],
-) -> dict[str, Any]:
+def write_segment_version(folder: Path, previous: PreviousVersion, change: SegmentChange, seq: int) -> dict[str, Any]:
     """Write ``folder`` as ``previous`` plus one segment; returns the manifest fields that change.
 
-    ``vectors_of`` gives the vectors of document ids (the map places the added documents among the others).
-    The returned entries are ``segments``, ``lexical`` and ``map``; the caller adds counts, sources and the rest.
+    The returned entries are ``format_version``, ``segments``, ``hidden``, ``lexical`` and ``map``; the caller
+    adds counts, sources and the rest.
     """
+    from .ann import open_version_vectors
     from .corpus_map import append_map
+    from .manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION
 
     link_version(previous.path, folder)
     manifest = previous.manifest
     segments = manifest.version_segments(previous.path)
-    added_nums = np.array([doc_num(d.id) for d in change.added], dtype=np.int64)
-    gone = np.union1d(np.fromiter(change.dropped, dtype=np.int64, count=len(change.dropped)), added_nums)
+    _, store = open_version_vectors(previous.path, manifest)
+    docs = [*change.added, *change.rewritten]
+    vectors = np.concatenate(
+        [
+            change.vectors.reshape(len(change.added), manifest.model.dimension),
+            store.get([doc_num(d.id) for d in change.rewritten]),
+        ]
+    )
+    nums = np.array([doc_num(d.id) for d in docs], dtype=np.int64)
+    gone = np.union1d(np.fromiter(change.dropped, dtype=np.int64, count=len(change.dropped)), nums)
     hidden = hidden_after(segments, gone)
     entries = list(manifest.segments)
-    if change.added:
+    if docs:
         name = f"{SEGMENT_PREFIX}{seq:06d}"
         seg = folder / name
         seg.mkdir()
-        order = np.argsort(added_nums, kind="stable")
-        docs = [change.added[int(i)] for i in order]
-        write_vector_files(seg, added_nums[order], np.ascontiguousarray(change.vectors[order], dtype=np.float32))
-        write_documents(seg / DOCS, docs)
-        write_lexical(seg / LEXICAL_DIR, added_nums[order], docs)
-        entries.append({"name": name, "rows": len(docs)})
+        order = np.argsort(nums, kind="stable")
+        ordered = [docs[int(i)] for i in order]
+        write_vector_files(seg, nums[order], np.ascontiguousarray(vectors[order], dtype=np.float32))
+        write_documents(seg / DOCS, ordered)
+        write_lexical(seg / LEXICAL_DIR, nums[order], ordered)
+        if change.near_keys is not None:
+            save_near_keys(seg, change.near_keys)
+        entries.append({"name": name, "rows": len(ordered)})
     hidden_rows = write_hidden(folder, hidden)
+    row_of = {d.id: i for i, d in enumerate(docs)}
+
+    def vectors_of(ids: list[str]) -> np.ndarray:
+        """The vectors of document ids: this segment's from this change, the others' from the previous version."""
+        out = np.empty((len(ids), manifest.model.dimension), dtype=np.float32)
+        mine = [i for i, doc_id in enumerate(ids) if doc_id in row_of]
+        theirs = [i for i, doc_id in enumerate(ids) if doc_id not in row_of]
+        out[mine] = vectors[[row_of[ids[i]] for i in mine]]
+        out[theirs] = store.get([doc_num(ids[i]) for i in theirs])
+        return out
+
     dropped_ids = {doc_id_from_num(n) for n in change.dropped}
     return {
+        "format_version": SEGMENTED_FORMAT_VERSION if entries or hidden_rows else FORMAT_VERSION,
         "segments": entries,
         "hidden": hidden_rows,
-        "lexical": {**manifest.lexical, "analysed": len(change.added)},
-        "map": append_map(folder, previous.path, dropped_ids, change.added, vectors_of),
+        "lexical": {**manifest.lexical, "analysed": len(docs)},
+        "map": append_map(folder, change.previous_map, dropped_ids, docs, vectors_of),
     }
