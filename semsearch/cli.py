@@ -552,12 +552,29 @@ def remove(ids: tuple[str, ...], sources: tuple[str, ...], index_dir: Path, wait
 @click.option(
     "--allow-tags", is_flag=True, help="Let the page's like / not-for-me buttons write tags (same-origin JSON POST)."
 )
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer requests for this host name (repeat), e.g. the machine's DNS name behind --host 0.0.0.0.",
+)
 @click.pass_context
-def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log: bool, allow_tags: bool) -> None:
+def serve(
+    ctx: click.Context,
+    index_dir: Path,
+    host: str,
+    port: int,
+    access_log: bool,
+    allow_tags: bool,
+    allow_hosts: tuple[str, ...],
+) -> None:
     """Browse an index in a web browser: a search page at / and a JSON API under /api (docs at /docs).
 
     Read-only unless --allow-tags. When `semsearch index` publishes a new version of the index, the server answers
-    from it from the next request on, without a restart.
+    from it from the next request on, without a restart. It answers only requests addressed to its own names
+    (localhost, the --host address, the machine's names when bound to 0.0.0.0, and --allow-host ones) from its
+    own pages: a web page elsewhere cannot read or tag the library (421 / 403).
     """
     from .serve import check_installed, run_server
 
@@ -577,6 +594,7 @@ def serve(ctx: click.Context, index_dir: Path, host: str, port: int, access_log:
         access_log=access_log,
         ready=ready,
         allow_tags=allow_tags,
+        allow_hosts=allow_hosts,
     )
 
 

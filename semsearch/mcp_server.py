@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +17,7 @@ from . import agent_results as results
 from .agent_results import DEFAULT_BUDGET
 from .errors import InputError, SemsearchError
 from .live import LiveIndex
+from .local_hosts import ScreenedApp, TrustedHosts
 
 if TYPE_CHECKING:
     from .embedder import Embedder
@@ -61,15 +62,18 @@ def run_server(
     budget: int = DEFAULT_BUDGET,
     embedder: Embedder | None = None,
     ready: Callable[[str], None] | None = None,
+    allow_hosts: Sequence[str] = (),
 ) -> None:
     """Serve the index over stdio (default) or streamable HTTP until the client leaves or Ctrl-C.
 
     The index is opened first, so a missing or damaged one is a one-line error before any protocol starts.
-    ``ready(where)`` is called once the server is about to answer (with the URL for HTTP).
+    ``ready(where)`` is called once the server is about to answer (with the URL for HTTP). Over HTTP it answers
+    only its own names, like ``semsearch serve`` (``local_hosts``: 421 for another Host, 403 for another Origin).
     """
     from .mcp_tools import create_server
 
     results.check_budget(budget)
+    trusted = TrustedHosts.for_bind(host, allow_hosts)
     live = LiveIndex(index_dir, embedder=embedder)
     try:
         server = create_server(live, budget=budget)
@@ -82,7 +86,13 @@ def run_server(
 
         sock = _listen(host, port)
         try:
-            app = server.streamable_http_app(host=host)
+            from mcp.server.transport_security import TransportSecuritySettings
+
+            # One screen for both servers (local_hosts), rather than the SDK's, which guards loopback binds only.
+            unscreened = server.streamable_http_app(
+                host=host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
+            )
+            app = ScreenedApp(unscreened, trusted)
             bound = sock.getsockname()[1]
             shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
             if ready is not None:

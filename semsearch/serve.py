@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,10 +21,12 @@ from .errors import (
     ModelMismatchError,
     QueryError,
     SemsearchError,
+    TagError,
     UnknownDocumentError,
 )
 from .highlight import highlight_spans
 from .live import LiveIndex
+from .local_hosts import ScreenedApp, TrustedHosts
 from .options import DEFAULT_HOST, DEFAULT_PORT, MAX_K
 
 if TYPE_CHECKING:
@@ -32,6 +35,15 @@ if TYPE_CHECKING:
     from .embedder import Embedder
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
+# Swagger UI and ReDoc start from one inline script and inject their own styles: /docs and /redoc allow exactly
+# that script (by hash) and inline styles; every other response carries local_hosts.PAGE_CSP.
+DOCS_CSP = (
+    "default-src 'self'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "worker-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+# Requests past uvicorn's 16 KiB default head buffer could be cut off or refused depending on how TCP split them;
+# this bound holds every request the API's own limits allow (MAX_K ids of 200 characters, percent-encoded).
+MAX_REQUEST_HEAD = 4 * 1024 * 1024
 MAX_QUERY_CHARS = 1000  # longer text is an abstract, not a query: use `semsearch related --file`
 MAX_WHERE = 20
 
@@ -57,6 +69,7 @@ log = logging.getLogger("semsearch.serve")
 STATUS: dict[type[SemsearchError], int] = {
     QueryError: 422,
     UnknownDocumentError: 404,
+    TagError: 503,  # tags.json cannot be read (the message says to fix or delete it)
     InputError: 400,
     IndexNotFoundError: 503,
     IndexCorruptError: 503,
@@ -80,6 +93,20 @@ def _error(status: int, message: str, **extra: Any) -> Any:
     return JSONResponse({"status": status, "error": message, **extra}, status_code=status)
 
 
+def with_docs_csp(page: Any) -> Any:
+    """The docs page with a CSP that allows its own inline scripts (by sha256) and nothing else inline."""
+    import base64
+    import hashlib
+
+    html = bytes(page.body).decode("utf-8")
+    inline = re.findall(r"<script>(.*?)</script>", html, flags=re.DOTALL)
+    hashes = " ".join(
+        f"'sha256-{base64.b64encode(hashlib.sha256(code.encode()).digest()).decode()}'" for code in inline
+    )
+    page.headers["Content-Security-Policy"] = DOCS_CSP.format(hashes=hashes)
+    return page
+
+
 def _docs_routes(app: FastAPI) -> None:
     """/docs (Swagger UI) and /redoc from assets installed with fastapi-offline, else a small local page."""
     from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -96,22 +123,26 @@ def _docs_routes(app: FastAPI) -> None:
 
         @app.get("/docs", include_in_schema=False)
         def swagger() -> HTMLResponse:
-            return get_swagger_ui_html(
-                openapi_url="/openapi.json",
-                title="semsearch API",
-                swagger_js_url="/docs-assets/swagger-ui-bundle.js",
-                swagger_css_url="/docs-assets/swagger-ui.css",
-                swagger_favicon_url="/docs-assets/favicon.png",
+            return with_docs_csp(
+                get_swagger_ui_html(
+                    openapi_url="/openapi.json",
+                    title="semsearch API",
+                    swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                    swagger_css_url="/docs-assets/swagger-ui.css",
+                    swagger_favicon_url="/docs-assets/favicon.png",
+                )
             )
 
         @app.get("/redoc", include_in_schema=False)
         def redoc() -> HTMLResponse:
-            return get_redoc_html(
-                openapi_url="/openapi.json",
-                title="semsearch API",
-                redoc_js_url="/docs-assets/redoc.standalone.js",
-                redoc_favicon_url="/docs-assets/favicon.png",
-                with_google_fonts=False,
+            return with_docs_csp(
+                get_redoc_html(
+                    openapi_url="/openapi.json",
+                    title="semsearch API",
+                    redoc_js_url="/docs-assets/redoc.standalone.js",
+                    redoc_favicon_url="/docs-assets/favicon.png",
+                    with_google_fonts=False,
+                )
             )
 
         return
@@ -135,12 +166,22 @@ def _docs_routes(app: FastAPI) -> None:
         )
 
 
-def create_app(index_dir: str | Path, *, embedder: Embedder | None = None, allow_tags: bool = False) -> FastAPI:
-    """The web app over the index at ``index_dir``; raises IndexNotFoundError when there is none."""
+def create_app(
+    index_dir: str | Path,
+    *,
+    embedder: Embedder | None = None,
+    allow_tags: bool = False,
+    trusted: TrustedHosts | None = None,
+) -> FastAPI:
+    """The web app over the index at ``index_dir``; raises IndexNotFoundError when there is none.
+
+    It answers only requests whose Host and Origin are in ``trusted`` (default: a server on this machine only).
+    """
     from .serve_recs import add_routes
 
     live = LiveIndex(index_dir, embedder=embedder)
     app = _new_app(live)
+    app.add_middleware(ScreenedApp, trusted=trusted or TrustedHosts.for_bind(DEFAULT_HOST))
     _error_handlers(app)
     _api_routes(app, live)
     add_routes(app, live, allow_tags=allow_tags, max_k=MAX_K, max_where=MAX_WHERE)
@@ -299,7 +340,7 @@ def _api_routes(app: FastAPI, live: LiveIndex) -> None:
 
         wanted = [part.strip() for value in ids for part in value.split(",") if part.strip()]
         if not wanted or len(wanted) > MAX_K or any(len(w) > 200 for w in wanted):
-            raise QueryError(f"give 1 to {MAX_K} ids of at most 200 characters")
+            raise QueryError(f"ids: give 1 to {MAX_K} ids, each of at most 200 characters")
         with live.use() as loaded:
             docs = select_documents(loaded.index, wanted, [])
         name = f"semsearch-{len(docs)}.{EXTENSIONS[fmt]}"
@@ -340,6 +381,20 @@ def _page_routes(app: FastAPI) -> None:
         return FileResponse(WEB_DIR / "index.html", media_type="text/html")
 
 
+def server_config(app: Any, *, access_log: bool = False, **more: Any) -> Any:
+    """uvicorn's settings for the app (``more``: host and port when uvicorn binds the socket itself)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=access_log,
+        timeout_graceful_shutdown=5,
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
+        **more,
+    )
+
+
 def run_server(
     index_dir: str | Path,
     *,
@@ -349,13 +404,18 @@ def run_server(
     access_log: bool = False,
     ready: Any = None,
     allow_tags: bool = False,
+    allow_hosts: Sequence[str] = (),
 ) -> None:
-    """Serve the app with uvicorn until interrupted; ``ready(url)`` is called once the socket listens."""
+    """Serve the app with uvicorn until interrupted; ``ready(url)`` is called once the socket listens.
+
+    The server answers to the names of ``host`` (see ``local_hosts``) and to ``allow_hosts``.
+    """
     import socket
 
     import uvicorn
 
-    app = create_app(index_dir, embedder=embedder, allow_tags=allow_tags)
+    trusted = TrustedHosts.for_bind(host, allow_hosts)
+    app = create_app(index_dir, embedder=embedder, allow_tags=allow_tags, trusted=trusted)
     with contextlib.suppress(ImportError):
         import faiss
 
@@ -373,8 +433,7 @@ def run_server(
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     if ready is not None:
         ready(f"http://{shown}:{bound}/")
-    config = uvicorn.Config(app, log_level="warning", access_log=access_log, timeout_graceful_shutdown=5)
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        uvicorn.Server(server_config(app, access_log=access_log)).run(sockets=[sock])
     finally:
         sock.close()

@@ -2,22 +2,22 @@
 
 Reads are always allowed. Tag writes (the page's like / not-for-me buttons) need ``semsearch serve
 --allow-tags`` and a same-origin JSON POST: the body must be ``application/json`` (which a cross-site form
-cannot send without a CORS preflight, and the server answers none), and an ``Origin`` header, when sent,
-must name this server's own host.
+cannot send without a CORS preflight, and the server answers none); a foreign Host or Origin never reaches a
+route (``local_hosts``). A write is all or nothing: an unknown id in ``add`` or ``remove`` changes nothing.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Annotated, Any
 
 # Imported only by serve.create_app (the 'serve' extra). Route signatures are read by FastAPI at run time,
 # so the types they name must be module globals.
 from fastapi import Body, Query, Request
 from fastapi import Path as PathParam
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from .api_schema import KEYS_SCHEMA, WHERE_SCHEMA
+from .api_schema import WHERE_SCHEMA
 from .arrivals import DATE_PATTERN, VERSION_PATTERN
 from .recommend import METHODS
 
@@ -31,6 +31,17 @@ MAX_KEYS = 200  # ids or tags per request
 SINCE_SCHEMA: dict[str, Any] = {"pattern": f"^\\s*(|{VERSION_PATTERN}|{DATE_PATTERN})\\s*$"}
 LIKED_TAG = "liked"
 NOT_TAG = "not-for-me"
+TAG_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"  # tags.check_name's rule, stated in the schema
+Key = Annotated[str, Field(min_length=1, max_length=200, pattern=r"[^\s\x1c-\x1f\x85]")]
+
+
+class TagEdit(BaseModel):
+    """A tag write: ids (or external ids, DOIs) to add to the tag and to remove from it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    add: list[Key] = Field(default=[], max_length=MAX_KEYS)
+    remove: list[Key] = Field(default=[], max_length=MAX_KEYS)
 
 
 def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, max_where: int) -> None:
@@ -39,19 +50,17 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
 
     @app.get("/api/recommend", summary="Papers like the liked ones (tags or ids), unlike the `not` ones")
     def recommend(
-        like: list[str] = Query(
+        like: list[Key] = Query(
             ...,
             min_length=1,
             max_length=MAX_KEYS,
             description="Tag names or paper ids (repeat).",
-            json_schema_extra=KEYS_SCHEMA,
         ),
-        not_: list[str] = Query(
+        not_: list[Key] = Query(
             [],
             alias="not",
             max_length=MAX_KEYS,
             description="Tags or ids to steer away from.",
-            json_schema_extra=KEYS_SCHEMA,
         ),
         k: int = Query(10, ge=1, le=max_k),
         where: list[str] = Query([], max_length=max_where, json_schema_extra=WHERE_SCHEMA),
@@ -127,34 +136,26 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
         responses={
             400: {"description": "A malformed JSON body"},
             403: {"description": "The server is read-only (no --allow-tags), or the request is cross-site"},
+            404: {"description": "An id names no paper (add) or no entry of the tag (remove); nothing changed"},
             415: {"description": "The body is not JSON"},
         },
     )
     def edit_tag(
         request: Request,
-        name: str = PathParam(..., max_length=64),
-        body: dict[str, list[str]] = Body(..., examples=[{"add": ["6a24ce769ac8de0d"], "remove": []}]),
+        name: str = PathParam(..., max_length=64, pattern=TAG_NAME_PATTERN),
+        body: TagEdit = Body(..., examples=[{"add": ["6a24ce769ac8de0d"], "remove": []}]),
     ) -> dict[str, Any]:
-        from .tags import TagStore, check_name, resolve_papers
+        from .tags import TagStore, resolve_papers
 
         if not allow_tags:
             raise HTTPException(403, "this server is read-only; start it with semsearch serve --allow-tags")
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             raise HTTPException(415, "tag writes are JSON: Content-Type: application/json")
-        origin = request.headers.get("origin")
-        if origin and urlsplit(origin).netloc != request.headers.get("host"):
-            raise HTTPException(403, "tag writes must come from this server's own page")
-        check_name(name)
-        add = body.get("add", [])
-        remove = body.get("remove", [])
-        if len(add) + len(remove) > MAX_KEYS or not (add or remove):
-            raise QueryError(f"give 1..{MAX_KEYS} ids in 'add' and 'remove'")
+        if len(body.add) + len(body.remove) > MAX_KEYS or not (body.add or body.remove):
+            raise QueryError(f"add, remove: give 1..{MAX_KEYS} ids in all")
         with live.use() as loaded:
-            store = TagStore(loaded.index.path)
-            docs = resolve_papers(loaded.index, add)
-            added = store.add(name, docs) if docs else 0
-            removed = store.remove(name, remove) if remove and name in store.read() else 0
-            size = len(store.read().get(name, []))
+            docs = resolve_papers(loaded.index, body.add)  # an unknown id: 404 before anything is written
+            added, removed, size = TagStore(loaded.index.path).edit(name, docs, body.remove)
         return {"tag": name, "added": added, "removed": removed, "papers": size}
 
     _ = edit_tag, tags, new, recommend  # registered by the decorators

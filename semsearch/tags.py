@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InputError, TagError, UnknownDocumentError
+from .errors import InputError, QueryError, TagError, UnknownDocumentError
 from .fileio import utc_now, write_text_atomic
 from .records import Document
 
@@ -36,6 +36,10 @@ FORMAT_NAME = "semsearch-tags"
 FORMAT_VERSION = 1
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 _DOI = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)?(10\.\d{4,9}/\S+)$", re.IGNORECASE)
+
+
+class NotTaggedError(TagError, UnknownDocumentError):
+    """A key to untag names no entry of the tag."""
 
 
 @dataclass
@@ -191,6 +195,34 @@ class TagStore:
                 drop.add(found.id)
             tags[name] = [e for e in entries if e.id not in drop]
         return len(drop)
+
+    def edit(self, name: str, docs: Sequence[Document], remove: Sequence[str]) -> tuple[int, int, int]:
+        """Add ``docs`` to a tag and untag ``remove`` in one write: (added, removed, papers now).
+
+        All or nothing: a key that names no entry of the tag (or a key also being added) raises and the file
+        is left as it was.
+        """
+        check_name(name)
+        adding = {d.id for d in docs}
+        with self._editing() as tags:
+            entries = tags.get(name, [])
+            drop: set[str] = set()
+            for key in remove:
+                found = _match_entry(entries, key)
+                if found is None:
+                    raise NotTaggedError(f"{key.strip()!r} is not tagged {name!r} (or names several entries)")
+                if found.id in adding:
+                    raise QueryError(f"{key.strip()!r} is both added to and removed from {name!r}")
+                drop.add(found.id)
+            kept = [e for e in entries if e.id not in drop]
+            have = {e.id for e in kept}
+            fresh = []
+            for doc in docs:
+                if doc.id not in have:
+                    fresh.append(TagEntry.of(doc))
+                    have.add(doc.id)
+            tags[name] = kept + fresh
+        return len(fresh), len(drop), len(tags[name])
 
     def repoint(self, name: str, moves: dict[str, Document]) -> None:
         """Replace entries (old id -> the live document they now resolve to) after an edited abstract returned."""

@@ -246,7 +246,7 @@ def test_library_api_and_cli_agree_on_new(arrived: tuple[Path, Path, list[str]],
     with Index.open(index, embedder=fake) as idx:
         lib = [p.hit.id for p in ranked_new(idx, new_since(idx, "1"), k=10)]
     cli_rows = json.loads(run(["new", "--since", "1", "--index", str(index), "--json"], fake).output)
-    with TestClient(create_app(index, embedder=fake)) as client:
+    with TestClient(create_app(index, embedder=fake), base_url="http://localhost") as client:
         api = client.get("/api/new", params={"since": "1", "k": 10}).json()["hits"]
         assert client.get("/api/new", params={"since": "last"}).status_code == 422
     assert lib == [r["id"] for r in cli_rows] == [h["id"] for h in api]

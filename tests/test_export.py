@@ -266,7 +266,7 @@ def test_api_export(catalogued: Path, fake: FakeEmbedder) -> None:
 
     from semsearch.serve import create_app
 
-    with TestClient(create_app(catalogued, embedder=fake)) as client:
+    with TestClient(create_app(catalogued, embedder=fake), base_url="http://localhost") as client:
         response = client.get("/api/export", params={"ids": "6a24ce769ac8de0d,19c4411b285c30dd", "format": "ris"})
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("application/x-research-info-systems")

@@ -130,14 +130,14 @@ def test_api_warnings(dated: Path, plain: Path) -> None:
 
     from semsearch.serve import create_app
 
-    with TestClient(create_app(plain, embedder=FakeEmbedder())) as client:
+    with TestClient(create_app(plain, embedder=FakeEmbedder()), base_url="http://localhost") as client:
         data = client.get("/api/search", params={"q": "privacy", "where": "year>=2024"}).json()
         assert data["hits"] == [] and "no document has a field 'year'" in data["warnings"][0]
         some = client.get("/api/search", params={"q": "privacy"}).json()
         assert some["warnings"] == [] and some["hits"]
         rel = client.get(f"/api/related/{some['hits'][0]['id']}", params={"where": "year>=1"}).json()
         assert rel["hits"] == [] and "no document has a field 'year'" in rel["warnings"][0]
-    with TestClient(create_app(dated, embedder=FakeEmbedder())) as client:
+    with TestClient(create_app(dated, embedder=FakeEmbedder()), base_url="http://localhost") as client:
         bad = client.get("/api/search", params={"q": "privacy", "where": "year>=abc"})
         assert bad.status_code == 422 and "not a number" in bad.json()["error"]
         bad = client.get("/api/search", params={"q": "privacy", "where": "year=>2000"})

@@ -159,7 +159,7 @@ def test_api_resolves_an_alias(tmp_path: Path, corpus: Path, fake: FakeEmbedder)
     seed(corpus / "a.txt", [t for name, t in PAPERS.items() if name != "fed"])
     build_index([str(corpus)], index, options, embedder=fake)
     old = doc_id_for(text_hash(PAPERS["fed"]))
-    with TestClient(create_app(index, embedder=fake)) as client:
+    with TestClient(create_app(index, embedder=fake), base_url="http://localhost") as client:
         doc = client.get(f"/api/documents/{old}").json()
         assert (doc["id"], doc["aliases"]) == (doc_id_for(text_hash(LONGER)), [old])
         related = client.get(f"/api/related/{old}", params={"k": 2})

@@ -163,7 +163,7 @@ def test_library_cli_and_api_agree(index: Path, fake: FakeEmbedder) -> None:
     rows = json.loads(result.output)
     assert [r["id"] for r in rows] == lib
     assert all(r["because"]["id"] for r in rows)
-    with TestClient(create_app(index, embedder=fake)) as client:
+    with TestClient(create_app(index, embedder=fake), base_url="http://localhost") as client:
         resp = client.get("/api/recommend", params=[("like", "rl-0"), ("like", "rl-1"), ("not", "priv-0"), ("k", "5")])
         assert resp.status_code == 200, resp.text
         assert [h["id"] for h in resp.json()["hits"]] == lib
@@ -200,17 +200,17 @@ def test_api_tag_writes_need_allow_tags_and_same_origin(index: Path, fake: FakeE
     from semsearch.serve import create_app
 
     body = {"add": ["rl-0"]}
-    with TestClient(create_app(index, embedder=fake)) as client:
+    with TestClient(create_app(index, embedder=fake), base_url="http://localhost") as client:
         assert client.post("/api/tags/liked", json=body).status_code == 403
         assert client.get("/api/tags").json() == {"writable": False, "tags": {}}
     assert not (index / TAGS_FILE).exists()
-    with TestClient(create_app(index, embedder=fake, allow_tags=True)) as client:
+    with TestClient(create_app(index, embedder=fake, allow_tags=True), base_url="http://localhost") as client:
         cross = client.post("/api/tags/liked", json=body, headers={"Origin": "http://evil.example"})
         assert cross.status_code == 403
         form = client.post("/api/tags/liked", content=json.dumps(body), headers={"Content-Type": "text/plain"})
         assert form.status_code in (415, 422)
         assert not (index / TAGS_FILE).exists()
-        ok = client.post("/api/tags/liked", json=body, headers={"Origin": "http://testserver"})
+        ok = client.post("/api/tags/liked", json=body, headers={"Origin": "http://localhost"})
         assert ok.status_code == 200, ok.text
         assert ok.json()["papers"] == 1
         listed = client.get("/api/tags").json()

@@ -62,7 +62,7 @@ def index_dir(tmp_path: Path, sources: tuple[Path, Path]) -> Path:
 
 @pytest.fixture
 def client(index_dir: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(index_dir, embedder=FakeEmbedder())) as c:
+    with TestClient(create_app(index_dir, embedder=FakeEmbedder()), base_url="http://localhost") as c:
         yield c
 
 
@@ -160,7 +160,7 @@ def test_map_endpoint_follows_corpus_map(client: TestClient, monkeypatch: pytest
 
 def test_map_endpoint_404_without_a_map(index_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "semsearch.corpus_map", types.SimpleNamespace(load_map=lambda version: None))
-    with TestClient(create_app(index_dir, embedder=FakeEmbedder())) as c:
+    with TestClient(create_app(index_dir, embedder=FakeEmbedder()), base_url="http://localhost") as c:
         response = c.get("/api/map")
     assert response.status_code == 404
     assert response.json()["error"] == "this index has no map; rebuild it with semsearch index"
@@ -276,7 +276,7 @@ def test_query_encoder_is_reused_across_versions(
         return FakeEmbedder()
 
     monkeypatch.setattr(semsearch.search, "open_query_encoder", fake_loader)
-    with TestClient(create_app(index_dir)) as c:
+    with TestClient(create_app(index_dir), base_url="http://localhost") as c:
         assert search(c, q="privacy")["hits"]
         build_index([str(sources[0]), str(sources[1])], index_dir, OPTIONS, embedder=FakeEmbedder())
         assert search(c, q="sparse attention", k=1)["hits"][0]["title"] == "Sparse attention"
@@ -378,3 +378,230 @@ def test_cli_serve_on_a_busy_port_is_one_line(index_dir: Path) -> None:
         port = busy.getsockname()[1]
         result = run(["serve", "--index", str(index_dir), "--port", str(port)], FakeEmbedder())
     assert_one_line_error(result, f"cannot listen on 127.0.0.1:{port}")
+
+
+# ------------------------------------------------------------------------------------------------ hostile pages
+
+
+@pytest.fixture
+def writable(index_dir: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(index_dir, embedder=FakeEmbedder(), allow_tags=True), base_url="http://localhost") as c:
+        yield c
+
+
+REBINDING = {"Host": "evil.example", "Origin": "http://evil.example"}
+
+
+@pytest.mark.parametrize("path", ["/api/tags", "/api/health", "/api/documents/p0", "/", "/docs", "/openapi.json"])
+def test_a_rebinding_page_cannot_read(writable: TestClient, path: str) -> None:
+    for headers in (REBINDING, {"Host": "evil.example"}):
+        response = writable.get(path, headers=headers)
+        assert response.status_code == 421, (path, response.text)
+        body = response.json()
+        assert body["status"] == 421 and "--allow-host" in body["error"] and "evil.example" in body["error"]
+
+
+def test_a_rebinding_page_cannot_write_tags(writable: TestClient, index_dir: Path) -> None:
+    response = writable.post("/api/tags/liked", json={"add": ["p0"]}, headers=REBINDING)
+    assert response.status_code == 421, response.text
+    assert not (index_dir / "tags.json").exists()
+    ok = writable.post("/api/tags/liked", json={"add": ["p0"]}, headers={"Origin": "http://localhost"})
+    assert ok.status_code == 200 and ok.json()["added"] == 1
+
+
+@pytest.mark.parametrize(
+    "origin",
+    ["http://evil.example", "null", "http://localhost:9999", "file://", "ftp://localhost", "http://[::1"],
+)
+def test_a_foreign_origin_is_refused_for_reads_and_writes(writable: TestClient, index_dir: Path, origin: str) -> None:
+    read = writable.get("/api/health", headers={"Origin": origin})
+    assert read.status_code == 403 and "not a page of this server" in read.json()["error"], read.text
+    write = writable.post("/api/tags/liked", json={"add": ["p0"]}, headers={"Origin": origin})
+    assert write.status_code == 403, write.text
+    assert not (index_dir / "tags.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("host", "origin"),
+    [
+        ("localhost", None),
+        ("localhost", "http://localhost"),
+        ("127.0.0.1:8000", "http://localhost:8000"),  # the same server under another of its names
+        ("[::1]:8000", "http://[::1]:8000"),
+        ("LOCALHOST.", "https://localhost"),
+    ],
+)
+def test_own_names_are_answered(writable: TestClient, host: str, origin: str | None) -> None:
+    headers = {"Host": host, **({"Origin": origin} if origin else {})}
+    assert writable.get("/api/health", headers=headers).status_code == 200
+
+
+def test_allowed_names_follow_the_bound_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    from semsearch.errors import InputError
+    from semsearch.local_hosts import TrustedHosts
+
+    loopback = TrustedHosts.for_bind("127.0.0.1")
+    assert loopback.names == {"localhost", "127.0.0.1", "::1"} and not loopback.any_ip
+    assert loopback.refusal("10.0.0.5:8000", None) is not None  # a LAN address is not a loopback server's name
+    one = TrustedHosts.for_bind("192.168.1.5", ["Papers.LAN"])
+    assert one.names == {"localhost", "192.168.1.5", "papers.lan"}
+    assert one.refusal("papers.lan:8000", "http://papers.lan:8000") is None
+    assert one.refusal("127.0.0.1", None) is not None
+    monkeypatch.setattr("socket.gethostname", lambda: "box")
+    monkeypatch.setattr("socket.getfqdn", lambda: "box.example.org")
+    every = TrustedHosts.for_bind("0.0.0.0")
+    assert {"box", "box.example.org", "localhost"} <= every.names
+    for allowed in ("10.1.2.3:8000", "[fe80::1]:8000", "box:8000", "box.example.org"):
+        assert every.refusal(allowed, None) is None, allowed
+    assert every.refusal("evil.example", None)[0] == 421  # type: ignore[index]
+    assert every.refusal("10.1.2.3", "http://evil.example")[0] == 403  # type: ignore[index]
+    assert every.refusal(None, None)[0] == 421  # type: ignore[index]  # HTTP/1.0 without Host
+    for bad in ("", "http://x", "a b", "x:80", "a/b"):
+        with pytest.raises(InputError, match="--allow-host"):
+            TrustedHosts.for_bind("127.0.0.1", [bad])
+
+
+def test_cli_serve_rejects_a_bad_allow_host(index_dir: Path) -> None:
+    from test_cli import assert_one_line_error, run
+
+    result = run(["serve", "--index", str(index_dir), "--allow-host", "http://x/"], FakeEmbedder())
+    assert_one_line_error(result, "--allow-host 'http://x/' is not a host name")
+
+
+@pytest.mark.parametrize("path", ["/", "/static/app.js", "/api/health", "/api/nothing", "/docs", "/openapi.json"])
+def test_every_response_carries_the_security_headers(client: TestClient, path: str) -> None:
+    for response in (client.get(path), client.get(path, headers={"Host": "evil.example"})):
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["x-frame-options"] == "DENY"
+        csp = response.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in csp and "object-src 'none'" in csp
+        assert "'unsafe-inline'" not in csp.split("script-src", 1)[1].split(";")[0], csp
+
+
+def test_page_csp_allows_no_inline_script(client: TestClient) -> None:
+    csp = client.get("/").headers["content-security-policy"]
+    assert "script-src 'self';" in csp and "unsafe" not in csp
+    from semsearch.serve import WEB_DIR
+
+    page = (WEB_DIR / "index.html").read_text(encoding="utf-8")
+    assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", page) == []  # every script is a file the CSP allows
+    assert re.findall(r"\son[a-z]+\s*=", page) == []  # no inline event handlers
+    assert "style=" not in page
+
+
+def test_docs_csp_allows_exactly_its_inline_script(client: TestClient) -> None:
+    import base64
+    import hashlib
+
+    docs = client.get("/docs")
+    (inline,) = re.findall(r"<script>(.*?)</script>", docs.text, flags=re.DOTALL)
+    digest = base64.b64encode(hashlib.sha256(inline.encode()).digest()).decode()
+    assert f"'sha256-{digest}'" in docs.headers["content-security-policy"]
+
+
+# ------------------------------------------------------------------------------------------------ bounds, writes
+
+
+def test_export_of_hundreds_of_long_ids_answers_in_full(index_dir: Path) -> None:
+    """A request past uvicorn's default 16 KiB head buffer used to be reset mid-response (ChunkedEncodingError)."""
+    import requests
+
+    from semsearch.serve import server_config
+
+    app = create_app(index_dir, embedder=FakeEmbedder())
+    server = uvicorn_server(server_config(app, host="127.0.0.1", port=_free_port()))
+    base = f"http://127.0.0.1:{server.config.port}"
+    try:
+        for n, key in [(300, "a" * 200), (400, "é" * 200), (1000, "ü" * 200), (150, "😀" * 200)]:
+            response = requests.get(f"{base}/api/export", params=[("ids", key)] * n, timeout=30)
+            assert response.status_code == 404 and f"no document '{key}" in response.json()["error"]
+            assert len(response.content) == int(response.headers["content-length"])
+        too_many = requests.get(f"{base}/api/export", params=[("ids", "a")] * 1001, timeout=30)
+        assert too_many.status_code == 422 and too_many.json()["error"].startswith("ids: ")
+        long = requests.get(f"{base}/api/export", params={"ids": "a" * 201}, timeout=30)
+        assert long.status_code == 422 and long.json()["error"].startswith("ids: ")
+        first = search_real(base)
+        whole = requests.get(f"{base}/api/export", params=[("ids", first)] * 500, timeout=30)
+        assert whole.status_code == 200 and whole.text.count("@") == 1  # the one paper, once
+    finally:
+        server.should_exit = True
+
+
+def search_real(base: str) -> str:
+    import requests
+
+    return str(
+        requests.get(f"{base}/api/search", params={"q": "federated", "k": 1}, timeout=30).json()["hits"][0]["id"]
+    )
+
+
+def uvicorn_server(config: Any) -> Any:
+    import uvicorn
+
+    server = uvicorn.Server(config)
+    runner = threading.Thread(target=server.run, daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and runner.is_alive(), "server did not start"
+        time.sleep(0.02)
+    return server
+
+
+def tags_file(index_dir: Path) -> str | None:
+    path = index_dir / "tags.json"
+    return path.read_text() if path.exists() else None
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ({"add": ["p0"], "remove": ["nope"]}, 404, "'nope' is not tagged 'liked'"),
+        ({"add": ["p0", "nope"]}, 404, "no document 'nope'"),
+        ({"add": ["nope"], "remove": ["p1"]}, 404, "no document 'nope'"),
+        ({"add": ["p1"], "remove": ["p1"]}, 422, "both added to and removed from"),
+        ({"add": ["x" * 201]}, 422, "add.0: String should have at most 200 characters"),
+        ({"add": ["p0"] * 201}, 422, "add: List should have at most 200 items"),
+        ({"add": ["p0"] * 150, "remove": ["p1"] * 51}, 422, "add, remove: give 1..200 ids"),
+        ({"add": [], "remove": []}, 422, "add, remove: give 1..200 ids"),
+        ({"add": ["p0"], "rename": "x"}, 422, "rename: Extra inputs are not permitted"),
+        ({"add": [" "]}, 422, "add.0: String should match pattern"),
+    ],
+)
+def test_tag_writes_are_all_or_nothing(
+    writable: TestClient, index_dir: Path, body: dict[str, Any], status: int, message: str
+) -> None:
+    assert writable.post("/api/tags/liked", json={"add": ["p1"]}).status_code == 200
+    before = tags_file(index_dir)
+    response = writable.post("/api/tags/liked", json=body)
+    assert response.status_code == status and message in response.json()["error"], response.text
+    assert tags_file(index_dir) == before  # nothing of the write was saved
+    assert writable.get("/api/tags").json()["tags"]["liked"]["papers"] == 1
+
+
+def test_tag_write_adds_and_removes_in_one_go(writable: TestClient) -> None:
+    assert writable.post("/api/tags/liked", json={"add": ["p1", "p2"]}).json()["papers"] == 2
+    both = writable.post("/api/tags/liked", json={"add": ["p0", "p2"], "remove": ["p1"]}).json()
+    assert both == {"tag": "liked", "added": 1, "removed": 1, "papers": 2}
+    empty = writable.post("/api/tags/fresh", json={"remove": ["p1"]})
+    assert empty.status_code == 404 and "not tagged 'fresh'" in empty.json()["error"]
+
+
+@pytest.mark.parametrize("name", ["a b", "-x", "é", "x" * 65])
+def test_a_bad_tag_name_is_422(writable: TestClient, index_dir: Path, name: str) -> None:
+    response = writable.post(f"/api/tags/{name}", json={"add": ["p0"]})
+    assert response.status_code == 422 and response.json()["error"].startswith("name: "), response.text
+    assert tags_file(index_dir) is None
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"like": "x" * 201}, "like.0: String should have at most 200 characters"),
+        ({"like": "p0", "not": ["p1", "y" * 201]}, "not.1: String should have at most 200 characters"),
+        ({"like": ["p0"] * 201}, "like: List should have at most 200 items"),
+    ],
+)
+def test_recommend_bounds_its_ids(client: TestClient, params: dict[str, Any], message: str) -> None:
+    response = client.get("/api/recommend", params=params)
+    assert response.status_code == 422 and message in response.json()["error"], response.text
