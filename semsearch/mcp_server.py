@@ -11,7 +11,7 @@ import importlib.util
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import agent_results as results
 from .agent_results import DEFAULT_BUDGET
@@ -53,6 +53,17 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def http_app(server: Any, trusted: TrustedHosts) -> Any:
+    """The streamable HTTP app of an MCP server, answering only ``trusted`` names (as ``semsearch serve`` does)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    # One screen for both servers (local_hosts), rather than the SDK's own, which guards loopback binds only.
+    unscreened = server.streamable_http_app(
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    )
+    return ScreenedApp(unscreened, trusted)
+
+
 def run_server(
     index_dir: str | Path,
     *,
@@ -86,13 +97,7 @@ def run_server(
 
         sock = _listen(host, port)
         try:
-            from mcp.server.transport_security import TransportSecuritySettings
-
-            # One screen for both servers (local_hosts), rather than the SDK's, which guards loopback binds only.
-            unscreened = server.streamable_http_app(
-                host=host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
-            )
-            app = ScreenedApp(unscreened, trusted)
+            app = http_app(server, trusted)
             bound = sock.getsockname()[1]
             shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
             if ready is not None:

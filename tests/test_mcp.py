@@ -433,3 +433,29 @@ def test_a_session_over_the_wire(engine: str, transport: str, request: pytest.Fi
         run(lambda: scenario(connect, lambda: rebuild(engine, index, extra)))
     logged = log.read_text(encoding="utf-8")
     assert "now serving" in logged and "Traceback" not in logged  # the swap, logged on stderr
+
+
+def test_http_transport_answers_only_its_own_names(fake_index: Path) -> None:
+    """mcp --http shares serve's screen (local_hosts): a rebinding page gets 421, a foreign Origin 403."""
+    from starlette.testclient import TestClient
+
+    from semsearch.local_hosts import TrustedHosts
+    from semsearch.mcp_server import http_app
+
+    live = LiveIndex(fake_index, embedder=FakeEmbedder())
+    try:
+        app = http_app(create_server(live), TrustedHosts.for_bind("127.0.0.1"))
+        with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+            hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            evil = client.post("/mcp", json=hello, headers={"Host": "evil.example", "Origin": "http://evil.example"})
+            assert evil.status_code == 421 and "--allow-host" in evil.json()["error"]
+            cross = client.post("/mcp", json=hello, headers={"Origin": "http://evil.example"})
+            assert cross.status_code == 403
+            own = client.post("/mcp", json=hello, headers={"Accept": "application/json, text/event-stream"})
+            assert own.status_code not in (403, 421), own.text  # reached the protocol
+            assert own.headers["x-frame-options"] == "DENY"
+        # Bound to every address (where the SDK's own check is off), a foreign name is still refused.
+        with TestClient(http_app(create_server(live), TrustedHosts.for_bind("0.0.0.0"))) as client:
+            assert client.post("/mcp", json=hello, headers={"Host": "evil.example"}).status_code == 421
+    finally:
+        live.close()

@@ -234,3 +234,23 @@ def test_a_tag_whose_papers_all_left_recommends_nothing_and_says_why(
     build_index(None, index, BuildOptions(progress=False), embedder=fake)
     result = run(["recommend", "--like", "gone", "--index", str(index)], fake)
     assert result.exit_code == 2 and "a tag whose papers all left the index likes nothing" in result.output
+
+
+def test_edit_adds_and_removes_in_one_write_or_not_at_all(index: Path, fake: FakeEmbedder) -> None:
+    from semsearch.errors import QueryError, UnknownDocumentError
+
+    store = TagStore(index)
+    with Index.open(index) as idx:
+        fed, rl, llm = (idx.get(f"key-{k}") for k in ("fed", "rl", "llm"))
+    assert store.edit("liked", [fed, rl], []) == (2, 0, 2)
+    before = digest(index / TAGS_FILE)
+    # An unknown key to untag: nothing of the write lands (the add of llm included); a 404 in the API.
+    with pytest.raises(UnknownDocumentError, match="'nope' is not tagged 'liked'"):
+        store.edit("liked", [llm], ["nope"])
+    with pytest.raises(QueryError, match="both added to and removed from"):
+        store.edit("liked", [rl], ["key-rl"])
+    with pytest.raises(UnknownDocumentError, match="not tagged 'other'"):
+        store.edit("other", [llm], [fed.id])
+    assert digest(index / TAGS_FILE) == before
+    assert store.edit("liked", [llm, llm], ["key-fed"]) == (1, 1, 2)
+    assert [e.id for e in store.entries("liked")] == [rl.id, llm.id]
