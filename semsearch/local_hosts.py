@@ -34,6 +34,7 @@ PAGE_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
+MAX_BODY = 4 * 1024 * 1024  # a declared body past this is refused unread (the MCP SDK's own bound too)
 SECURITY_HEADERS = (
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
@@ -143,13 +144,22 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-class ScreenedApp:
-    """ASGI middleware: refuse a foreign Host (421) or Origin (403) as JSON; add the security headers."""
+def _declared_length(scope: Scope) -> int:
+    try:
+        return int(_header(scope, b"content-length") or 0)
+    except ValueError:
+        return 0  # h11 refuses a malformed length itself
 
-    def __init__(self, app: ASGIApp, trusted: TrustedHosts, csp: str = PAGE_CSP) -> None:
+
+class ScreenedApp:
+    """ASGI middleware: refuse a foreign Host (421) or Origin (403), or a body over ``max_body`` (413), as JSON;
+    add the security headers to every response."""
+
+    def __init__(self, app: ASGIApp, trusted: TrustedHosts, csp: str = PAGE_CSP, max_body: int = MAX_BODY) -> None:
         self.app = app
         self.trusted = trusted
         self.csp = csp.encode("ascii")
+        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -166,6 +176,8 @@ class ScreenedApp:
             await send(message)
 
         refused = self.trusted.refusal(_header(scope, b"host"), _header(scope, b"origin"))
+        if refused is None and _declared_length(scope) > self.max_body:
+            refused = 413, f"the request body is over {self.max_body} bytes"
         if refused is None:
             await self.app(scope, receive, with_headers)
             return

@@ -207,6 +207,9 @@ def _new_app(live: LiveIndex) -> FastAPI:
     errors: dict[int | str, dict[str, Any]] = {
         404: {"model": ApiError, "description": "No such document"},
         422: {"model": ApiError, "description": "A bad parameter (the message names it)"},
+        403: {"model": ApiError, "description": "The request came from another site's page (Origin)"},
+        413: {"model": ApiError, "description": "The request body is too large"},
+        421: {"model": ApiError, "description": "The Host is not one of this server's names (see --allow-host)"},
         503: {"model": ApiError, "description": "The index cannot be read"},
     }
 

@@ -605,3 +605,12 @@ def test_a_bad_tag_name_is_422(writable: TestClient, index_dir: Path, name: str)
 def test_recommend_bounds_its_ids(client: TestClient, params: dict[str, Any], message: str) -> None:
     response = client.get("/api/recommend", params=params)
     assert response.status_code == 422 and message in response.json()["error"], response.text
+
+
+def test_an_oversized_body_is_refused_unread(writable: TestClient, index_dir: Path) -> None:
+    from semsearch.local_hosts import MAX_BODY
+
+    huge = json.dumps({"add": ["p0"], "pad": " " * MAX_BODY})
+    response = writable.post("/api/tags/liked", content=huge, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413 and "over" in response.json()["error"], response.text
+    assert tags_file(index_dir) is None
