@@ -239,11 +239,11 @@
       snippet,
       el("div", { className: "meta" },
         sourcesLine(hit.sources),
-        collection ? ` · ${collection}` : null,
+        collection ? ` · ${cleanText(collection)}` : null,
         ` · id `, el("code", {}, hit.id)),
       hit.because ? el("p", { className: "because" }, "because it is near ",
-        hit.because.id ? el("a", { href: "#" + new URLSearchParams({ doc: hit.because.id }) }, hit.because.label)
-          : hit.because.label, ` (cosine ${hit.because.cosine.toFixed(3)})`) : null,
+        hit.because.id ? el("a", { href: "#" + new URLSearchParams({ doc: hit.because.id }) }, readable(hit.because.label))
+          : readable(hit.because.label), ` (cosine ${hit.because.cosine.toFixed(3)})`) : null,
       hit.added ? el("p", { className: "because" }, `arrived ${hit.added.at}`,
         hit.for && hit.for.length ? ` · for ${hit.for.join(", ")}` : "") : null,
       el("div", { className: "actions" },
