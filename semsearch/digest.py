@@ -140,7 +140,7 @@ def to_markdown(digest: Digest) -> str:
                 lines.append(f"   {m(who)}")
             if paper.best_sentence:
                 lines.append(f"   > {m(_sentence(paper))}")
-            lines.append(f"   `{m(paper.hit.id)}`")
+            lines.append(f"   `{clean_text(paper.hit.id, one_line=True).replace('`', '')}`")  # no escapes in code
     return "\n".join(lines) + "\n"
 
 

@@ -98,11 +98,13 @@ def csv_cell(value: object) -> object:
     return value
 
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#!|~&])")
+# What can start markup mid-line: emphasis, code, links and images ("[" — "(" and "!" mean nothing without
+# it), raw HTML and autolinks ("<"). Other punctuation stays as written, so the raw file still reads well.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>~])")
 
 
 def markdown_text(text: str) -> str:
-    """Text that Markdown shows as written: one line, punctuation that could start markup backslash-escaped.
+    """Text that Markdown shows as written: one line, characters that could start markup backslash-escaped.
 
     So a title like ``[x](javascript:…)`` or ``<img onerror=…>`` stays text in any CommonMark renderer.
     """
