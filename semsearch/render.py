@@ -130,7 +130,7 @@ def info_text(info: IndexInfo) -> str:
     width = max(len(k) for k, _ in rows)
     lines = [f"{k + ':':<{width + 1}} {v}" for k, v in rows]
     lines += [f"  {s.path}  ({s.format}, {s.records} abstracts, {s.encoding})" for s in info.sources]
-    return "\n".join(lines)
+    return clean_text("\n".join(lines))  # file names are anyone's bytes
 
 
 def map_line(entry: dict[str, Any]) -> str:

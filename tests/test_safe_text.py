@@ -188,6 +188,32 @@ def test_terminal_table_and_json_carry_no_escapes(hostile: Path, fake: FakeEmbed
     assert any("\x1b[31m" in r["title"] for r in rows)
 
 
+def test_the_table_itself_carries_no_escapes(hostile: Path) -> None:
+    """click strips ANSI codes only when output is not a terminal: the table must be clean before it, coloured too."""
+    from semsearch.render import hits_table
+
+    with Index.open(hostile, embedder=FakeEmbedder()) as idx:
+        hits = idx.search("federated privacy", 3)
+    for color in (False, True):
+        table = hits_table(hits, color=color)
+        assert_clean(re.sub(r"\x1b\[[0-9;]*m", "", table) if color else table)  # colour codes are ours
+        assert "[31m" not in table and "[1mBold" not in table
+
+
+def test_errors_and_info_quote_names_without_their_escapes(hostile: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    missing = tmp_path / "evil\x1b[2J\u202ename"
+    result = run(["query", "x", "--index", str(missing)], fake)
+    assert result.exit_code == 2 and "no index at" in result.output and "evilname" in result.output
+    assert_clean(result.output)
+    odd = tmp_path / "odd\x1b[31m\u202e.jsonl"
+    odd.write_text(json.dumps({"title": "t", "abstract": "An abstract about federated privacy."}) + "\n")
+    index = tmp_path / "odd-idx"
+    build_index([str(odd)], index, BuildOptions(progress=False), embedder=fake)
+    info = run(["info", "--index", str(index)], fake)
+    assert info.exit_code == 0, info.output
+    assert_clean(info.output) and "odd.jsonl" in info.output
+
+
 def test_exports_carry_only_http_links_and_no_formula_cells(hostile: Path, fake: FakeEmbedder) -> None:
     out = {}
     for fmt in ("bibtex", "ris", "csljson", "csv"):
