@@ -60,11 +60,11 @@ class PaperCard:
     def of(cls, doc: Document | Hit, *, score: float | None = None, sentence: str | None = None) -> PaperCard:
         return cls(
             id=doc.id,
-            title=doc.title or (doc.label if isinstance(doc, Hit) else doc.label()),
+            title=paperinfo.plain_text(doc.title or (doc.label if isinstance(doc, Hit) else doc.label())),
             authors=authors_of(doc.metadata),
             year=year_of(doc.metadata),
             score=None if score is None else round(float(score), 4),
-            best_sentence=_clip(sentence, MAX_SENTENCE_CHARS) if sentence else None,
+            best_sentence=_clip(paperinfo.plain_text(sentence), MAX_SENTENCE_CHARS) if sentence else None,
             link=link_of(doc.metadata),
         )
 
@@ -159,7 +159,7 @@ def _present(card: dict[str, Any]) -> dict[str, Any]:
 
 def authors_of(metadata: dict[str, Any]) -> list[str] | None:
     """Authors as paperinfo reads them (lists, BibTeX strings, CSL names), at most MAX_AUTHORS."""
-    names = paperinfo.authors_of(metadata)
+    names = [paperinfo.plain_text(a) for a in paperinfo.authors_of(metadata)]
     if len(names) > MAX_AUTHORS:
         names = names[:MAX_AUTHORS] + [f"+{len(names) - MAX_AUTHORS} more"]
     return names or None
@@ -308,7 +308,7 @@ def recommend_page(
     cards = []
     for rec in recs:
         card = PaperCard.of(rec.hit, score=rec.hit.score)
-        card.why = f"near liked paper {rec.because.label}"
+        card.why = f"near liked paper {paperinfo.plain_text(rec.because.label)}"
         cards.append(card)
     more = len(recs) > offset + k
     return paginate(cards[offset:], offset=offset, k=k, more=more, budget=budget, version=version or index.version.name)
@@ -375,10 +375,11 @@ def paper(index: Index, doc_id: str, *, budget: int = DEFAULT_BUDGET, version: s
     budget = check_budget(budget)
     doc = document(index, doc_id)
     card = PaperCard.of(doc)
+    text = paperinfo.plain_text(doc.text)  # as a person reads it; the stored text is unchanged
     full = Paper(
         id=doc.id,
         title=card.title,
-        text=doc.text,
+        text=text,
         text_truncated=False,
         authors=authors_of(doc.metadata),
         year=card.year,
@@ -390,7 +391,7 @@ def paper(index: Index, doc_id: str, *, budget: int = DEFAULT_BUDGET, version: s
     )
     over = len(compact_json(to_dict(full))) - budget
     if over > 0:
-        full.text = _clip(doc.text, max(len(doc.text) - over - 1, 0))
+        full.text = _clip(text, max(len(text) - over - 1, 0))
         full.text_truncated = True
     return full
 

@@ -275,15 +275,18 @@ def index(
         ),
         embedder=embedder_of(ctx),
     )
-    for line in summary.skipped:
-        click.echo(f"semsearch: skipped {line}", err=True)
+    from .paperinfo import plain_text
+    from .safe_text import clean_text, json_text
+
+    for line in summary.skipped:  # lines can quote a record: no control character reaches the terminal
+        click.echo(f"semsearch: skipped {clean_text(line, one_line=True)}", err=True)
     uncatalogued = (summary.catalogue or {}).get("uncatalogued", [])
     if summary.catalogue is not None and not list_uncatalogued:
         summary.catalogue.pop("uncatalogued", None)
     for line in (summary.catalogue or {}).get("ties", []):
-        click.echo(f"semsearch: catalogue tie: {line}", err=True)
+        click.echo(f"semsearch: catalogue tie: {clean_text(line, one_line=True)}", err=True)
     if as_json:
-        click.echo(json.dumps(summary.to_dict(), ensure_ascii=False))
+        click.echo(json_text(json.dumps(summary.to_dict(), ensure_ascii=False)))
         return
     if summary.unchanged:
         click.echo(
@@ -308,7 +311,7 @@ def index(
         if summary.catalogue is None:
             click.echo("uncatalogued: no catalogue (give one with --catalogue FILE)")
         for row in uncatalogued:
-            click.echo(f"uncatalogued: {row['id']}  {row['label']}")
+            click.echo(f"uncatalogued: {row['id']}  {plain_text(row['label'])}")
     if summary.rewritten_because:
         click.echo(f"rewrote the index whole rather than appending a segment: {summary.rewritten_because}")
     appended = f" + {summary.segments} appended segment(s); --optimize merges them" if summary.segments else ""

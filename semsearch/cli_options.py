@@ -11,12 +11,17 @@ from typing import Any
 import click
 
 from . import options
+from .safe_text import clean_text
 
 
 class SemsearchCliError(click.ClickException):
     """A one-line error with exit status 2."""
 
     exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        # Messages quote what was read (a record, a clause, a file name): no escape of it reaches the terminal.
+        super().__init__(clean_text(message))
 
 
 def index_option(fn: Callable[..., Any]) -> Callable[..., Any]:

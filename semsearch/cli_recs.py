@@ -15,6 +15,7 @@ import click
 
 from .cli_options import SemsearchCliError, embedder_of, index_option, k_option
 
+BECAUSE_CHARS = 60  # of the liked paper's title in a "because" line
 FOR_YOU_HELP = "Tag names or paper ids (ids, external ids such as citation keys, unambiguous prefixes, DOIs)."
 
 
@@ -133,6 +134,8 @@ def tag_import(name: str, file: Path, skip_unknown: bool, index_dir: Path) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def tag_list(name: str | None, index_dir: Path, as_json: bool) -> None:
     """List the tags (counts, dangling entries), or NAME's papers."""
+    from .paperinfo import plain_text
+    from .safe_text import json_text
     from .search import Index
     from .tags import TagStore, members
 
@@ -142,7 +145,7 @@ def tag_list(name: str | None, index_dir: Path, as_json: bool) -> None:
         resolved = {n: members(idx, store, n) for n in names}
     if as_json:
         if name:
-            click.echo(json.dumps([m.to_dict() for m in resolved[name]], ensure_ascii=False, indent=2))
+            click.echo(json_text(json.dumps([m.to_dict() for m in resolved[name]], ensure_ascii=False, indent=2)))
         else:
             summary = {n: {"papers": len(ms), "dangling": sum(m.dangling for m in ms)} for n, ms in resolved.items()}
             click.echo(json.dumps(summary, ensure_ascii=False, indent=2))
@@ -156,7 +159,7 @@ def tag_list(name: str | None, index_dir: Path, as_json: bool) -> None:
             for m in ms:
                 state = "dangling " if m.dangling else ""
                 shown = m.live_id or m.entry.id
-                click.echo(f"  {state}{shown}  {m.entry.label}")
+                click.echo(f"  {state}{shown}  {plain_text(m.entry.label)}")
 
 
 # ---------------------------------------------------------------- recommend
@@ -234,7 +237,8 @@ def _read_file(path: Path) -> str:
 
 
 def _recommend_table(recs: Sequence[Any]) -> str:
-    from .render import hits_table
+    from .paperinfo import plain_text
+    from .render import hits_table, snippet
 
     if not recs:
         return "no results"
@@ -242,7 +246,8 @@ def _recommend_table(recs: Sequence[Any]) -> str:
     out = []
     for block, rec in zip(blocks, recs, strict=True):
         near = rec.because.id or "your abstract"
-        out.append(f"{block}\n    because: near {near} ({rec.because.label[:60]}, cosine {rec.because.cosine:.3f})")
+        label = snippet(plain_text(rec.because.label), BECAUSE_CHARS)  # cut at a word, not mid-phrase
+        out.append(f"{block}\n    because: near {near} ({label}, cosine {rec.because.cosine:.3f})")
     return "\n\n".join(out)
 
 

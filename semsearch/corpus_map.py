@@ -39,6 +39,7 @@ import numpy as np
 from .errors import IndexCorruptError, SemsearchError
 from .fileio import utc_now
 from .options import MAP_RELAYOUT_SHARE
+from .paperinfo import plain_text
 from .records import Document
 
 MAP_FILE = "map.json"
@@ -182,8 +183,8 @@ def _map_data(
 
 
 def point_label(doc: Document) -> str:
-    """The title, else the abstract's opening words, in at most LABEL_CHARS characters."""
-    label = " ".join((doc.title or doc.text).split())
+    """The title, else the abstract's opening words, readable (``plain_text``), in at most LABEL_CHARS characters."""
+    label = " ".join(plain_text(doc.title or doc.text).split())
     return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1].rsplit(" ", 1)[0] + "…"
 
 

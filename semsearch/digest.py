@@ -9,21 +9,23 @@ from __future__ import annotations
 
 import html
 import json
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from xml.sax.saxutils import escape
 
 from .arrivals import MIN_COSINE, live_seq, new_since, set_bookmark
 from .errors import QueryError
 from .fileio import utc_now
+from .paperinfo import authors_of, link_of, plain_text
+from .safe_text import clean_text, json_text, markdown_text, markdown_url
 from .whats_new import NewPaper, Section, sections
 
 if TYPE_CHECKING:
     from .search import Index
 
 FORMATS = ("md", "html", "json", "atom")
-LINK_FIELDS = ("url", "venue_url", "openreview_url", "pdf_url", "doi")
+ATOM = "http://www.w3.org/2005/Atom"
 DIGEST_MIN_COSINE = MIN_COSINE  # a paper is listed under a tag or saved query only this close to it
 
 
@@ -83,21 +85,21 @@ def make_digest(
 
 
 def link(paper: NewPaper) -> str:
-    meta = paper.hit.metadata
-    for key in LINK_FIELDS:
-        value = meta.get(key)
-        if isinstance(value, str) and value.strip():
-            value = value.strip()
-            return f"https://doi.org/{value}" if key == "doi" and not value.startswith("http") else value
-    return ""
+    """The paper's http(s) link (``paperinfo.link_of``: never ``javascript:`` and the like), or ""."""
+    return link_of(paper.hit.metadata) or ""
 
 
 def authors(paper: NewPaper) -> str:
-    value = paper.hit.metadata.get("authors")
-    if isinstance(value, list):
-        names = [str(a) for a in value]
-        return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-    return str(value) if value else ""
+    names = [plain_text(a) for a in authors_of(paper.hit.metadata)]
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+
+
+def _title(paper: NewPaper) -> str:
+    return plain_text(paper.hit.title or paper.hit.label)
+
+
+def _sentence(paper: NewPaper) -> str:
+    return plain_text(paper.best_sentence or "")
 
 
 def _heading(section: Section) -> str:
@@ -112,33 +114,42 @@ def render(digest: Digest, fmt: str) -> str:
 
 
 def to_json(digest: Digest) -> str:
-    return json.dumps(digest.to_dict(), ensure_ascii=False, indent=2)
+    return json_text(json.dumps(digest.to_dict(), ensure_ascii=False, indent=2))
+
+
+# Every text below is data from records: markup made readable (paperinfo.plain_text, which also drops control
+# characters and bidi overrides), then escaped for the format, so no mail client or feed reader runs any of it.
 
 
 def to_markdown(digest: Digest) -> str:
-    lines = [f"# semsearch digest: {digest.name}", ""]
-    lines.append(f"{digest.arrived} papers arrived in {digest.index} since {digest.since} (now {digest.version}).")
+    m = markdown_text
+    lines = [f"# semsearch digest: {m(digest.name)}", ""]
+    lines.append(
+        f"{digest.arrived} papers arrived in {m(digest.index)} since {m(digest.since)} (now {m(digest.version)})."
+    )
     if not digest.sections:
         lines += ["", "Nothing new for your tags and saved queries."]
     for section in digest.sections:
-        lines += ["", f"## {_heading(section)}", ""]
+        lines += ["", f"## {m(_heading(section))}", ""]
         for n, paper in enumerate(section.papers, start=1):
-            title = paper.hit.title or paper.hit.label
+            title = m(_title(paper))
             url = link(paper)
-            lines.append(f"{n}. **[{title}]({url})**" if url else f"{n}. **{title}**")
+            lines.append(f"{n}. **[{title}]({markdown_url(url)})**" if url else f"{n}. **{title}**")
             who = authors(paper)
             if who:
-                lines.append(f"   {who}")
+                lines.append(f"   {m(who)}")
             if paper.best_sentence:
-                lines.append(f"   > {paper.best_sentence}")
-            lines.append(f"   `{paper.hit.id}`")
+                lines.append(f"   > {m(_sentence(paper))}")
+            lines.append(f"   `{clean_text(paper.hit.id, one_line=True).replace('`', '')}`")  # no escapes in code
     return "\n".join(lines) + "\n"
 
 
 def to_html(digest: Digest) -> str:
-    e = html.escape
+    def e(text: str) -> str:
+        return html.escape(clean_text(text))
+
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
+        '<!doctype html><html><head><meta charset="utf-8">',
         f"<title>semsearch digest: {e(digest.name)}</title></head><body>",
         f"<h1>semsearch digest: {e(digest.name)}</h1>",
         f"<p>{digest.arrived} papers arrived in {e(digest.index)} since {e(digest.since)}"
@@ -149,11 +160,11 @@ def to_html(digest: Digest) -> str:
     for section in digest.sections:
         parts.append(f"<h2>{e(_heading(section))}</h2><ol>")
         for paper in section.papers:
-            title = e(paper.hit.title or paper.hit.label)
+            title = e(_title(paper))
             url = link(paper)
-            head = f"<a href='{e(url)}'>{title}</a>" if url else title
+            head = f'<a href="{e(url)}">{title}</a>' if url else title
             parts.append(
-                f"<li><b>{head}</b><br>{e(authors(paper))}<br><i>{e(paper.best_sentence)}</i>"
+                f"<li><b>{head}</b><br>{e(authors(paper))}<br><i>{e(_sentence(paper))}</i>"
                 f" <code>{e(paper.hit.id)}</code></li>"
             )
         parts.append("</ol>")
@@ -162,35 +173,40 @@ def to_html(digest: Digest) -> str:
 
 
 def to_atom(digest: Digest) -> str:
-    """An Atom feed: one entry per paper (a paper in two sections appears once, under its first)."""
-    tag_base = f"tag:semsearch,{digest.generated[:10]}:{digest.name}"
-    out = [
-        "<?xml version='1.0' encoding='utf-8'?>",
-        "<feed xmlns='http://www.w3.org/2005/Atom'>",
-        f"<title>semsearch digest: {escape(digest.name)}</title>",
-        f"<id>{escape(tag_base)}</id>",
-        f"<updated>{digest.generated}</updated>",
-    ]
+    """An Atom feed: one entry per paper (a paper in two sections appears once, under its first).
+
+    Built with ElementTree, so quotes and angle brackets in any field are escaped; the texts carry no
+    character XML 1.0 forbids (``clean_text``).
+    """
+    c = clean_text
+    feed = ET.Element("feed", xmlns=ATOM)
+
+    def add(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+        node = ET.SubElement(parent, tag, {k: c(v) for k, v in attrs.items()})
+        if text is not None:
+            node.text = c(text)
+        return node
+
+    add(feed, "title", f"semsearch digest: {digest.name}")
+    add(feed, "id", f"tag:semsearch,{digest.generated[:10]}:{digest.name}")
+    add(feed, "updated", digest.generated)
     seen: set[str] = set()
     for section in digest.sections:
         for paper in section.papers:
             if paper.hit.id in seen:
                 continue
             seen.add(paper.hit.id)
+            entry = add(feed, "entry")
+            add(entry, "title", _title(paper))
+            add(entry, "id", f"urn:semsearch:{paper.hit.id}")
+            add(entry, "updated", paper.added.at if paper.added else digest.generated)
+            add(entry, "category", term=f"{section.kind}:{section.name}")
             url = link(paper)
-            updated = paper.added.at if paper.added else digest.generated
-            out += [
-                "<entry>",
-                f"<title>{escape(paper.hit.title or paper.hit.label)}</title>",
-                f"<id>urn:semsearch:{paper.hit.id}</id>",
-                f"<updated>{escape(updated)}</updated>",
-                f"<category term='{escape(section.kind)}:{escape(section.name)}'/>",
-            ]
             if url:
-                out.append(f"<link href='{escape(url)}'/>")
+                add(entry, "link", href=url)
             who = authors(paper)
             if who:
-                out.append(f"<author><name>{escape(who)}</name></author>")
-            out += [f"<summary>{escape(paper.best_sentence or paper.hit.text[:300])}</summary>", "</entry>"]
-    out.append("</feed>")
-    return "\n".join(out) + "\n"
+                add(add(entry, "author"), "name", who)
+            add(entry, "summary", _sentence(paper) or plain_text(paper.hit.text[:300]))
+    ET.indent(feed, space="")
+    return "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(feed, encoding="unicode") + "\n"

@@ -23,6 +23,7 @@ from .errors import QueryError
 from .filters import matcher, parse_where
 from .paperinfo import authors_of, link_of, plain_text, venue_of, year_of
 from .paperinfo import field as meta_field
+from .safe_text import bare_doi, clean_text, csv_cell
 
 FORMATS = ("bibtex", "ris", "csljson", "csv")
 MEDIA_TYPES = {
@@ -135,15 +136,16 @@ def _citation(paper: Paper) -> Citation:
         year=year,
         venue=venue_of(meta),
         abstract=_one_line(plain_text(paper.text)),
-        doi=str(doi).removeprefix("https://doi.org/") if doi else None,
+        doi=bare_doi(doi),
         url=link_of(meta),
-        eprint=str(eprint) if eprint else None,
+        eprint=_one_line(str(eprint)) if eprint else None,
         extra=extra,
     )
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """One line without control characters (a newline would start a new RIS tag)."""
+    return " ".join(clean_text(text, one_line=True).split())
 
 
 def own_key(paper: Paper) -> str | None:
@@ -325,5 +327,6 @@ def to_csv(cites: Sequence[Citation]) -> str:
             "url": c.url or "",
             "abstract": c.abstract,
         }
-        writer.writerow([*(c.extra.get(name, "") for name in extra), *(row[k] for k in CSV_COLUMNS)])
+        # A cell starting "=", "+", "-" or "@" would be a formula to a spreadsheet: csv_cell quotes it.
+        writer.writerow([*(c.extra.get(name, "") for name in extra), *(csv_cell(row[k]) for k in CSV_COLUMNS)])
     return out.getvalue()

@@ -17,6 +17,7 @@ from .documents import open_documents
 from .errors import SemsearchError
 from .layout import current_version
 from .manifest import read_manifest
+from .paperinfo import plain_text
 
 WEB_DIR = Path(__file__).parent / "web"
 PAGE_TEMPLATE = WEB_DIR / "map_page.html"
@@ -27,7 +28,9 @@ _SLOT = re.compile(r"\{\{(title|subtitle|script|data)\}\}")
 
 def map_html(data: dict[str, Any], *, title: str = "semsearch map", texts: dict[str, str] | None = None) -> str:
     """One self-contained HTML page showing the map: inline style, script and data, no network access."""
-    payload = {"map": data, "texts": texts or {}}
+    # Labels of maps built before labels were made readable, and the texts, shown as plain_text shows them.
+    data = {**data, "labels": [plain_text(str(label)) for label in data.get("labels", [])]}
+    payload = {"map": data, "texts": {k: plain_text(v) for k, v in (texts or {}).items()}}
     # "</" inside a script element would end it; "\u003c" is the same string to JSON.parse.
     blob = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
     script = MAP_JS.read_text(encoding="utf-8")
@@ -36,7 +39,7 @@ def map_html(data: dict[str, Any], *, title: str = "semsearch map", texts: dict[
     if isinstance(data.get("laid_out_at"), str):  # maps from before incremental layouts do not say
         subtitle += f" of {data.get('laid_out_documents', 0):,} laid out {data['laid_out_at'][:10]}"
     slots = {
-        "title": html.escape(title),
+        "title": html.escape(plain_text(title)),
         "subtitle": html.escape(subtitle),
         "script": script.replace("</script", "<\\/script"),
         "data": blob,

@@ -2,8 +2,8 @@
 
 Everything here reads a document's title, metadata and external ids as stored (catalogue join, BibTeX,
 JSON fields) and never changes them: readable text is for display only. Pure functions, no imports
-beyond the standard library, so the query path stays fast. ``web/app.js`` mirrors ``plain_text``
-(function ``readable``) for the page.
+beyond the standard library and ``safe_text``, so the query path stays fast. ``web/app.js`` mirrors
+``plain_text`` (function ``readable``) for the page. Links are only ever http(s) (``safe_text.safe_url``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from .safe_text import clean_text, doi_url, safe_url
 
 MAX_AUTHORS_SHOWN = 2  # "Hao Wang, Licheng Pan, … · NeurIPS 2025"; three authors are all shown
 
@@ -67,6 +69,7 @@ VENUE_KEYS = ("venue", "booktitle", "journal", "container-title", "publication")
 YEAR_KEYS = ("year", "date", "issued")
 # Where a person would go to read the paper, best first.
 LINK_KEYS = ("openreview_url", "url", "venue_url", "doi", "pdf_url", "eprint")
+_EPRINT = re.compile(r"[\w.\-/]+")
 
 
 def field(metadata: Mapping[str, Any], names: Sequence[str]) -> Any:
@@ -142,7 +145,10 @@ def byline(metadata: Mapping[str, Any]) -> str | None:
 
 
 def link_of(metadata: Mapping[str, Any]) -> str | None:
-    """The paper's page: OpenReview, its URL, the venue page, the DOI, the PDF or arXiv; None when unknown."""
+    """The paper's page: OpenReview, its URL, the venue page, the DOI, the PDF or arXiv; None when unknown.
+
+    Only http(s) links are given (``javascript:`` and the like are passed over); a DOI becomes its doi.org link.
+    """
     lowered = {str(k).strip().lower(): v for k, v in metadata.items()}
     for key in LINK_KEYS:
         value = lowered.get(key)
@@ -150,14 +156,16 @@ def link_of(metadata: Mapping[str, Any]) -> str | None:
             continue
         value = value.strip()
         if key == "doi":
-            return value if value.startswith("http") else f"https://doi.org/{value.removeprefix('doi:')}"
-        if key == "eprint":
+            found = doi_url(value) or safe_url(value)
+        elif key == "eprint":
             prefix = str(lowered.get("archiveprefix") or "arxiv").lower()
-            if prefix == "arxiv" and re.fullmatch(r"[\w.\-/]+", value):
-                return f"https://arxiv.org/abs/{value}"
-            continue
-        if value.startswith(("http://", "https://")):
-            return value
+            found = (
+                safe_url(f"https://arxiv.org/abs/{value}") if prefix == "arxiv" and _EPRINT.fullmatch(value) else None
+            )
+        else:
+            found = safe_url(value)
+        if found:
+            return found
     return None
 
 
@@ -222,7 +230,9 @@ def plain_text(text: str) -> str:
     ``*emphasis*`` and ``**bold**`` lose their asterisks, ``\\textbf{x}``/``\\emph{x}`` their commands,
     accents become letters (``R\\'{e}nyi`` -> ``Rényi``), and inline math keeps its content with common
     commands as symbols (``$\\tilde{\\mathcal{O}}(1/N)$`` -> ``Õ(1/N)``, ``$\\geq$`` -> ``≥``).
+    Terminal escapes, control characters and bidi overrides are dropped (``safe_text.clean_text``).
     """
+    text = clean_text(text)
     if "*" not in text and "\\" not in text and "$" not in text and "`" not in text and "{" not in text:
         return text
     out = _MATH.sub(lambda m: _latex(m.group(1), math=True), text)

@@ -11,6 +11,7 @@ from typing import Any
 from .highlight import highlight
 from .paperinfo import byline, link_of, plain_text
 from .records import Hit
+from .safe_text import clean_text, json_text
 from .search import IndexInfo
 
 SNIPPET_CHARS = 240
@@ -18,13 +19,13 @@ MAX_SOURCES_SHOWN = 2
 
 
 def to_json(data: Any) -> str:
-    """Pretty JSON, UTF-8 kept readable."""
-    return json.dumps(data, ensure_ascii=False, indent=2)
+    """Pretty JSON, UTF-8 kept readable (controls a terminal would act on written as escapes)."""
+    return json_text(json.dumps(data, ensure_ascii=False, indent=2))
 
 
 def to_jsonl(rows: Sequence[dict[str, Any]]) -> str:
     """One JSON object per line."""
-    return "\n".join(json.dumps(r, ensure_ascii=False) for r in rows)
+    return "\n".join(json_text(json.dumps(r, ensure_ascii=False)) for r in rows)
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -38,7 +39,7 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
 
 def sources_line(hit: Hit) -> str:
     """Where a hit came from, shortened when it came from many places."""
-    labels = [s.label() for s in hit.sources[:MAX_SOURCES_SHOWN]]
+    labels = [clean_text(s.label(), one_line=True) for s in hit.sources[:MAX_SOURCES_SHOWN]]
     extra = len(hit.sources) - MAX_SOURCES_SHOWN
     return ", ".join(labels) + (f" (+{extra} more)" if extra > 0 else "")
 
@@ -58,7 +59,7 @@ def hits_table(hits: Sequence[Hit], *, color: bool = False) -> str:
             head = (
                 f"{hit.rank:>2}. " + click.style(f"{hit.score:.4f}", fg="green") + "  " + click.style(label, bold=True)
             )
-        ids = f"    id {hit.id}  ·  {sources_line(hit)}" + ("  ·  title only" if hit.title_only else "")
+        ids = f"    id {clean_text(hit.id)}  ·  {sources_line(hit)}" + ("  ·  title only" if hit.title_only else "")
         # Who wrote it, where, and where to read it, when the sources or a catalogue say.
         about = "  ·  ".join(x for x in (byline(hit.metadata), link_of(hit.metadata)) if x)
         if about:
@@ -129,7 +130,7 @@ def info_text(info: IndexInfo) -> str:
     width = max(len(k) for k, _ in rows)
     lines = [f"{k + ':':<{width + 1}} {v}" for k, v in rows]
     lines += [f"  {s.path}  ({s.format}, {s.records} abstracts, {s.encoding})" for s in info.sources]
-    return "\n".join(lines)
+    return clean_text("\n".join(lines))  # file names are anyone's bytes
 
 
 def map_line(entry: dict[str, Any]) -> str:

@@ -31,6 +31,7 @@ from semsearch.agent_results import (
 )
 from semsearch.errors import QueryError, UnknownDocumentError
 from semsearch.options import MAX_K
+from semsearch.paperinfo import plain_text
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +48,8 @@ def size(record: Any) -> int:
 
 
 def quoted(sentence: str | None, text: str) -> bool:
-    """The sentence is taken from the text (a long one is clipped to MAX_SENTENCE_CHARS with an ellipsis)."""
-    return sentence is not None and sentence.removesuffix("…") in text
+    """The sentence is taken from the text as a person reads it (plain_text; a long one is clipped with "…")."""
+    return sentence is not None and sentence.removesuffix("…") in plain_text(text)
 
 
 def fedask_id(index: Index) -> str:

@@ -97,6 +97,10 @@ def test_the_page_reads_markup_exactly_as_python_does() -> None:
     assert block is not None
     texts = [p for f in sorted(SEEDS.glob("*.txt")) for p in f.read_text(encoding="utf-8").split("\n\n") if p.strip()]
     texts += [r"$\sqrt{}$ $\frac{a}{}$ \href{u}{} ``x'' `code` **b** *e*", r"\tilde O(\log^{3/2} k) \uparrow 3\%"]
+    # Terminal escapes, controls and bidi overrides (safe_text.clean_text) are dropped alike.
+    texts += [
+        "a\x1b[31mred\x1b[0m \u202eevil\u202c \x1b]8;;http://e\x07l\x1b]8;;\x07 \x9b2J\x00\x07\r\n\u2066i\u2069 *e*"
+    ]
     script = block.group(0) + (
         "\nlet input = ''; process.stdin.on('data', (d) => (input += d));"
         "\nprocess.stdin.on('end', () => console.log(JSON.stringify(JSON.parse(input).map(readable))));"
@@ -107,3 +111,50 @@ def test_the_page_reads_markup_exactly_as_python_does() -> None:
     assert len(page) == len(texts) > 90
     for text, shown in zip(texts, page, strict=True):
         assert shown == plain_text(text), text
+
+
+def test_the_page_allows_the_links_python_allows() -> None:
+    """web/app.js's safeUrl accepts exactly the links safe_text.safe_url accepts (only http and https)."""
+    import json
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from semsearch.safe_text import safe_url
+
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("node is not installed")
+    app = (Path(__file__).parents[1] / "semsearch" / "web" / "app.js").read_text(encoding="utf-8")
+    block = re.search(r"  const ESCAPES = .*?(?=  function readable)", app, re.S)
+    assert block is not None
+    urls = [
+        "https://openreview.net/forum?id=x",
+        " http://e.org/a b ",
+        'https://e.org/a"b<c>',
+        "https://e.org/é",
+        "javascript:alert(1)",
+        "JaVaScRiPt:alert(1)",
+        "java\tscript:alert(1)",
+        "https://e.org/\nx",
+        "data:text/html,x",
+        "file:///etc/passwd",
+        "//evil.example/x",
+        "http:evil.example",
+        "vbscript:x",
+        "",
+        "https://e.org/\u202ex",
+        "ftp://e.org/x",
+        "https://",
+    ]
+    script = block.group(0) + (
+        "\nlet input = ''; process.stdin.on('data', (d) => (input += d));"
+        "\nprocess.stdin.on('end', () => console.log(JSON.stringify(JSON.parse(input).map(safeUrl))));"
+    )
+    out = subprocess.run([node, "-e", script], input=json.dumps(urls), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    page = json.loads(out.stdout)
+    for url, shown in zip(urls, page, strict=True):
+        assert (shown is None) == (safe_url(url) is None), url
+        assert shown is None or shown.startswith(("http://", "https://")) and '"' not in shown and "<" not in shown

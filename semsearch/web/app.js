@@ -115,8 +115,26 @@
     if (math) out = out.replace(RE.scriptGroup, (_, s, g) => s + group(g)).replace(/~/g, " ");
     return out.replace(RE.braces, "");
   }
+  // Twins of semsearch/safe_text.py: terminal escapes, control characters (tab and newline kept) and bidi
+  // overrides dropped; links only http(s), as the browser serialises them (quotes and spaces escaped).
+  const ESCAPES = /\x1b\[[0-?]*[ -/]*[@-~]?|\x9b[0-?]*[ -/]*[@-~]?|[\x1b\x9d]\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[@-_]?/g;
+  const UNSAFE = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+  function cleanText(text) {
+    return String(text || "").replace(ESCAPES, "").replace(/\r\n?/g, "\n").replace(UNSAFE, "");
+  }
+  function safeUrl(value) {
+    if (typeof value !== "string") return null;
+    const url = value.trim();
+    if (!url || /[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/.test(url)) return null;
+    let parsed;
+    try { parsed = new URL(url); } catch (_) { return null; }
+    if ((parsed.protocol !== "http:" && parsed.protocol !== "https:") || !parsed.hostname) return null;
+    if (!/^https?:\/\//i.test(url)) return null; // "http:evil" parses against no base; a link must say its host
+    return parsed.href; // the WHATWG serialisation: spaces, quotes and angle brackets percent-escaped
+  }
+
   function readable(text) {
-    text = String(text || "");
+    text = cleanText(text);
     if (!/[*\\$`{]/.test(text)) return text;
     let out = text.replace(RE.math, (_, inner) => latex(inner, true));
     out = latex(out, false).replace(RE.bold, "$1").replace(RE.emphasis, "$1");
@@ -124,6 +142,7 @@
     return out.replace(RE.code, "$1").normalize("NFC");
   }
   window.semsearchReadable = readable; // for tests
+  window.semsearchSafeUrl = safeUrl;
 
   // A sentence with [start, end) code-point spans wrapped in <mark> (Python counts code points, JS strings
   // count UTF-16 units, so slice an array of code points). The spans are marked with two private-use
@@ -152,7 +171,7 @@
 
   // "Hao Wang, Licheng Pan, … · NeurIPS 2025" and a link to the paper's page, when known.
   function aboutLine(item) {
-    const link = /^https?:\/\//.test(item.link || "") ? item.link : null;
+    const link = safeUrl(item.link);
     if (!item.byline && !link) return null;
     let host = "";
     try { host = link ? new URL(link).hostname.replace(/^www\./, "") : ""; } catch (_) { host = "link"; }
@@ -220,11 +239,11 @@
       snippet,
       el("div", { className: "meta" },
         sourcesLine(hit.sources),
-        collection ? ` · ${collection}` : null,
+        collection ? ` · ${cleanText(collection)}` : null,
         ` · id `, el("code", {}, hit.id)),
       hit.because ? el("p", { className: "because" }, "because it is near ",
-        hit.because.id ? el("a", { href: "#" + new URLSearchParams({ doc: hit.because.id }) }, hit.because.label)
-          : hit.because.label, ` (cosine ${hit.because.cosine.toFixed(3)})`) : null,
+        hit.because.id ? el("a", { href: "#" + new URLSearchParams({ doc: hit.because.id }) }, readable(hit.because.label))
+          : readable(hit.because.label), ` (cosine ${hit.because.cosine.toFixed(3)})`) : null,
       hit.added ? el("p", { className: "because" }, `arrived ${hit.added.at}`,
         hit.for && hit.for.length ? ` · for ${hit.for.join(", ")}` : "") : null,
       el("div", { className: "actions" },
@@ -415,10 +434,29 @@
     highlightMap([doc.id, ...related.hits.map((h) => h.id)]);
   }
 
+  // Authors as a list of names (the server reads lists, BibTeX strings and CSL names into doc.authors).
+  function authorList(names) {
+    return el("ul", { className: "authors" }, names.map((name) => el("li", {}, readable(name))));
+  }
+
+  // A metadata value as a person reads it: lists joined, records (the catalogue match) as "key: value" pairs.
+  function factText(value) {
+    if (value === null || value === undefined) return "";
+    if (Array.isArray(value)) return value.map(factText).join(", ");
+    if (typeof value === "object") {
+      if (value.name || value.literal) return readable(value.name || value.literal);
+      if (value.family || value.given) return readable([value.given, value.family].filter(Boolean).join(" "));
+      return Object.entries(value).map(([k, v]) => `${k}: ${typeof v === "object" && v !== null
+        ? JSON.stringify(v) : cleanText(String(v))}`).join(" · ");
+    }
+    return readable(String(value));
+  }
+
   function factsTable(doc) {
     const rows = [["id", el("code", {}, doc.id)]];
     for (const [key, value] of Object.entries(doc.metadata || {})) {
-      rows.push([key, typeof value === "object" ? JSON.stringify(value) : String(value)]);
+      const authorKey = /^(authors?|creators)$/i.test(key);
+      rows.push([key, authorKey && doc.authors && doc.authors.length ? authorList(doc.authors) : factText(value)]);
     }
     if (doc.external_ids && doc.external_ids.length) rows.push(["external ids", doc.external_ids.join(", ")]);
     for (const s of doc.sources || []) rows.push(["source", el("code", {}, `${s.file}:${s.kind} ${s.number}`)]);
