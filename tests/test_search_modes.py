@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import PAPERS, FakeEmbedder
+from conftest import PAPERS, REPO, FakeEmbedder
 from test_cli import assert_one_line_error, run
 
 from semsearch import BuildOptions, Index, build_index
@@ -299,3 +301,16 @@ def test_eval_skips_and_counts_empty_documents_and_reports_each_query(tmp_path: 
     # Reused, the index still reports what was skipped; the table says it too.
     table = run(["eval", str(folder), "--index", str(index), "--mode", "lexical"], fake)
     assert table.exit_code == 0 and "2 corpus entries skipped" in table.output, table.output
+    # Two modes of one run, paired query by query.
+    saved = tmp_path / "eval.json"
+    saved.write_text(result.stdout)
+    bench = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_quality.py"), "--compare", f"{saved}:lexical", f"{saved}:dense"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bench.returncode == 0, bench.stderr
+    [pair] = json.loads(bench.stdout)["comparisons"]
+    assert pair["queries"] == 2
+    assert pair["difference"] == pytest.approx(scores["dense"]["ndcg@10"] - scores["lexical"]["ndcg@10"], abs=1e-5)
