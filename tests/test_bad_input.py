@@ -142,6 +142,20 @@ def test_reading_a_huge_line_keeps_memory_bounded(tmp_path: Path, gz: bool) -> N
     assert used - base < 32 * MB, (used, base)
 
 
+def test_csv_with_an_unterminated_quote(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    texts = list(PAPERS.values())
+    rows = [f"p{i},Title {i},{texts[i]}" for i in range(4)]
+    rows[1] = f'p1,"Stray quote in title 1,{texts[1]}'
+    path = tmp_path / "stray.csv"
+    path.write_text("id,title,abstract\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    result, before = index_with(path, built, fake)
+    refused(result, built, before, "stray.csv:line 3: unterminated quote", "(row 2)")
+    skipped = run(["index", str(path), "--index", str(built), "--skip-bad", "--json"], fake)
+    assert skipped.exit_code == 0, skipped.output
+    assert "stray.csv:line 3: unterminated quote" in skipped.output and "semsearch: skipped " in skipped.output
+    assert json.loads(skipped.stdout.strip().splitlines()[-1])["documents"] == 3
+
+
 def gzip_bomb(path: Path, mib: int) -> Path:
     """A gzip file that expands to ``mib`` MiB of one JSONL record repeated: one compressed 1 MiB member, repeated."""
     line = b'{"abstract": "' + b"0 " * 500 + b'"}\n'
