@@ -6,6 +6,15 @@ split (and on train, where the fusion was tuned, with --train). Prints one JSON 
 The ablation of fusion choices lives in scripts/study_fusion.py.
 
     python scripts/bench_quality.py [--backend onnx|torch] [--precision int8|fp32] [--train]
+
+--compare A B prints the paired difference (B - A) of a metric over the same queries and its standard error,
+one JSON line, for any two configurations: each of A and B is a file holding `semsearch eval --json` output
+or this script's output (its --split is read), optionally with :MODE (a mode on one side applies to both;
+none: every mode both hold). Two modes of one run compare too:
+
+    semsearch eval DATA --json > a.json   # ... change a setting, another --index ...   > b.json
+    python scripts/bench_quality.py --compare a.json b.json --metric ndcg@10
+    python scripts/bench_quality.py --compare a.json:lexical a.json:hybrid
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 SCIFACT = REPO.parent / "shared" / "data" / "scifact"
@@ -32,7 +42,16 @@ def main() -> None:
     parser.add_argument("--precision", choices=["int8", "fp32"], default="int8")
     parser.add_argument("--index", type=Path, help="index folder (default: indexes/eval-scifact-BACKEND-PRECISION)")
     parser.add_argument("--train", action="store_true", help="also score the train split")
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="paired difference B - A of two eval outputs")
+    parser.add_argument("--metric", default="ndcg@10", choices=["ndcg@10", "recall@100", "mrr@10"])
+    parser.add_argument("--split", default="test", help="with --compare: the split of this script's output")
     args = parser.parse_args()
+    if args.compare:
+        try:
+            print(json.dumps(compare(args.compare[0], args.compare[1], args.metric, args.split)))
+        except (OSError, ValueError, KeyError) as exc:
+            sys.exit(f"bench_quality: {exc}")
+        return
     if not (SCIFACT / "corpus.jsonl").is_file():
         sys.exit(f"{SCIFACT} is missing: this benchmark needs ../shared/data/scifact")
 
@@ -58,6 +77,54 @@ def main() -> None:
     out["hybrid_ndcg@10"] = test["hybrid"]["ndcg@10"]
     out["published_test_ndcg@10"] = PUBLISHED_TEST_NDCG10
     print(json.dumps(out))
+
+
+def _load(spec: str, split: str) -> tuple[str, str | None, dict[str, Any]]:
+    """(file, mode or None, its eval results) of "FILE" or "FILE:MODE"."""
+    path, _, mode = spec.rpartition(":") if not Path(spec).is_file() else (spec, "", "")
+    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not lines:
+        raise ValueError(f"{path}: empty")
+    data = json.loads(lines[-1])  # the JSON line; anything printed before it is progress
+    if "queries" not in data and isinstance(data.get(split), dict):
+        data = data[split]  # this script's own output: one eval result per split
+    if "queries" not in data:
+        raise ValueError(f"{path}: not the output of semsearch eval --json (no 'queries')")
+    return path, mode or None, data
+
+
+def _scores(path: str, data: dict[str, Any], mode: str, metric: str) -> dict[str, float]:
+    """One mode's per-query scores of one metric."""
+    if not isinstance(data.get(mode), dict):
+        raise ValueError(f"{path}: no mode {mode!r} (holds {', '.join(_modes(data))})")
+    per = data[mode].get("per_query")
+    if per is None:
+        raise ValueError(f"{path}: no per-query scores (written by an older semsearch eval?)")
+    return {q: float(m[metric]) for q, m in per.items()}
+
+
+def _modes(data: dict[str, Any]) -> list[str]:
+    return [m for m, v in data.items() if isinstance(v, dict) and "per_query" in v]
+
+
+def compare(a_spec: str, b_spec: str, metric: str = "ndcg@10", split: str = "test") -> dict[str, Any]:
+    """The paired difference B - A of ``metric`` (mean, standard error, queries) for each mode compared."""
+    from semsearch.metrics import paired_difference
+
+    a_path, a_mode, a = _load(a_spec, split)
+    b_path, b_mode, b = _load(b_spec, split)
+    if a_mode or b_mode:
+        pairs = [(a_mode or b_mode or "", b_mode or a_mode or "")]
+    else:
+        pairs = [(m, m) for m in _modes(a) if m in _modes(b)]
+        if not pairs:
+            raise ValueError(f"{a_path} and {b_path} hold no mode in common")
+    out: list[dict[str, Any]] = []
+    for ma, mb in pairs:
+        diff = paired_difference(_scores(a_path, a, ma, metric), _scores(b_path, b, mb, metric))
+        rounded = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in diff.items()}
+        out.append({"a": f"{a_path}:{ma}", "b": f"{b_path}:{mb}", **rounded})
+    return {"metric": metric, "comparisons": out}
 
 
 if __name__ == "__main__":

@@ -693,7 +693,9 @@ def eval_(
     """Measure retrieval quality on BEIR-format DATA (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv).
 
     \b
-    Prints nDCG@10 (trec_eval's definition, graded gains), Recall@100 and MRR@10 for each mode.
+    Prints nDCG@10 (trec_eval's definition, graded gains), Recall@100 and MRR@10 for each mode
+    (--json adds each query's scores, for paired comparisons: scripts/bench_quality.py --compare).
+    Corpus entries with no text and no title are skipped and counted; title-only ones are kept.
     The corpus is indexed once (exact duplicates merged only) and reused while it is unchanged:
       semsearch eval ../shared/data/scifact --split test
     """

@@ -1,7 +1,14 @@
-"""Retrieval quality on BEIR-format data: nDCG@10, Recall@100 and MRR@10 for each search mode."""
+"""Retrieval quality on BEIR-format data: nDCG@10, Recall@100 and MRR@10 for each search mode.
+
+The means come with every judged query's own scores (``per_query``), so that two configurations can be
+compared query by query (``metrics.paired_difference``; ``scripts/bench_quality.py --compare``). Corpus
+entries that cannot be documents (an empty text and no title, which published collections hold) are skipped
+and counted (``skipped_documents``), as ``--skip-bad`` would; title-only entries are kept.
+"""
 
 from __future__ import annotations
 
+import gzip
 import sys
 import time
 from collections.abc import Sequence
@@ -15,7 +22,7 @@ from .embedder import Embedder
 from .errors import IndexNotFoundError, InputError
 from .layout import current_version
 from .manifest import Manifest
-from .metrics import evaluate
+from .metrics import mean_scores, per_query
 from .search import Index
 
 DEPTH = 100  # Recall@100 needs the top 100
@@ -90,9 +97,17 @@ def run_eval(
             print(f"semsearch: building {index_dir} from {data.corpus} ...", file=sys.stderr)
         # Distinct corpus entries must stay distinct for the judgments: merge exact copies only. The index
         # is eval's own, so a model change simply rebuilds it (known texts still come from the cache).
-        build_index([str(data.corpus)], index_dir, replace(opts, near=False, full=True), embedder=embedder)
+        # Entries that cannot be documents are skipped and counted, never a stop.
+        summary = build_index(
+            [str(data.corpus)], index_dir, replace(opts, near=False, full=True, skip_bad=True), embedder=embedder
+        )
+        if progress and summary.skipped:
+            print(
+                f"semsearch: skipped {len(summary.skipped)} corpus entries, e.g. {summary.skipped[0]}", file=sys.stderr
+            )
     results: dict[str, Any] = {}
     with Index.open(index_dir, embedder=embedder) as index:
+        read = Manifest.read(current_version(index_dir)).counts.read
         for mode in modes:
             started = time.perf_counter()
             run: dict[str, list[str]] = {}
@@ -102,8 +117,18 @@ def run_eval(
                     # A merged document stands for every corpus entry it came from.
                     ranked.extend(hit.external_ids or [hit.id])
                 run[qid] = ranked
-            metrics = evaluate(run, qrels)
+            scores = per_query(run, qrels)
+            metrics: dict[str, Any] = dict(mean_scores(scores))
             metrics["seconds"] = round(time.perf_counter() - started, 2)
+            metrics["per_query"] = {q: {k: round(v, 6) for k, v in m.items()} for q, m in scores.items()}
             results[mode] = metrics
     results["queries"] = len(judged)
+    results["skipped_documents"] = max(_entries(data.corpus) - read, 0)
     return results
+
+
+def _entries(corpus: Path) -> int:
+    """The non-blank lines of a JSONL corpus (gzipped or not): its entries, good and bad."""
+    opener = gzip.open if corpus.name.endswith(".gz") else open
+    with opener(corpus, "rb") as fh:
+        return sum(1 for line in fh if line.strip())

@@ -1,9 +1,11 @@
-"""Small file primitives every writer shares: atomic replacement, fsync, checksums, timestamps."""
+"""Small file primitives: atomic replacement, fsync, checksums, timestamps, and bounded gunzip for readers."""
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
+import io
 import os
 import secrets
 from collections.abc import Iterator
@@ -64,3 +66,47 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     """``write_bytes_atomic`` for UTF-8 text."""
     write_bytes_atomic(path, text.encode("utf-8"))
+
+
+# Decompression bounds. The largest corpus we know (157k abstracts) expands from 80 MB to 280 MB, a ratio of 3.5;
+# text rarely compresses past 10x. A small file that expands more than RATIO-fold past RATIO_FLOOR is a bomb.
+MAX_DECOMPRESSED_BYTES = 2**30
+MAX_RATIO = 50
+RATIO_FLOOR = 64 * 2**20
+DECOMPRESSED_ENV = "SEMSEARCH_MAX_DECOMPRESSED_MB"  # set: exactly that many MB, no ratio rule
+_INFLATE_CHUNK = 2**20
+
+
+def decompressed_limit(compressed_size: int, env_value: str | None) -> tuple[int, str]:
+    """The most bytes a gzip file of this size may expand to, and the rule that sets it with how to lift it.
+
+    Raises ValueError for an environment value that is not a positive number of MB.
+    """
+    if env_value is not None and env_value.strip():
+        mb = float(env_value)
+        if not 0 < mb < float("inf"):
+            raise ValueError(env_value)
+        limit = int(mb * 2**20)
+        return limit, f"{DECOMPRESSED_ENV}={env_value.strip()}; raise it to read larger files"
+    limit = max(RATIO_FLOOR, MAX_RATIO * compressed_size)
+    if limit < MAX_DECOMPRESSED_BYTES:
+        rule = f"over {MAX_RATIO}x its compressed size: a decompression bomb?"
+    else:
+        limit, rule = MAX_DECOMPRESSED_BYTES, "the limit"
+    return limit, f"{rule}; set {DECOMPRESSED_ENV}=<MB> to read it"
+
+
+def inflate_gzip(raw: bytes, limit: int) -> bytearray | None:
+    """The decompressed bytes of gzip data (every member), or None once they pass ``limit`` (read no further).
+
+    Streams a chunk at a time, so a bomb costs at most ``limit`` bytes, never its full expansion.
+    Corrupt data raises what ``gzip`` raises (OSError, EOFError, zlib.error).
+    """
+    out = bytearray()
+    with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
+        # One byte past the limit is asked for, to tell "exactly the limit" from "more".
+        while chunk := stream.read(min(_INFLATE_CHUNK, limit + 1 - len(out))):
+            out += chunk
+            if len(out) > limit:
+                return None
+    return out

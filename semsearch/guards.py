@@ -42,11 +42,14 @@ def check_link(path: Path, display: str) -> None:
         raise InputError(f"{display}: cannot read ({exc.strerror or exc})") from None
 
 
-def check_source_file(path: Path, display: str, *, max_line: int = MAX_LINE_BYTES) -> None:
+def check_source_file(
+    path: Path, display: str, *, max_line: int = MAX_LINE_BYTES, max_inflated: int | None = None
+) -> None:
     """Raise InputError unless ``path`` is a regular file whose lines are at most ``max_line`` bytes.
 
     Reads the file (gunzipped when it is gzip) once in ``CHUNK_BYTES`` chunks, so a huge file costs one
-    chunk of memory. Errors the reader reports better (a missing file, corrupt gzip) are left to it.
+    chunk of memory; a gzip stream is read no further than ``max_inflated`` bytes. Errors the reader reports
+    better (a missing file, corrupt gzip, a gzip past its limit) are left to it.
     """
     if path.is_symlink():
         check_link(path, display)
@@ -59,14 +62,14 @@ def check_source_file(path: Path, display: str, *, max_line: int = MAX_LINE_BYTE
             raise InputError(f"{display}: is {kind}, not a regular file")
     if not stat.S_ISREG(mode):
         return
-    if _longest_line_over(path, max_line):
+    if _longest_line_over(path, max_line, max_inflated):
         raise InputError(
             f"{display}: a line of more than {max_line // 2**20} MB (the limit); an abstract is a few KB: "
             "is this the right file? (a JSON array on one line: write it as JSONL)"
         )
 
 
-def _longest_line_over(path: Path, limit: int) -> int:
+def _longest_line_over(path: Path, limit: int, max_inflated: int | None = None) -> int:
     """The bytes read without a line break when that run first exceeded ``limit`` (0 when none did)."""
     try:
         with path.open("rb") as raw:
@@ -74,7 +77,11 @@ def _longest_line_over(path: Path, limit: int) -> int:
             raw.seek(0)
             stream = gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw
             since = 0  # bytes since the last line break
+            total = 0
             while chunk := stream.read(CHUNK_BYTES):
+                total += len(chunk)
+                if stream is not raw and max_inflated is not None and total > max_inflated:
+                    return 0  # a bomb: the reader refuses it, naming the limit, without inflating the rest
                 # Runs inside one chunk are shorter than the limit; only a run across chunks can exceed it.
                 first = min((i for i in (chunk.find(b"\n"), chunk.find(b"\r")) if i >= 0), default=-1)
                 if first < 0:

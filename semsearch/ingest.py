@@ -7,7 +7,8 @@ Every other blank-line-separated paragraph is one abstract, its lines joined wit
 Format: ``.jsonl``/``.ndjson``, ``.csv`` and ``.tsv`` are trusted; ``.json`` holding one JSON object per
 line is read as JSONL; anything else is sniffed: ``[{`` or a whole-JSON object -> JSON, a first line that
 is a one-line object with more lines after it -> JSONL, a first line naming a known field and split by
-tabs or commas -> TSV or CSV, else seed text. ``.gz`` files are gunzipped first.
+tabs or commas -> TSV or CSV, else seed text. ``.gz`` files are gunzipped first, streaming, and refused once
+they expand past ``fileio.decompressed_limit`` (a bomb costs one error line, never the memory it expands to).
 
 A Zotero library (``zotero.sqlite``, or the Zotero data folder holding it) is read by ``zotero.py``.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 import codecs
 import csv
 import glob
-import gzip
 import hashlib
 import io
 import json
@@ -29,7 +29,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from .csv_rows import csv_items
 from .errors import InputError
+from .fileio import DECOMPRESSED_ENV, decompressed_limit, inflate_gzip
 from .guards import check_duplicate_ids, check_link, check_source_file
 from .records import IngestResult, Provenance, Record, SourceFile
 
@@ -180,7 +182,8 @@ def read_file(path: Path, *, skip_bad: bool = False) -> tuple[list[Record], Sour
         mtime_ns = path.stat().st_mtime_ns
     except OSError:
         mtime_ns = 0  # _read_bytes reports the error
-    check_source_file(path, display)  # not a FIFO, no line of hundreds of MB (streamed, bounded memory)
+    # Not a FIFO, no line of hundreds of MB (streamed, bounded memory; gzip read no further than it may expand).
+    check_source_file(path, display, max_inflated=_inflate_limit(_file_size(path))[0])
     raw = _read_bytes(path, display)
     if not raw:
         raise InputError(f"{display}: empty file")
@@ -227,6 +230,14 @@ def _display_name(path: Path) -> str:
         return str(absolute)
 
 
+def _file_size(path: Path) -> int:
+    """A file's size in bytes, 0 when it cannot be read (the reader then names the problem)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _read_bytes(path: Path, display: str) -> bytes:
     """A file's bytes, with OS errors turned into one-line input errors."""
     try:
@@ -241,26 +252,47 @@ def _read_bytes(path: Path, display: str) -> bytes:
         raise InputError(f"{display}: cannot read ({exc.strerror or exc})") from None
 
 
-def _gunzip(raw: bytes, name: str, display: str) -> tuple[bytes, str]:
-    """The decompressed bytes and inner file name of a .gz file; other files pass through."""
+def _gunzip(raw: bytes, name: str, display: str) -> tuple[bytes | bytearray, str]:
+    """The decompressed bytes and inner file name of a .gz file; other files pass through.
+
+    Decompression streams and stops at ``_inflate_limit``: a bomb is one error line, not all memory.
+    """
     is_gz_name = name.lower().endswith(".gz")
     # The magic number catches gzip data under another name; text never starts with these bytes.
     if not is_gz_name and not raw.startswith(b"\x1f\x8b"):
         return raw, name
+    limit, rule = _inflate_limit(len(raw))
     try:
-        data = gzip.decompress(raw)
+        data = inflate_gzip(raw, limit)
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(f"{display}: corrupt gzip data ({exc or type(exc).__name__})") from None
+    if data is None:
+        raise InputError(f"{display}: decompresses to more than {_megabytes(limit)} ({rule})")
     return data, name[:-3] if is_gz_name else name
 
 
-def _decode(data: bytes, display: str) -> tuple[str, str]:
+def _inflate_limit(compressed_size: int) -> tuple[int, str]:
+    """The decompressed size a gzip source may reach, and why (read from the environment at each call)."""
+    value = os.environ.get(DECOMPRESSED_ENV)
+    try:
+        return decompressed_limit(compressed_size, value)
+    except ValueError:
+        raise InputError(f"{DECOMPRESSED_ENV} must be a positive number of MB, got {value!r}") from None
+
+
+def _megabytes(size: int) -> str:
+    """A byte count in MB for messages: whole when it is, else to one decimal."""
+    mb = size / 2**20
+    return f"{mb:.0f} MB" if mb == int(mb) else f"{mb:.1f} MB"
+
+
+def _decode(data: bytes | bytearray, display: str) -> tuple[str, str]:
     """Decode text (BOM, then strict UTF-8, then plausible GB18030) with line ends normalised to \\n."""
     text, encoding = _decode_raw(data, display)
     return text.replace("\r\n", "\n").replace("\r", "\n"), encoding
 
 
-def _decode_raw(data: bytes, display: str) -> tuple[str, str]:
+def _decode_raw(data: bytes | bytearray, display: str) -> tuple[str, str]:
     """The decoded text and the name of the encoding that decoded it."""
     undetectable = f"cannot detect the text encoding of {display} (tried utf-8, utf-16, gb18030)"
     for bom, codec, name in _BOMS:
@@ -353,7 +385,7 @@ def _parse(fmt: str, text: str, display: str, skip_bad: bool) -> tuple[list[Reco
 
         items = bibtex_items(text, display)
     else:
-        items = _csv_items(text, display, "\t" if fmt == "tsv" else ",")
+        items = csv_items(text, display, "\t" if fmt == "tsv" else ",")
     return _collect(items, skip_bad)
 
 
@@ -425,19 +457,6 @@ def _json_record_list(data: Any, display: str) -> list[Any]:
         if len(chosen) > 1:
             raise InputError(f"{display}: several lists could hold the records ({', '.join(chosen)})")
     raise InputError(f"{display}: expected a JSON array of objects or an object holding one, got {_json_type(data)}")
-
-
-def _csv_items(text: str, display: str, delimiter: str) -> Iterator[_Item]:
-    """One item per data row (header not counted); quoted fields may span lines."""
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-    number = 0
-    try:
-        for row in reader:
-            number += 1
-            # DictReader files surplus cells under None and pads short rows with None: drop both.
-            yield Provenance(display, "row", number), {k: v for k, v in row.items() if k and v is not None}
-    except csv.Error as exc:
-        raise InputError(f"{display}:row {number + 1}: malformed CSV ({exc})") from None
 
 
 def _collect(items: Iterator[_Item], skip_bad: bool) -> tuple[list[Record], list[str]]:

@@ -53,14 +53,53 @@ def rank_scores(scores: Mapping[str, float]) -> list[str]:
     return [d for d, _ in sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)]
 
 
+def per_query(run: Run, qrels: Qrels) -> dict[str, dict[str, float]]:
+    """nDCG@10, Recall@100 and MRR@10 of each query with a relevant document (missing from run: 0)."""
+    out: dict[str, dict[str, float]] = {}
+    for q, judged in qrels.items():
+        if any(g > 0 for g in judged.values()):
+            ranked = run.get(q, ())
+            out[q] = {
+                "ndcg@10": ndcg_at_k(ranked, judged, 10),
+                "recall@100": recall_at_k(ranked, judged, 100),
+                "mrr@10": mrr_at_k(ranked, judged, 10),
+            }
+    return out
+
+
 def evaluate(run: Run, qrels: Qrels) -> dict[str, float]:
     """Mean nDCG@10, Recall@100 and MRR@10 over the queries with a relevant document (missing from run: 0)."""
-    queries = [q for q, judged in qrels.items() if any(g > 0 for g in judged.values())]
+    return mean_scores(per_query(run, qrels))
+
+
+def mean_scores(scores: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """The mean of each metric over per-query scores (0 for none)."""
     totals = {"ndcg@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0}
-    for q in queries:
-        ranked, judged = run.get(q, ()), qrels[q]
-        totals["ndcg@10"] += ndcg_at_k(ranked, judged, 10)
-        totals["recall@100"] += recall_at_k(ranked, judged, 100)
-        totals["mrr@10"] += mrr_at_k(ranked, judged, 10)
-    n = len(queries)
+    for values in scores.values():
+        for name in totals:
+            totals[name] += values[name]
+    n = len(scores)
     return {name: (total / n if n else 0.0) for name, total in totals.items()}
+
+
+def paired_difference(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
+    """Mean of b - a over the same queries, its standard error (sample sd / sqrt n) and n.
+
+    Raises ValueError when the two do not score the same queries (a paired difference needs the pairs).
+    """
+    if set(a) != set(b):
+        only = sorted(set(a) ^ set(b))
+        raise ValueError(f"the two score different queries ({len(only)} in one only, e.g. {only[0]!r})")
+    n = len(a)
+    if n == 0:
+        raise ValueError("no queries to compare")
+    diffs = [b[q] - a[q] for q in sorted(a)]
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
+    return {
+        "mean_a": sum(a.values()) / n,
+        "mean_b": sum(b.values()) / n,
+        "difference": mean,
+        "stderr": sd / math.sqrt(n),
+        "queries": n,
+    }

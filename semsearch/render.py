@@ -83,7 +83,9 @@ def eval_table(results: dict[str, Any]) -> str:
             lines.append(
                 f"{mode:<8} {m['ndcg@10']:>8.4f} {m['recall@100']:>7.4f} {m['mrr@10']:>7.4f} {m['seconds']:>8.1f}"
             )
-    lines.append(f"({results.get('queries', 0)} judged queries)")
+    skipped = results.get("skipped_documents", 0)
+    note = f"; {skipped} corpus entries skipped: no text and no title" if skipped else ""
+    lines.append(f"({results.get('queries', 0)} judged queries{note})")
     return "\n".join(lines)
 
 

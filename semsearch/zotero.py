@@ -1,10 +1,15 @@
 """Read a Zotero library (``zotero.sqlite``) as abstracts, without ever touching the user's file.
 
-Zotero keeps its library in one SQLite database and may hold it open, in WAL mode, with recent changes
-still in ``zotero.sqlite-wal``. Opening that file directly could take a lock Zotero needs, or write to
-it (recovering the WAL). So the database and its ``-wal`` file are copied byte for byte into a private
-temporary folder (the ``-shm`` index is never copied: SQLite rebuilds it from the WAL) and the copy is
-opened read-only; the copy is taken again if either file changed while it was being read.
+Zotero keeps its library in one SQLite database and may hold it open, in WAL mode with recent changes
+still in ``zotero.sqlite-wal``, or in rollback-journal mode in the middle of a write transaction, with
+uncommitted pages already in the database file and their committed originals in ``zotero.sqlite-journal``.
+Opening that file directly could take a lock Zotero needs, or write to it (recovering the WAL or rolling
+back the journal). So the database and its ``-wal`` and ``-journal`` files are copied byte for byte into a
+private temporary folder (the ``-shm`` index is never copied: SQLite rebuilds it from the WAL) and the copy
+is opened there: SQLite replays the WAL, or rolls the hot journal back, on the copy, which therefore reads
+as the last committed state, never a torn one. The copy is taken again if any file changed while it was
+being read. A damaged database (``PRAGMA quick_check`` on the tables read, or any SQLite error while
+reading) is one error line.
 
 Every regular item that is not in the trash becomes a record: its abstract (or its title alone, marked
 title-only), title, creators, date, DOI, URL, tags and the names of the collections it is in. Notes,
@@ -33,7 +38,14 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 SKIPPED_TYPES = ("note", "attachment", "annotation")
 VENUE_FIELDS = ("publicationTitle", "proceedingsTitle", "bookTitle", "conferenceName", "university", "publisher")
 REQUIRED_TABLES = ("items", "itemData", "itemDataValues", "fields", "itemTypes")
+READ_TABLES = (
+    *REQUIRED_TABLES,
+    *("itemTypesCombined", "fieldsCombined", "deletedItems", "libraries", "itemCreators", "creators"),
+    *("creatorTypes", "itemTags", "tags", "collectionItems", "collections", "deletedCollections"),
+)
 COPY_ATTEMPTS = 5
+# Beside the database: the write-ahead log, or the rollback journal of an open write transaction (never -shm).
+COMPANIONS = ("-wal", "-journal")
 _YEAR = re.compile(r"(?<!\d)(\d{4})(?!\d)")
 
 
@@ -111,37 +123,51 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 
 def _private_copy(path: Path, folder: Path, display: str) -> tuple[Path, bytes, int]:
-    """Copy the database and its -wal file (never -shm) into folder; returns (copy, database bytes, mtime)."""
-    wal = path.with_name(path.name + "-wal")
+    """Copy the database and its -wal and -journal files into folder; returns (copy, database bytes, mtime).
+
+    The database is read first: pages Zotero overwrites after that have their originals in a journal read
+    later, and a commit in between changes the stamps, so the copy is taken again.
+    """
+    companions = [path.with_name(path.name + suffix) for suffix in COMPANIONS]
     for _ in range(COPY_ATTEMPTS):
-        before = (_stamp(path), _stamp(wal))
+        before = [_stamp(path), *(_stamp(c) for c in companions)]
         try:
             raw = path.read_bytes()
-            wal_bytes = wal.read_bytes() if before[1] is not None else None
+            extra = [
+                c.read_bytes() if stamp is not None else None for c, stamp in zip(companions, before[1:], strict=True)
+            ]
         except FileNotFoundError:
             if not path.exists():
                 raise InputError(f"no such file or directory: {display}") from None
-            continue  # the -wal file was checkpointed away while being read: take the copy again
+            continue  # the -wal or -journal file went away (checkpoint, commit) while being read: again
         except PermissionError:
             raise InputError(f"{display}: permission denied") from None
         except OSError as exc:
             raise InputError(f"{display}: cannot read ({exc.strerror or exc})") from None
-        if (_stamp(path), _stamp(wal)) == before:
+        if [_stamp(path), *(_stamp(c) for c in companions)] == before:
             break
     else:
-        raise InputError(f"{display}: the Zotero database kept changing while it was copied; try again")
+        raise InputError(f"{display}: Zotero kept writing to the database while it was copied; try again")
     copy = folder / DATABASE_NAME
     copy.write_bytes(raw)
-    if wal_bytes is not None:
-        copy.with_name(copy.name + "-wal").write_bytes(wal_bytes)
+    for suffix, data in zip(COMPANIONS, extra, strict=True):
+        if data is not None:
+            copy.with_name(copy.name + suffix).write_bytes(data)
     # The log's time counts: a running Zotero writes new items there first (freshness.py compares the same).
-    return copy, raw, max(stamp[1] for stamp in before if stamp is not None) if before[0] is not None else 0
+    # The journal's does not: it holds the committed originals of pages still being changed.
+    stamps = [stamp for stamp in before[:2] if stamp is not None]
+    return copy, raw, max(stamp[1] for stamp in stamps) if before[0] is not None else 0
 
 
 def _read_items(copy: Path, display: str) -> list[_Item]:
     """Every regular item not in the trash, with its fields, creators, tags and collections."""
+    damaged = (
+        f"{display}: the Zotero database is damaged ({{}}); use Zotero's Check Database Integrity "
+        "(Settings, Advanced) or restore a backup (zotero.sqlite.bak)"
+    )
     try:
-        conn = sqlite3.connect(f"{copy.resolve().as_uri()}?mode=ro", uri=True)
+        # Read-write, on the private copy only: SQLite may have to roll a hot journal back into it.
+        conn = sqlite3.connect(f"{copy.resolve().as_uri()}?mode=rw", uri=True)
     except sqlite3.Error as exc:
         raise InputError(f"{display}: cannot open the Zotero database ({exc})") from None
     try:
@@ -149,11 +175,35 @@ def _read_items(copy: Path, display: str) -> list[_Item]:
         missing = [t for t in REQUIRED_TABLES if t not in tables]
         if missing:
             raise InputError(f"{display}: an SQLite database, but not a Zotero library (no table {missing[0]})")
+        problem = _damage(conn, tables)
+        if problem is not None:
+            raise InputError(damaged.format(problem))
         return _query_items(conn, tables)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(damaged.format(_first_line(exc))) from None
     except sqlite3.Error as exc:
-        raise InputError(f"{display}: cannot read the Zotero database ({exc})") from None
+        raise InputError(damaged.format(_first_line(exc) or type(exc).__name__)) from None
+    except UnicodeError:
+        # A damaged schema can make even SQLite's error message undecodable.
+        raise InputError(damaged.format("its schema holds text that is not UTF-8")) from None
     finally:
         conn.close()
+
+
+def _damage(conn: sqlite3.Connection, tables: set[str]) -> str | None:
+    """The first problem ``PRAGMA quick_check`` finds in the tables read (and their indexes), or None."""
+    for table in sorted(tables & set(READ_TABLES)):
+        row = conn.execute(f'PRAGMA quick_check("{table}")').fetchone()
+        if row is None or row[0] != "ok":
+            # quick_check reports over several lines ("*** in database main ***\nPage 20: ..."): one line.
+            found = " ".join(str(row[0]).replace("*** in database main ***", "").split()) if row else "no answer"
+            return f"{table}: {found}"
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's message on one line."""
+    return " ".join(str(exc).split())
 
 
 def _query_items(conn: sqlite3.Connection, tables: set[str]) -> list[_Item]:

@@ -21,7 +21,15 @@ from conftest import PAPERS, REPO, FakeEmbedder
 from test_cli import assert_one_line_error, run, snapshot
 
 from semsearch.dedup import doc_id_for, text_hash
+from semsearch.fileio import (
+    DECOMPRESSED_ENV,
+    MAX_DECOMPRESSED_BYTES,
+    MAX_RATIO,
+    RATIO_FLOOR,
+    decompressed_limit,
+)
 from semsearch.guards import MAX_LINE_BYTES
+from semsearch.ingest import read_file
 
 MB = 2**20
 
@@ -132,6 +140,107 @@ def test_reading_a_huge_line_keeps_memory_bounded(tmp_path: Path, gz: bool) -> N
     assert (base_verdict, verdict) == ("read", "refused")
     # Reading the 200 MB whole would cost 200 MB (bytes) and more (text); the guard holds one 1 MB chunk.
     assert used - base < 32 * MB, (used, base)
+
+
+def test_csv_with_an_unterminated_quote(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    texts = list(PAPERS.values())
+    rows = [f"p{i},Title {i},{texts[i]}" for i in range(4)]
+    rows[1] = f'p1,"Stray quote in title 1,{texts[1]}'
+    path = tmp_path / "stray.csv"
+    path.write_text("id,title,abstract\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    result, before = index_with(path, built, fake)
+    refused(result, built, before, "stray.csv:line 3: unterminated quote", "(row 2)")
+    skipped = run(["index", str(path), "--index", str(built), "--skip-bad", "--json"], fake)
+    assert skipped.exit_code == 0, skipped.output
+    assert "stray.csv:line 3: unterminated quote" in skipped.output and "semsearch: skipped " in skipped.output
+    assert json.loads(skipped.stdout.strip().splitlines()[-1])["documents"] == 3
+
+
+def gzip_bomb(path: Path, mib: int) -> Path:
+    """A gzip file that expands to ``mib`` MiB of one JSONL record repeated: one compressed 1 MiB member, repeated."""
+    line = b'{"abstract": "' + b"0 " * 500 + b'"}\n'
+    member = gzip.compress(line * (MB // len(line)), 9)
+    return write_repeated(path, member, mib)
+
+
+def peak_read(path: Path, env: dict[str, str] | None = None) -> tuple[str, int, str]:
+    """Read one file in a fresh interpreter: ("read" or "refused", its peak memory in bytes, the error)."""
+    probe = (
+        "import resource, sys\n"
+        "from semsearch.ingest import read_file\n"
+        "from semsearch.errors import InputError\n"
+        "msg = ''\n"
+        "try:\n"
+        "    read_file(__import__('pathlib').Path(sys.argv[1]))\n"
+        "    verdict = 'read'\n"
+        "except InputError as exc:\n"
+        "    verdict, msg = 'refused', str(exc)\n"
+        "print(verdict, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, msg)\n"  # KiB on Linux
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=path.parent,  # the error names the file relative to it
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+    )
+    assert out.returncode == 0, out.stderr
+    verdict, kib, message = out.stdout.rstrip("\n").split(" ", 2)
+    return verdict, int(kib) * 1024, message
+
+
+def test_a_gzip_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    bomb = gzip_bomb(tmp_path / "bomb.jsonl.gz", 256)
+    assert bomb.stat().st_size < MB  # under 1 MB on disk, 256 MB of text inside
+    small = tmp_path / "small.jsonl.gz"
+    small.write_bytes(gzip.compress(good_jsonl_rows().encode()))
+    base_verdict, base, _ = peak_read(small)
+    verdict, used, message = peak_read(bomb)
+    assert (base_verdict, verdict) == ("read", "refused")
+    assert message.startswith("bomb.jsonl.gz: decompresses to more than 64 MB (over 50x its compressed size")
+    assert DECOMPRESSED_ENV in message
+    # Inflating it whole cost 256 MB (bytes) and as much again (text); the reader stops at the 64 MB floor.
+    assert used - base < 100 * MB, (used, base)
+
+
+def test_a_gzip_bomb_through_the_cli(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
+    result, before = index_with(gzip_bomb(tmp_path / "bomb.jsonl.gz", 80), built, fake)
+    refused(result, built, before, "bomb.jsonl.gz: decompresses to more than 64 MB", DECOMPRESSED_ENV)
+
+
+def test_the_decompression_limit_can_be_set(
+    built: Path, tmp_path: Path, fake: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 3.4 MB of records, compressed about thirtyfold: well within the default limits.
+    text = good_jsonl_rows(20_000).encode()
+    assert 3 * MB < len(text) < 4 * MB
+    source = tmp_path / "papers.jsonl.gz"
+    source.write_bytes(gzip.compress(text))
+    monkeypatch.setenv(DECOMPRESSED_ENV, "1")
+    result, before = index_with(source, built, fake)
+    refused(result, built, before, "papers.jsonl.gz: decompresses to more than 1 MB", f"{DECOMPRESSED_ENV}=1")
+    monkeypatch.setenv(DECOMPRESSED_ENV, "one")
+    result, before = index_with(source, built, fake)
+    refused(result, built, before, f"{DECOMPRESSED_ENV} must be a positive number of MB, got 'one'")
+    for value in ("3.5", None):
+        if value is None:
+            monkeypatch.delenv(DECOMPRESSED_ENV)
+        else:
+            monkeypatch.setenv(DECOMPRESSED_ENV, value)
+        records, _, _ = read_file(source)
+        assert len(records) == 20_000
+
+
+def test_decompression_limits_follow_the_compressed_size() -> None:
+    assert decompressed_limit(MB, None)[0] == RATIO_FLOOR  # a small file may still expand to 64 MB
+    assert decompressed_limit(10 * MB, None)[0] == MAX_RATIO * 10 * MB
+    # The largest corpus we keep (80 MB, 280 MB inside) stays readable; the size cap applies above.
+    assert decompressed_limit(80 * MB, None)[0] == MAX_DECOMPRESSED_BYTES > 280 * MB
+    assert decompressed_limit(80 * MB, "4096")[0] == 4096 * MB
+    for bad in ("0", "-1", "nan", "inf", "many"):
+        with pytest.raises(ValueError):
+            decompressed_limit(MB, bad)
 
 
 # ------------------------------------------------------------------ bytes and encodings

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from semsearch.csv_rows import MAX_FIELD_CHARS, MAX_RECORD_LINES
 from semsearch.errors import InputError
 from semsearch.ingest import expand_sources, read_file, read_sources
 from semsearch.records import Record
@@ -231,6 +232,99 @@ def test_csv_row_without_abstract(in_tmp: Path) -> None:
     assert input_error(in_tmp / "r.csv") == "r.csv:row 2: empty abstract (field 'abstract') and no title"
 
 
+# Row 2 opens a quote it never closes: csv read the rest of the file into its title, "2 abstracts", exit 0.
+STRAY_QUOTE_ROWS = [
+    ("1", "A", "First abstract."),
+    ("2", '"Stray title', "Second abstract."),
+    ("3", "C", "Third abstract."),
+    ("4", "D", "Fourth abstract."),
+]
+
+
+def _table(rows: list[tuple[str, ...]], delimiter: str, *, tail: str = "") -> str:
+    return f"id{delimiter}title{delimiter}abstract\n" + "".join(delimiter.join(r) + "\n" for r in rows) + tail
+
+
+@pytest.mark.parametrize(("name", "delimiter"), [("q.csv", ","), ("q.tsv", "\t")])
+def test_unterminated_quote_is_named_by_its_line(in_tmp: Path, name: str, delimiter: str) -> None:
+    path = write(in_tmp / name, _table(STRAY_QUOTE_ROWS, delimiter))
+    message = input_error(path)
+    assert message.startswith(f"{name}:line 3: unterminated quote: its field runs to the end of the file"), message
+    # --skip-bad skips that row alone, says so, and reads every row after it.
+    records, _, skipped = read_file(path, skip_bad=True)
+    assert [(r.external_id, r.title, r.text) for r in records] == [
+        ("1", "A", "First abstract."),
+        ("3", "C", "Third abstract."),
+        ("4", "D", "Fourth abstract."),
+    ]
+    assert labels(records) == [f"{name}:row 1", f"{name}:row 3", f"{name}:row 4"]
+    assert len(skipped) == 1 and skipped[0].startswith(f"{name}:line 3: unterminated quote") and "(row 2)" in skipped[0]
+
+
+def test_unterminated_quote_closed_by_a_later_quoted_field(in_tmp: Path) -> None:
+    # The stray quote pairs with row 5's opening quote: csv merged rows 2-5 into one and read on.
+    rows = [*STRAY_QUOTE_ROWS, ("5", '"Quoted, title"', "Fifth abstract."), ("6", "F", "Sixth abstract.")]
+    path = write(in_tmp / "q.csv", _table(rows, ","))
+    assert input_error(path).startswith("q.csv:line 3: unterminated quote: the record runs on to a quote on line 6")
+    records, _, skipped = read_file(path, skip_bad=True)
+    assert [r.external_id for r in records] == ["1", "3", "4", "5", "6"]
+    assert records[3].title == "Quoted, title"
+    assert [s.split(": ")[0] for s in skipped] == ["q.csv:line 3"]
+
+
+def test_unterminated_quote_on_the_last_line(in_tmp: Path) -> None:
+    path = write(in_tmp / "q.csv", _table(STRAY_QUOTE_ROWS[:1], ",", tail='2,B,"Cut off abstract.'))
+    assert input_error(path).startswith("q.csv:line 3: unterminated quote: its field runs to the end of the file")
+    records, _, skipped = read_file(path, skip_bad=True)
+    assert [r.external_id for r in records] == ["1"] and len(skipped) == 1
+
+
+def test_unterminated_quote_in_the_header_fails_the_file(in_tmp: Path) -> None:
+    path = write(in_tmp / "q.csv", 'id,"title,abstract\n1,A,First.\n')
+    for skip_bad in (False, True):
+        assert input_error(path, skip_bad=skip_bad).startswith("q.csv:line 1: unterminated quote")
+
+
+def test_a_record_running_past_the_line_bound(in_tmp: Path) -> None:
+    body = "a line of text\n" * (MAX_RECORD_LINES + 1)
+    path = write(in_tmp / "q.csv", f'id,abstract\n1,First.\n2,"{body}"\n')
+    assert input_error(path).startswith(f"q.csv:line 3: unterminated quote? the record runs past {MAX_RECORD_LINES}")
+
+
+def test_sound_quoting_reads_as_before(in_tmp: Path) -> None:
+    # Paragraphs in a quoted field, a doubled quote, sloppy quotes within one line: no record is bad.
+    text = (
+        'id,title,abstract\n1,A,"Para one, with a comma.\n\nPara two with a ""quote""."\n'
+        '2,"B" sloppy,Second.\n3,C,"Third, last, no newline at the end."'
+    )
+    records, _, skipped = read_file(write(in_tmp / "ok.csv", text))
+    assert skipped == []
+    assert [(r.external_id, r.title, r.text) for r in records] == [
+        ("1", "A", 'Para one, with a comma.\n\nPara two with a "quote".'),
+        ("2", "B sloppy", "Second."),
+        ("3", "C", "Third, last, no newline at the end."),
+    ]
+
+
+def test_a_field_longer_than_csvs_default_limit_is_read(in_tmp: Path) -> None:
+    long = "word " * 40_000  # 200,000 characters; csv's default limit is 131,072
+    path = write(in_tmp / "long.csv", f"id,abstract\n1,First.\n2,{long}\n3,Third.\n")
+    records, _, _ = read_file(path)
+    assert [r.external_id for r in records] == ["1", "2", "3"] and records[1].text == long.strip()
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_a_field_past_the_bound_is_one_bad_row(in_tmp: Path, quoted: bool) -> None:
+    huge = "x" * (MAX_FIELD_CHARS + 1)
+    cell = f'"{huge[:1000]}\n{huge}"' if quoted else huge  # on one line, or spanning two
+    path = write(in_tmp / "long.csv", f"id,abstract\n1,First.\n2,{cell}\n3,Third.\n")
+    message = input_error(path)
+    assert message.startswith("long.csv:row 2: field 'abstract' holds"), message
+    assert f"more than {MAX_FIELD_CHARS:,}" in message
+    records, _, skipped = read_file(path, skip_bad=True)
+    assert [r.external_id for r in records] == ["1", "3"] and len(skipped) == 1
+
+
 @pytest.mark.parametrize(
     ("name", "content", "fmt", "kind"),
     [
@@ -402,7 +496,7 @@ def test_directory_passed_to_read_file(in_tmp: Path) -> None:
     [
         ("deep.json", b"[" * 100_000),
         ("deep.jsonl", b'{"text": "a"}\n' + b"[" * 100_000 + b"\n"),
-        ("huge.csv", b"id,abstract\n1," + b"x" * 200_000 + b"\n"),
+        ("huge.csv", b"id,abstract\n1," + b"x" * (MAX_FIELD_CHARS + 1) + b"\n"),
         ("odd.jsonl", b'{"text": "a"}\n{"text": "b", "n": ' + b"9" * 5000 + b"}\n"),
         ("rand.bin", bytes(range(256)) * 8),
     ],

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from semsearch.beir import load_beir
 from semsearch.errors import InputError
@@ -14,6 +18,8 @@ from semsearch.metrics import (
     evaluate,
     mrr_at_k,
     ndcg_at_k,
+    paired_difference,
+    per_query,
     rank_scores,
     recall_at_k,
 )
@@ -147,3 +153,75 @@ def test_load_real_scifact() -> None:
     assert len(queries) == len(qrels) == 300
     queries, qrels = load_beir(SCIFACT, "train")
     assert len(queries) == len(qrels) == 809
+
+
+def test_per_query_scores_and_their_means() -> None:
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1, "c": 1}, "q3": {"x": 0}}  # q3 has nothing relevant: left out
+    run = {"q1": ["a"], "q2": ["x", "b"]}
+    scores = per_query(run, qrels)
+    assert set(scores) == {"q1", "q2"}
+    assert scores["q1"] == {"ndcg@10": 1.0, "recall@100": 1.0, "mrr@10": 1.0}
+    # q2: b at rank 2 of two relevant. nDCG = (1/log2(3)) / (1 + 1/log2(3)) = 0.38685; recall 1/2; MRR 1/2
+    assert scores["q2"]["ndcg@10"] == pytest.approx((1 / LOG2_3) / (1 + 1 / LOG2_3))
+    assert (scores["q2"]["recall@100"], scores["q2"]["mrr@10"]) == (0.5, 0.5)
+    means = evaluate(run, qrels)
+    for name in ("ndcg@10", "recall@100", "mrr@10"):
+        assert means[name] == pytest.approx((scores["q1"][name] + scores["q2"][name]) / 2)
+
+
+def test_paired_difference_and_its_standard_error() -> None:
+    a = {"q1": 0.5, "q2": 0.25, "q3": 1.0, "q4": 0.0}
+    b = {"q1": 0.75, "q2": 0.25, "q3": 0.5, "q4": 1.0}
+    # Differences b - a: 0.25, 0, -0.5, 1.0; mean 0.1875.
+    # Squared deviations: 0.00390625, 0.03515625, 0.47265625, 0.66015625 = 1.171875; / 3 = 0.390625
+    # sd = 0.625, standard error = 0.625 / sqrt(4) = 0.3125
+    got = paired_difference(a, b)
+    assert got["difference"] == pytest.approx(0.1875)
+    assert got["stderr"] == pytest.approx(0.3125)
+    assert (got["mean_a"], got["mean_b"], got["queries"]) == (0.4375, 0.625, 4)
+    with pytest.raises(ValueError, match="different queries"):
+        paired_difference(a, {**b, "q5": 1.0})
+    with pytest.raises(ValueError, match="no queries"):
+        paired_difference({}, {})
+
+
+def _eval_output(path: Path, per: dict[str, dict[str, float]], mode: str = "hybrid") -> Path:
+    means = {m: sum(s[m] for s in per.values()) / len(per) for m in ("ndcg@10", "recall@100", "mrr@10")}
+    path.write_text(
+        "semsearch: building ...\n" + json.dumps({mode: {**means, "per_query": per}, "queries": len(per)}) + "\n"
+    )
+    return path
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_quality.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+
+
+def test_bench_quality_compares_two_eval_outputs(tmp_path: Path) -> None:
+    def per(values: list[float]) -> dict[str, dict[str, float]]:
+        return {f"q{i}": {"ndcg@10": v, "recall@100": 1.0, "mrr@10": v} for i, v in enumerate(values, 1)}
+
+    a = _eval_output(tmp_path / "a.json", per([0.5, 0.25, 1.0, 0.0]))
+    b = _eval_output(tmp_path / "b.json", per([0.75, 0.25, 0.5, 1.0]))
+    out = _bench("--compare", str(a), str(b))
+    assert out.returncode == 0, out.stderr
+    [line] = out.stdout.splitlines()
+    result = json.loads(line)
+    assert result["metric"] == "ndcg@10"
+    [pair] = result["comparisons"]
+    assert (pair["a"], pair["b"]) == (f"{a}:hybrid", f"{b}:hybrid")
+    assert (pair["difference"], pair["stderr"], pair["queries"]) == (0.1875, 0.3125, 4)
+    recall = json.loads(_bench("--compare", f"{a}:hybrid", str(b), "--metric", "recall@100").stdout)
+    assert recall["comparisons"][0]["difference"] == 0.0
+    # Different queries cannot be paired; a missing mode is named.
+    other = _eval_output(tmp_path / "c.json", per([0.5, 0.25, 1.0]))
+    refused = _bench("--compare", str(a), str(other))
+    assert refused.returncode != 0 and "different queries" in refused.stderr
+    missing = _bench("--compare", f"{a}:dense", str(b))
+    assert missing.returncode != 0 and "no mode 'dense'" in missing.stderr

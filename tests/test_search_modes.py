@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import PAPERS, FakeEmbedder
+from conftest import PAPERS, REPO, FakeEmbedder
 from test_cli import assert_one_line_error, run
 
 from semsearch import BuildOptions, Index, build_index
@@ -252,7 +254,8 @@ def test_eval_command(tmp_path: Path, fake: FakeEmbedder) -> None:
     result = run(["eval", str(folder), "--split", "test", "--index", str(index), "--json"], fake)
     assert result.exit_code == 0, result.output
     scores = json.loads(result.stdout)
-    assert set(scores) == {"dense", "lexical", "hybrid", "queries"} and scores["queries"] == 2
+    assert set(scores) == {"dense", "lexical", "hybrid", "queries", "skipped_documents"} and scores["queries"] == 2
+    assert scores["skipped_documents"] == 0
     for mode in ("dense", "lexical", "hybrid"):
         assert set(scores[mode]) >= {"ndcg@10", "recall@100", "mrr@10"}
         # Both queries name their judged paper's words: every mode ranks it first.
@@ -271,3 +274,43 @@ def test_eval_bad_input(tmp_path: Path, fake: FakeEmbedder) -> None:
     assert_one_line_error(run(["eval"], fake), "BEIR folder")
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq9\td1\t1\n")
     assert_one_line_error(run(["eval", str(folder), "--index", str(tmp_path / "i")], fake), "judgments")
+
+
+def test_eval_skips_and_counts_empty_documents_and_reports_each_query(tmp_path: Path, fake: FakeEmbedder) -> None:
+    folder = beir(tmp_path)
+    rows = [json.loads(line) for line in (folder / "corpus.jsonl").read_text().splitlines()]
+    # Published collections hold entries with neither text nor title; a title-only one is a document.
+    rows += [{"_id": "empty1", "title": "", "text": ""}, {"_id": "empty2", "title": " ", "text": "  "}]
+    rows += [{"_id": "titled", "title": "Curious robots explore sparse reward mazes", "text": ""}]
+    jsonl(folder / "corpus.jsonl", rows)
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\nq2\td2\t2\nq2\ttitled\t1\n")
+    index = tmp_path / "evalidx"
+    result = run(["eval", str(folder), "--index", str(index), "--json"], fake)
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.stdout)
+    assert (scores["queries"], scores["skipped_documents"]) == (2, 2)
+    with Index.open(index, embedder=fake) as idx:
+        assert (idx.info().documents, idx.info().title_only) == (len(rows) - 2, 1)
+    for mode in ("dense", "lexical", "hybrid"):
+        per = scores[mode]["per_query"]
+        assert set(per) == {"q1", "q2"} and set(per["q1"]) == {"ndcg@10", "recall@100", "mrr@10"}
+        # The means are the means of the per-query scores.
+        for metric in ("ndcg@10", "recall@100", "mrr@10"):
+            assert scores[mode][metric] == pytest.approx(sum(p[metric] for p in per.values()) / 2, abs=1e-6)
+    assert scores["lexical"]["per_query"]["q2"]["recall@100"] == 1.0  # the title-only paper is found
+    # Reused, the index still reports what was skipped; the table says it too.
+    table = run(["eval", str(folder), "--index", str(index), "--mode", "lexical"], fake)
+    assert table.exit_code == 0 and "2 corpus entries skipped" in table.output, table.output
+    # Two modes of one run, paired query by query.
+    saved = tmp_path / "eval.json"
+    saved.write_text(result.stdout)
+    bench = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_quality.py"), "--compare", f"{saved}:lexical", f"{saved}:dense"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bench.returncode == 0, bench.stderr
+    [pair] = json.loads(bench.stdout)["comparisons"]
+    assert pair["queries"] == 2
+    assert pair["difference"] == pytest.approx(scores["dense"]["ndcg@10"] - scores["lexical"]["ndcg@10"], abs=1e-5)

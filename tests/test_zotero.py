@@ -301,3 +301,71 @@ def test_an_item_with_neither_abstract_nor_title(library: Path, tmp_path: Path, 
     assert skipped.exit_code == 0, skipped.output
     assert "skipped" in skipped.output and "EMPTY001" in skipped.output
     assert json.loads(skipped.stdout.strip().splitlines()[-1])["documents"] == 2
+
+
+def _many(library: Path, count: int) -> None:
+    """Add ``count`` papers, so that a write transaction over them spills past a small page cache."""
+    lib = Library(library, create=False)
+    lib.conn.execute("PRAGMA synchronous=OFF")  # a test's speed, not Zotero's durability
+    for i in range(count):
+        lib.add("journalArticle", f"MANY{i:04d}", title=f"Paper {i}", abstractNote=f"Abstract {i}: " + "words " * 60)
+    lib.close()
+
+
+@pytest.mark.parametrize("damage", ["schema", "page", "truncated"])
+def test_a_damaged_library_is_one_line(library: Path, tmp_path: Path, fake: FakeEmbedder, damage: str) -> None:
+    _many(library, 150)
+    data = bytearray(library.read_bytes())
+    if damage == "schema":
+        # Bytes that are not UTF-8 inside the schema text: Python failed decoding SQLite's own error message.
+        at = data.index(b"CREATE TABLE itemTypes")
+        data[at + 7 : at + 9] = b"\xff\xfe"
+    elif damage == "page":
+        page = int.from_bytes(data[16:18], "big")
+        for start in range(3 * page, len(data), 4 * page):
+            data[start : start + 64] = b"\xa5" * 64
+    else:
+        data = data[: len(data) // 3]
+    library.write_bytes(bytes(data))
+    index = tmp_path / "idx"
+    for extra in ([], ["--skip-bad"]):
+        result = run(["index", str(library), "--index", str(index), *extra], fake)
+        assert_one_line_error(result, "zotero.sqlite: the Zotero database is damaged", "Check Database Integrity")
+    assert not index.exists()
+
+
+def test_a_library_read_while_zotero_holds_a_write_transaction(
+    library: Path, tmp_path: Path, fake: FakeEmbedder
+) -> None:
+    _many(library, 150)
+    committed = read_sources([str(library)]).records
+    zotero = sqlite3.connect(library, isolation_level=None)  # rollback-journal mode, as Zotero's default
+    try:
+        assert zotero.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        zotero.execute("PRAGMA cache_size=5")  # a small cache spills uncommitted pages into the database file
+        zotero.execute("BEGIN")
+        zotero.execute("INSERT INTO itemDataValues (value) SELECT 'UNCOMMITTED ' || value FROM itemDataValues")
+        zotero.execute(
+            "UPDATE itemData SET valueID = (SELECT n.valueID FROM itemDataValues o JOIN itemDataValues n "
+            "ON n.value = 'UNCOMMITTED ' || o.value WHERE o.valueID = itemData.valueID) WHERE fieldID = 2"
+        )
+        zotero.execute("DELETE FROM items WHERE key LIKE 'MANY00%'")
+        journal = library.with_name("zotero.sqlite-journal")
+        assert journal.stat().st_size > 0 and b"UNCOMMITTED" in library.read_bytes()  # a hot journal, a torn file
+        files_before = {p.name: p.read_bytes() for p in library.parent.iterdir()}
+
+        result = read_sources([str(library)])
+        # The last committed state, whole: every item, none of the uncommitted values.
+        assert [(r.external_id, r.text) for r in result.records] == [(r.external_id, r.text) for r in committed]
+        index = tmp_path / "idx"
+        built = run(["index", str(library), "--index", str(index), "--json"], fake)
+        assert built.exit_code == 0, built.output
+        assert json.loads(built.stdout)["documents"] == len(committed)
+        # Zotero's files are untouched and its transaction goes on to commit.
+        assert {p.name: p.read_bytes() for p in library.parent.iterdir()} == files_before
+        zotero.execute("COMMIT")
+    finally:
+        zotero.close()
+    after = read_sources([str(library)]).records
+    assert len(after) == len(committed) - 100
+    assert all(r.text.startswith("UNCOMMITTED") for r in after if r.text != r.title)
