@@ -20,6 +20,7 @@ from .errors import QueryError, UnknownDocumentError
 from .highlight import best_sentences
 from .lexical import Analyzer
 from .options import MAX_K, MODES
+from .recommend import recommend
 from .records import Document, Hit
 from .search import Index
 
@@ -296,14 +297,14 @@ def recommend_page(
     budget: int = DEFAULT_BUDGET,
     version: str = "",
 ) -> Page:
-    """Ranks offset..offset+k of ``Index.recommend``, each card naming the liked paper it is nearest to."""
+    """Ranks offset..offset+k of ``recommend``, each card naming the liked paper it is nearest to."""
     check_page(k, offset)
     if not like:
         raise QueryError("name at least one liked paper id or tag in like")
     if since == "last":
         raise QueryError("since=last follows a command-line bookmark; give a version (3) or a date (2026-12-01)")
-    recs = index.recommend(
-        like, min(offset + k + 1, MAX_K), not_like=not_like, where=_clauses(where), since=since or None
+    recs = recommend(
+        index, like, min(offset + k + 1, MAX_K), not_like=not_like, where=_clauses(where), since=since or None
     )
     cards = []
     for rec in recs:

@@ -456,7 +456,7 @@ def _stamp_arrivals(
     documents: Sequence[Document], vectors: np.ndarray, previous: PreviousVersion | None, index: Path
 ) -> None:
     """When each document first entered the index, carried forward from the live version (see arrivals.py)."""
-    from .arrivals import stamp_arrivals
+    from .arrival_stamps import stamp_arrivals
 
     version = previous.path if previous is not None else None
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .dedup import normalize_text
+from .textnorm import normalize_text
 
 
 def embedding_key(text: str) -> str:

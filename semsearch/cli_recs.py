@@ -208,12 +208,14 @@ def recommend(
       semsearch recommend --like-text my_abstract.txt --since 2026-12-01 --format bibtex
     The default method is the one scripts/bench_recommend.py measured best (see the README).
     """
+    from .recommend import recommend as recommend_papers
     from .search import Index
 
     fmt = _fmt(fmt, as_json, as_jsonl)
     texts = [_read_file(p) for p in like_files]
     with Index.open(index_dir, embedder=embedder_of(ctx)) as idx:
-        recs = idx.recommend(
+        recs = recommend_papers(
+            idx,
             like,
             k,
             not_like=not_like,

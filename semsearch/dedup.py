@@ -9,9 +9,6 @@ the shingle sets to confirm each candidate before anything is merged.
 from __future__ import annotations
 
 import hashlib
-import html
-import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .records import DedupResult, Document, NearKeys, Provenance, Record
+from .textnorm import canonical_for_near, canonical_normalized, doc_id_for, normalize_text, text_hash
 
 if TYPE_CHECKING:
     from .identity import PreviousIdentity
@@ -55,56 +53,6 @@ _K2 = _U64(0xC2B2AE3D27D4EB4F)
 _POLY_INT = 0x100000001B3  # the FNV-1 64-bit prime: odd, so it has an inverse modulo 2**64
 _POLY = _U64(_POLY_INT)
 _POLY_INV = _U64(pow(_POLY_INT, -1, 1 << 64))
-
-_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
-_LATEX_ESCAPE = re.compile(r"\\([%&#$_{}])")
-# \'{e}, \'e, \"o, \^{o}, \c{c}, \v{s} ...: keep the base letter (its accent is dropped below anyway).
-_LATEX_ACCENT = re.compile(r"\\(?:['\"^`~=.]|[cvuHkrdbt](?=\s*\{))\s*\{?\s*([A-Za-z])\s*\}?")
-# Any other command name; its braced argument survives as plain words once braces become spaces.
-_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+\*?")
-_COMBINING = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
-# Everything that is not a letter or digit: markup (* _ ` $ { }), quotes and punctuation.
-_NON_WORD = re.compile(r"[\W_]+")
-_ASCII_NON_WORD = str.maketrans({chr(c): " " for c in range(128) if not chr(c).isalnum()})
-
-
-def normalize_text(text: str) -> str:
-    """Unicode NFKC, whitespace runs collapsed to one space, ends stripped: the exact-duplicate key."""
-    # str.split() breaks on exactly the characters regex \s matches, and is three times faster.
-    return " ".join(unicodedata.normalize("NFKC", text).split())
-
-
-def text_hash(text: str) -> str:
-    """The sha256 hex digest of normalize_text(text)."""
-    return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()
-
-
-def doc_id_for(text_hash: str) -> str:
-    """16 hex digits from a text hash, masked below 2**63 so the id fits a FAISS int64 label."""
-    return format(int(text_hash[:16], 16) & _MASK63, "016x")
-
-
-def canonical_for_near(text: str) -> str:
-    """Lowercase words of the text with markup, accents and punctuation removed, for near-dup comparison."""
-    return _canonical(normalize_text(text))
-
-
-def _canonical(normalized: str) -> str:
-    """canonical_for_near of a text that is already normalize_text'ed (saves a second NFKC pass)."""
-    s = html.unescape(normalized) if "&" in normalized else normalized
-    if "<" in s:
-        s = _HTML_TAG.sub(" ", s)
-    if "\\" in s:
-        s = _LATEX_ESCAPE.sub(r" \1 ", s)
-        s = _LATEX_ACCENT.sub(r"\1", s)
-        s = _LATEX_COMMAND.sub(" ", s)
-    s = s.lower()
-    # *x*, **x**, _x_, `x`, $x$, {x}, ``x'' and all other punctuation become word breaks.
-    if s.isascii():
-        return " ".join(s.translate(_ASCII_NON_WORD).split())  # same result as the regex, twice as fast
-    # Decompose and drop combining marks so "Rényi" and R\'{e}nyi meet at "renyi".
-    s = _COMBINING.sub("", unicodedata.normalize("NFKD", s))
-    return " ".join(_NON_WORD.sub(" ", s).split())
 
 
 def _fmix64(h: np.ndarray) -> np.ndarray:
@@ -411,7 +359,7 @@ def deduplicate(
     shingles: ShingleSets | None = None
     sig: np.ndarray | None = None
     if near and n_nodes > 0:
-        canon = [_canonical(n) for n in group_norm] + [canonical_for_near(text) for _, text in ghosts]
+        canon = [canonical_normalized(n) for n in group_norm] + [canonical_for_near(text) for _, text in ghosts]
         shingles = _shingle_canonical(canon)
         sig = minhash_signatures(shingles)
         for gi, gj, _sim in _verified_pairs(shingles, threshold, sig):

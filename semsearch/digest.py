@@ -73,7 +73,7 @@ def make_digest(
     if k < 1 or k > 100:
         raise QueryError(f"k must be 1..100 for a digest, got {k}")
     clauses = new_since(index, since, name=name) if since is not None else []
-    allowed = index._allowed(list(where) + clauses)
+    allowed = index.allowed_rows(list(where) + clauses)
     arrived = len(index) if allowed is None else len(allowed)
     threshold = min_cosine if min_cosine > 0 else None  # 0 (or below): the best k, whatever their cosine
     found = sections(index, clauses, k=k, where=where, min_cosine=threshold) if arrived else []

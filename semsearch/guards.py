@@ -15,9 +15,9 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from .dedup import text_hash
 from .errors import InputError
 from .records import Record
+from .textnorm import text_hash
 
 # The longest line a source may hold. An abstract is a few KB; a JSON array written on one line may be a few MB.
 MAX_LINE_BYTES = 16 * 2**20

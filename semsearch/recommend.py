@@ -243,16 +243,26 @@ def since_clause(since: str | None, index: Index) -> list[str]:
 def recommend(
     index: Index,
     like: Sequence[str] = (),
+    k: int = 10,
     *,
     not_like: Sequence[str] = (),
     like_texts: Sequence[str] = (),
-    k: int = 10,
     where: Sequence[str] = (),
     since: str | None = None,
     include_tagged: bool = False,
-    method: str = DEFAULT_METHOD,
+    method: str | None = None,
 ) -> list[Recommendation]:
-    """Papers like ``like`` (tags or ids) and ``like_texts``, unlike ``not_like``; see Index.recommend."""
+    """Papers like the liked ones and unlike ``not_like``; each names the liked paper it is nearest to.
+
+    Args:
+        like: tag names (their papers) and paper ids, external ids, id prefixes or DOIs.
+        not_like: the same, for papers you do not want more of.
+        like_texts: abstracts you have that are not in the index.
+        where: metadata filters, as for ``Index.search``; ``since``: a version, a date or "last" (arrived since).
+        include_tagged: also return papers that are in any tag (left out by default).
+        method: see ``METHODS``; the default is the one measured best.
+    """
+    method = method or DEFAULT_METHOD
     from .layout import doc_num
     from .limits import check_k, check_text
     from .tags import TagStore
@@ -269,7 +279,7 @@ def recommend(
             "a tag whose papers all left the index likes nothing"
         )
     clauses = list(where) + since_clause(since, index)
-    allowed = index._allowed(clauses)
+    allowed = index.allowed_rows(clauses)
     vectors = index.vectors
     X = np.asarray(vectors.matrix, dtype=np.float32)
     nums = vectors.ids
@@ -336,13 +346,14 @@ def _sparse_inputs(index: Index, nums: np.ndarray, texts: Sequence[str]) -> tupl
     from scipy import sparse
 
     lex = index.lexical
-    feats = index._recommend_features.get("bm25")
-    if feats is None:  # a version never changes, so an open Index (a server) builds this once
+
+    def build() -> Any:
         rows = lex.rows_of(nums)
         if (rows < 0).any():
             raise QueryError("the BM25 index lacks some documents; rebuild with: semsearch index --full")
-        feats = bm25_features(*lex.csc(), len(lex))[rows]
-        index._recommend_features["bm25"] = feats
+        return bm25_features(*lex.csc(), len(lex))[rows]
+
+    feats = index.memo("recommend.bm25", build)
     extra = None
     if texts:
         from sklearn.preprocessing import normalize

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,9 +29,7 @@ from .manifest import Manifest
 from .options import MODES
 from .records import Document, Hit, SourceFile
 
-if TYPE_CHECKING:
-    from .recommend import Recommendation
-
+T = TypeVar("T")
 DEFAULT_INDEX = Path(options.DEFAULT_INDEX)
 DIVERSITY_LAMBDA = 0.5  # equal weight to relevance (min-max scaled over the pool) and novelty
 FILTER_CACHE = 32  # --where answers an open Index remembers
@@ -130,7 +128,7 @@ class Index:
         self._filters: dict[tuple[str, ...], tuple[np.ndarray, list[str]]] = {}
         self._filters_lock = threading.Lock()
         self._columns: FilterColumns | None = None  # the --where column index, read on the first filter
-        self._recommend_features: dict[str, Any] = {}  # BM25 feature rows, built once (semsearch.recommend)
+        self._memo: dict[str, Any] = {}  # what features derive from this version, built once (see memo)
         manifest.check_file_sizes(version)
         self.ann, self.vectors = open_version_vectors(version, manifest)
         self.store = open_documents(version, manifest)
@@ -273,7 +271,7 @@ class Index:
         text = check_text(text)
         if mode not in MODES:
             raise QueryError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
-        allowed = self._allowed(where)
+        allowed = self.allowed_rows(where)
         vector = self.encode_query(text) if mode != "lexical" or diverse else None
         shape = Shape(k, min_score, diverse, diversity, explain)
         return self._finish(self._rank(text, vector, mode, allowed, shape.want), shape)
@@ -342,8 +340,18 @@ class Index:
         rows, scores = lex.top(text, depth, keep)
         return lex.ids[rows], scores
 
-    def _allowed(self, where: Sequence[str]) -> np.ndarray | None:
-        """FAISS ids of the documents that meet every --where clause (None: no filter).
+    def memo(self, key: str, build: Callable[[], T]) -> T:
+        """``build()``'s result, computed once per open Index: a version never changes, so it cannot go stale.
+
+        For what a feature derives from the whole version (say, recommend's BM25 feature rows), so that a
+        long-lived Index (a server, a notebook) pays for it once. Keys are the feature's own (e.g. "recommend.bm25").
+        """
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]  # type: ignore[no-any-return]
+
+    def allowed_rows(self, where: Sequence[str]) -> np.ndarray | None:
+        """Document numbers (FAISS ids) of the documents that meet every ``where`` clause (None: no filter).
 
         A version's column index answers a filter in milliseconds; a version written before it existed is
         scanned (every document once: seconds at 157k). A long-lived Index (a server, a notebook) keeps the
@@ -443,7 +451,7 @@ class Index:
         doc = self.get(doc_id)
         num = doc_num(doc.id)
         vector = self.vectors.get_one(num).reshape(1, -1)
-        allowed = self._allowed(where)
+        allowed = self.allowed_rows(where)
         shape = Shape(k, min_score, diverse, diversity, explain=False)
         return self._finish(self._rank("", vector, "dense", allowed, shape.want, frozenset([num])), shape)
 
@@ -461,7 +469,7 @@ class Index:
         check_k(k)
         text = check_text(text, "text")
         vector = self.encode_query(text)
-        allowed = self._allowed(where)
+        allowed = self.allowed_rows(where)
         own = text_hash(text)
         shape = Shape(k, min_score, diverse, diversity, explain=False)
         # Copies of the given abstract rank first: look a little deeper, and deeper still if that was not enough.
@@ -473,42 +481,6 @@ class Index:
             if len(kept) >= shape.want or len(ranking.ranked) < shape.want + extra:
                 break
         return self._finish(replace(ranking, ranked=kept), shape)
-
-    def recommend(
-        self,
-        like: Sequence[str] = (),
-        k: int = 10,
-        *,
-        not_like: Sequence[str] = (),
-        like_texts: Sequence[str] = (),
-        where: Sequence[str] = (),
-        since: str | None = None,
-        include_tagged: bool = False,
-        method: str | None = None,
-    ) -> list[Recommendation]:
-        """Papers like the liked ones and unlike ``not_like``; each names the liked paper it is nearest to.
-
-        Args:
-            like: tag names (their papers) and paper ids, external ids, id prefixes or DOIs.
-            not_like: the same, for papers you do not want more of.
-            like_texts: abstracts you have that are not in the index.
-            where: metadata filters, as for ``search``; ``since``: a version, a date or "last" (arrived since).
-            include_tagged: also return papers that are in any tag (left out by default).
-            method: see ``semsearch.recommend.METHODS``; the default is the one measured best.
-        """
-        from .recommend import DEFAULT_METHOD, recommend
-
-        return recommend(
-            self,
-            like,
-            not_like=not_like,
-            like_texts=like_texts,
-            k=k,
-            where=where,
-            since=since,
-            include_tagged=include_tagged,
-            method=method or DEFAULT_METHOD,
-        )
 
 
 def _pool_size(k: int) -> int:

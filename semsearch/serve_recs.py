@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from .api_schema import WHERE_SCHEMA
 from .arrivals import DATE_PATTERN, VERSION_PATTERN
 from .recommend import METHODS
+from .recommend import recommend as recommend_papers
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -78,8 +79,15 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
         if since == "last":
             raise QueryError("since=last is for the command line (it follows a bookmark); give a version or date")
         with live.use() as loaded:
-            recs = loaded.index.recommend(
-                like, k, not_like=not_, where=where, since=since, include_tagged=include_tagged, method=method
+            recs = recommend_papers(
+                loaded.index,
+                like,
+                k,
+                not_like=not_,
+                where=where,
+                since=since,
+                include_tagged=include_tagged,
+                method=method,
             )
         return {
             "like": like,

@@ -62,7 +62,7 @@ def sections(
     from .tags import TagStore
 
     allowed_where = list(where) + list(clauses)
-    allowed = index._allowed(allowed_where)
+    allowed = index.allowed_rows(allowed_where)
     if allowed is not None and not len(allowed):
         return []
     out: list[Section] = []
@@ -110,7 +110,7 @@ def ranked_new(index: Index, clauses: Sequence[str], *, k: int = 20, where: Sequ
     liked paper or query it is within ``MIN_COSINE`` of), best first.
     """
 
-    allowed = index._allowed(list(where) + list(clauses))
+    allowed = index.allowed_rows(list(where) + list(clauses))
     if allowed is None:  # no clause at all (`--since last` before any bookmark): everything arrived
         allowed = np.asarray(index.vectors.ids, dtype=np.int64)
     total = len(allowed)

@@ -67,8 +67,8 @@ def test_first_build_stamps_every_document(tmp_path: Path, seeds_copy: Path, fak
         assert {d.added.seq for d in docs if d.added} == {1}
         assert all(d.added is not None for d in docs)
         day = docs[0].added.at[:10]  # type: ignore[union-attr]
-        assert len(idx._allowed([f"added>={day}"])) == len(docs)  # type: ignore[arg-type]
-        assert len(idx._allowed(["added>=2999-01-01"])) == 0  # type: ignore[arg-type]
+        assert len(idx.allowed_rows([f"added>={day}"])) == len(docs)  # type: ignore[arg-type]
+        assert len(idx.allowed_rows(["added>=2999-01-01"])) == 0  # type: ignore[arg-type]
 
 
 def test_new_lists_exactly_the_new_abstracts(arrived: tuple[Path, Path, list[str]], fake: FakeEmbedder) -> None:
@@ -87,7 +87,7 @@ def test_new_lists_exactly_the_new_abstracts(arrived: tuple[Path, Path, list[str
         gone = {doc_id_for(text_hash(t)) for t in known} - {d.id for d in old}
         assert gone == set()
         assert len(old) == 91 and {d.added.seq for d in old if d.added} == {1}
-        assert len(idx._allowed(["added_version>1"])) == 3  # type: ignore[arg-type]
+        assert len(idx.allowed_rows(["added_version>1"])) == 3  # type: ignore[arg-type]
     by_version = run(["new", "--since", "1", "--index", str(index), "--json"], fake)
     assert {r["id"] for r in json.loads(by_version.output)} == new_ids(index)
     everything = run(["new", "--since", "2000-01-01", "-k", "500", "--index", str(index), "--json"], fake)

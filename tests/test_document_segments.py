@@ -266,7 +266,7 @@ def test_the_readers_of_a_version_see_its_segments(tmp_path: Path, fake: FakeEmb
     updated = expected[0]
     with Index.open(index, embedder=fake) as opened:  # as many documents as vectors: one hidden, one added
         assert opened.store.find(updated.id) == updated and opened.store.count() == len(expected)
-        assert opened._allowed(["venue=segmented"]).tolist() == [doc_num(updated.id)]
+        assert opened.allowed_rows(["venue=segmented"]).tolist() == [doc_num(updated.id)]
     manifest = Manifest.read(version)
     assert _check_store(version, manifest, len(expected), {doc_num(d.id) for d in expected}) == []
     assert _check_store(version, manifest, len(expected), {doc_num(d.id) for d in expected[1:]}) == [

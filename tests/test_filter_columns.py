@@ -224,12 +224,12 @@ def test_an_old_version_without_the_columns_is_scanned_alike(
         tables = {r[0] for r in scanned.store.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert not any(t.startswith("filter_") for t in tables)
         for where in FILTERS:
-            assert columns._allowed(where).tolist() == sorted(scanned._allowed(where).tolist()), where
+            assert columns.allowed_rows(where).tolist() == sorted(scanned.allowed_rows(where).tolist()), where
             assert columns.where_warnings(where) == scanned.where_warnings(where), where
             assert [h.id for h in columns.search("privacy", 3, where=where)] == [
                 h.id for h in scanned.search("privacy", 3, where=where)
             ]
-        assert len(columns._allowed(["year>=2023"])) == 2
+        assert len(columns.allowed_rows(["year>=2023"])) == 2
         for index in (columns, scanned):
             with pytest.raises(QueryError, match="year holds numbers"):
                 index.search("privacy", 3, where=["year>=abc"])
@@ -270,7 +270,7 @@ def test_a_missing_column_table_falls_back_to_the_scan(tmp_path: Path, dated_row
     path = _corrupt(tmp_path, dated_rows, fake, "DROP TABLE filter_fields")
     with Index.open(path, embedder=fake) as index:
         assert not index.store.has_filter_columns
-        assert len(index._allowed(["venue=neurips"])) == 3
+        assert len(index.allowed_rows(["venue=neurips"])) == 3
 
 
 def test_the_columns_hold_what_the_filters_read(tmp_path: Path, dated_rows: Path, fake: FakeEmbedder) -> None:

@@ -14,7 +14,7 @@ from conftest import FakeEmbedder
 from semsearch import Index, build_index
 from semsearch.build import BuildOptions
 from semsearch.cli import cli
-from semsearch.recommend import METHODS
+from semsearch.recommend import METHODS, recommend
 from semsearch.tags import TAGS_FILE, TagStore
 
 TOPICS = {
@@ -61,7 +61,7 @@ def topic_of(hit_ids: list[str], idx: Index) -> list[str]:
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_finds_the_liked_topic_by_external_id(index: Path, fake: FakeEmbedder, method: str) -> None:
     with Index.open(index, embedder=fake) as idx:
-        recs = idx.recommend(["priv-0", "priv-1", "priv-2"], 4, method=method)
+        recs = recommend(idx, ["priv-0", "priv-1", "priv-2"], 4, method=method)
         liked = {idx.get(f"priv-{i}").id for i in range(3)}
         ids = [r.hit.id for r in recs]
         assert not liked & set(ids)  # the liked papers themselves are never recommended
@@ -78,8 +78,8 @@ def test_document_ids_prefixes_and_tags_work_as_likes(index: Path, fake: FakeEmb
     with Index.open(index, embedder=fake) as idx:
         full = idx.get("rl-0").id
         TagStore(index).add("robots", [idx.get("rl-1"), idx.get("rl-2")])
-        by_tag = idx.recommend(["robots"], 3)
-        by_ids = idx.recommend([full, idx.get("rl-3").id[:10]], 3)
+        by_tag = recommend(idx, ["robots"], 3)
+        by_ids = recommend(idx, [full, idx.get("rl-3").id[:10]], 3)
     assert all(r.hit.external_ids[0].startswith("rl-") for r in by_tag)
     assert all(r.hit.external_ids[0].startswith("rl-") for r in by_ids)
     assert {r.because.id for r in by_tag} <= {TagStore(index).entries("robots")[i].id for i in (0, 1)}
@@ -89,8 +89,8 @@ def test_tagged_papers_are_left_out_unless_asked(index: Path, fake: FakeEmbedder
     with Index.open(index, embedder=fake) as idx:
         TagStore(index).add("seen", [idx.get(f"priv-{i}") for i in range(3, 6)])
         seen = TagStore(index).tagged_ids()
-        plain = idx.recommend(["priv-0"], 8)
-        every = idx.recommend(["priv-0"], 8, include_tagged=True)
+        plain = recommend(idx, ["priv-0"], 8)
+        every = recommend(idx, ["priv-0"], 8, include_tagged=True)
         liked = idx.get("priv-0").id
     assert not seen & {r.hit.id for r in plain}
     assert seen <= {r.hit.id for r in every}
@@ -99,19 +99,19 @@ def test_tagged_papers_are_left_out_unless_asked(index: Path, fake: FakeEmbedder
 
 def test_like_text_and_a_copy_of_it_is_not_recommended(index: Path, fake: FakeEmbedder) -> None:
     with Index.open(index, embedder=fake) as idx:
-        outside = idx.recommend(like_texts=[TOPICS["vis"]], k=4)
+        outside = recommend(idx, like_texts=[TOPICS["vis"]], k=4)
         assert all(r.hit.external_ids[0].startswith("vis-") for r in outside)
         assert outside[0].because.id is None
         own = paper("vis", 3)
-        copy = idx.recommend(like_texts=[own], k=8, include_tagged=True)
+        copy = recommend(idx, like_texts=[own], k=8, include_tagged=True)
         assert idx.get("vis-3").id not in {r.hit.id for r in copy}
 
 
 def test_negatives_push_their_topic_down(index: Path, fake: FakeEmbedder) -> None:
     with Index.open(index, embedder=fake) as idx:
         liked = ["priv-0", "vis-0"]
-        plain = idx.recommend(liked, 6)
-        steered = idx.recommend(liked, 6, not_like=["vis-1", "vis-2"])
+        plain = recommend(idx, liked, 6)
+        steered = recommend(idx, liked, 6, not_like=["vis-1", "vis-2"])
         vis_plain = topic_of([r.hit.id for r in plain], idx).count("vis")
         vis_steered = topic_of([r.hit.id for r in steered], idx).count("vis")
         assert {idx.get("vis-1").id, idx.get("vis-2").id}.isdisjoint(r.hit.id for r in steered)
@@ -121,18 +121,18 @@ def test_negatives_push_their_topic_down(index: Path, fake: FakeEmbedder) -> Non
 
 def test_where_and_since_restrict_candidates(index: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
     with Index.open(index, embedder=fake) as idx:
-        recs = idx.recommend(["priv-0"], 5, where=["year>=2025"])
+        recs = recommend(idx, ["priv-0"], 5, where=["year>=2025"])
         assert recs and all(r.hit.metadata["year"] == 2025 for r in recs)
         first = idx.version.name
     # New papers arrive in a second file; --since the first version lists only them.
     arrival = write_corpus(tmp_path / "src" / "b.jsonl", {"priv": range(8, 11), "rl": range(8, 10)})
     build_index([str(tmp_path / "src" / "a.jsonl"), str(arrival)], index, BuildOptions(progress=False), embedder=fake)
     with Index.open(index, embedder=fake) as idx:
-        recs = idx.recommend(["priv-0"], 10, since=first)
+        recs = recommend(idx, ["priv-0"], 10, since=first)
         assert sorted(r.hit.external_ids[0] for r in recs) == ["priv-10", "priv-8", "priv-9", "rl-8", "rl-9"]
         assert topic_of([r.hit.id for r in recs[:3]], idx) == ["priv"] * 3
         seq = int(first.split("-")[1])
-        assert [r.hit.id for r in idx.recommend(["priv-0"], 10, since=str(seq))] == [r.hit.id for r in recs]
+        assert [r.hit.id for r in recommend(idx, ["priv-0"], 10, since=str(seq))] == [r.hit.id for r in recs]
 
 
 def test_library_cli_and_api_agree(index: Path, fake: FakeEmbedder) -> None:
@@ -141,7 +141,7 @@ def test_library_cli_and_api_agree(index: Path, fake: FakeEmbedder) -> None:
     from semsearch.serve import create_app
 
     with Index.open(index, embedder=fake) as idx:
-        lib = [r.hit.id for r in idx.recommend(["rl-0", "rl-1"], 5, not_like=["priv-0"])]
+        lib = [r.hit.id for r in recommend(idx, ["rl-0", "rl-1"], 5, not_like=["priv-0"])]
     result = run(
         [
             "recommend",

@@ -109,7 +109,7 @@ def test_hybrid_is_the_dict_fusion_of_both_candidate_lists(index: Index, query: 
         (("year>=2024",), frozenset()),
         ((), frozenset([doc_num(index.search(query, 1)[0].id)])),
     ):
-        allowed = index._allowed(where)
+        allowed = index.allowed_rows(where)
         ranking = index._rank(query, vector, "hybrid", allowed, 5, exclude)
         expected = dict_convex(ranking.dense, ranking.lexical, DEFAULT_ALPHA, DEFAULT_NORM)[:5]
         assert ranking.ranked == expected

@@ -242,7 +242,7 @@ def test_verify_compares_the_base_faiss_ids_with_the_base_rows(flat: Layout, mon
 
 
 def test_arrivals_compare_with_the_previous_versions_live_vectors(tmp_path: Path) -> None:
-    from semsearch.arrivals import _nearest_previous
+    from semsearch.arrival_stamps import _nearest_previous
     from semsearch.layout import MANIFEST, doc_id_from_num
 
     version = tmp_path / "v"
