@@ -74,11 +74,11 @@ def step(name: str, fn: Callable[[], T], encoder: HashedWords | None = None) -> 
 
 
 STEPS = {
-    "semsearch.build": ("read_sources", "deduplicate", "encode_with_cache", "_stamp_arrivals"),
-    "semsearch.contents": ("write_vector_files", "write_ann", "write_documents", "write_lexical"),
-    "semsearch.corpus_map": ("write_map", "append_map"),
-    # A refresh that appends a segment (semsearch/append.py, segment_writer.py).
-    "semsearch.append": (
+    "semsearch.write.build": ("read_sources", "deduplicate", "encode_with_cache", "_stamp_arrivals"),
+    "semsearch.write.contents": ("write_vector_files", "write_ann", "write_documents", "write_lexical"),
+    "semsearch.store.corpus_map": ("write_map", "append_map"),
+    # A refresh that appends a segment (semsearch/write/append.py, segment_writer.py).
+    "semsearch.write.append": (
         "read_sources",
         "deduplicate",
         "_owners",
@@ -87,7 +87,7 @@ STEPS = {
         "_change",
         "write_appended",
     ),
-    "semsearch.segment_writer": ("link_version", "hidden_after", "write_documents", "write_lexical"),
+    "semsearch.write.segment_writer": ("link_version", "hidden_after", "write_documents", "write_lexical"),
 }
 
 
@@ -142,7 +142,7 @@ FIRST_FILTER = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1] + "/scripts")
 from standin import HashedWords
-from semsearch.search import Index
+from semsearch.query.search import Index
 idx = Index.open(sys.argv[2], embedder=HashedWords())
 idx.search("graph neural networks", 10, mode="dense")  # warm: the filter is what is timed
 out = {}
@@ -168,7 +168,7 @@ def first_filter_ms(index_dir: Path) -> dict[str, Any]:
 
 def same_top10(a: Path, b: Path, embedder: Any, queries: Sequence[str]) -> dict[str, Any]:
     """How many queries give the same top 10 (ids, scores within 1e-6) on two indexes, dense and hybrid."""
-    from semsearch.search import Index
+    from semsearch.query.search import Index
 
     out: dict[str, Any] = {}
     with Index.open(a, embedder=embedder) as one, Index.open(b, embedder=embedder) as other:
@@ -191,9 +191,9 @@ def same_top10(a: Path, b: Path, embedder: Any, queries: Sequence[str]) -> dict[
 
 def _text_hashes(index_dir: Path) -> dict[str, str]:
     """Document id -> the hash of the text it holds, in the live version (all its segments)."""
-    from semsearch.documents import open_documents
-    from semsearch.layout import current_version
-    from semsearch.manifest import read_manifest
+    from semsearch.store.documents import open_documents
+    from semsearch.store.layout import current_version
+    from semsearch.store.manifest import read_manifest
 
     version = current_version(index_dir)
     store = open_documents(version, read_manifest(version))
@@ -228,10 +228,10 @@ def grown_corpus(corpus: Path, size: int, out: Path) -> Path:
 
 
 def bench_157k(work: Path, n_queries: int, corpus: Path, ann: str | None = None, one_go: bool = True) -> dict[str, Any]:
-    from semsearch.build import BuildOptions, build_index
-    from semsearch.layout import current_version
-    from semsearch.manifest import read_manifest
-    from semsearch.remove import remove_documents
+    from semsearch.store.layout import current_version
+    from semsearch.store.manifest import read_manifest
+    from semsearch.write.build import BuildOptions, build_index
+    from semsearch.write.remove import remove_documents
 
     records = read_jsonl(corpus)
     rng = random.Random(15)

@@ -1,4 +1,4 @@
-"""Time the catalogue join (semsearch.catalogue) and print one JSON line of figures.
+"""Time the catalogue join (semsearch.write.catalogue) and print one JSON line of figures.
 
 Two cases, each run --repeat times (the minimum is reported, with the median):
   seeds     the 91 seed documents against the NeurIPS 2025 list (5,823 records) as catalogue
@@ -22,9 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from semsearch.catalogue import join_catalogue, read_catalogue, take_metadata  # noqa: E402
-from semsearch.dedup import deduplicate  # noqa: E402
-from semsearch.ingest import read_sources  # noqa: E402
+from semsearch.dedup.duplicates import deduplicate  # noqa: E402
+from semsearch.ingest.sources import read_sources  # noqa: E402
+from semsearch.write.catalogue import join_catalogue, read_catalogue, take_metadata  # noqa: E402
 
 DEFAULT_CATALOGUE = REPO.parent / "shared" / "data" / "mlanthology" / "neurips2025.jsonl.gz"
 

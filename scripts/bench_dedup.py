@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Measure semsearch.dedup on the seeds, NeurIPS 2025, synthetic near-duplicates and the full corpus.
+"""Measure semsearch.dedup.duplicates on the seeds, NeurIPS 2025, synthetic near-duplicates and the full corpus.
 
 Progress and by-eye material go to stderr; the last stdout line is one JSON object of figures.
 
@@ -27,7 +27,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from semsearch.dedup import (  # noqa: E402
+from semsearch.core.records import DedupResult, Provenance, Record  # noqa: E402
+from semsearch.dedup.duplicates import (  # noqa: E402
     DEFAULT_THRESHOLD,
     NUM_PERM,
     SHINGLE,
@@ -43,7 +44,6 @@ from semsearch.dedup import (  # noqa: E402
     normalize_text,
     shingle_texts,
 )
-from semsearch.records import DedupResult, Provenance, Record  # noqa: E402
 
 MARKUP = [
     "*{}*",

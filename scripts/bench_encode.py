@@ -38,8 +38,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from semsearch.models import DEFAULT_MODEL  # noqa: E402
-from semsearch.onnx_backend import (  # noqa: E402
+from semsearch.encode.models import DEFAULT_MODEL  # noqa: E402
+from semsearch.encode.onnx_backend import (  # noqa: E402
     OnnxEmbedder,
     export_onnx,
     gelu_fed_matmuls,
@@ -327,10 +327,11 @@ def run_latency(args: argparse.Namespace, folder: Path, st: Any, result: dict[st
     }
     cold = {
         "onnx-int8": cold_start(
-            f"from semsearch.onnx_backend import OnnxEmbedder\ne = OnnxEmbedder.load(Path({str(folder)!r}), 'int8')\n"
+            "from semsearch.encode.onnx_backend import OnnxEmbedder\n"
+            f"e = OnnxEmbedder.load(Path({str(folder)!r}), 'int8')\n"
         ),
         "torch": cold_start(
-            "from semsearch.torch_backend import SentenceTransformerEmbedder\n"
+            "from semsearch.encode.torch_backend import SentenceTransformerEmbedder\n"
             f"e = SentenceTransformerEmbedder({args.model!r})\n"
         ),
     }
@@ -401,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from semsearch.models import resolve_model
+    from semsearch.encode.models import resolve_model
 
     result: dict[str, Any] = {
         "bench": "encode",

@@ -25,9 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from semsearch import Index  # noqa: E402
-from semsearch.embedder import Embedder  # noqa: E402
-from semsearch.errors import QueryError  # noqa: E402
-from semsearch.filters import evaluate, parse_where  # noqa: E402
+from semsearch.core.errors import QueryError  # noqa: E402
+from semsearch.encode.embedder import Embedder  # noqa: E402
+from semsearch.store.filters import evaluate, parse_where  # noqa: E402
 
 FILTERS = (
     "year>=2024",

@@ -97,7 +97,7 @@ def _as_dict(top: Any) -> dict[int, float]:
 
 def fuse(dense: Any, lexical: Any, k: int) -> list[int]:
     """The k best fused ids, as ``Index._rank`` fuses them (arrays now; dicts before)."""
-    from semsearch import fusion
+    from semsearch.query import fusion
 
     if isinstance(dense, dict):
         return [n for n, _ in fusion.convex(dense, lexical, fusion.DEFAULT_ALPHA, fusion.DEFAULT_NORM)[:k]]
@@ -109,9 +109,9 @@ def hybrid_latency(index_dir: str | Path, embedder: Any, queries: Sequence[str],
     """Warm p50/p99 of dense and hybrid ``Index.search`` (with highlights), hybrid's stage breakdown, and the
     old BM25 top-k path timed alongside and checked against the current one."""
     from semsearch import Index
-    from semsearch.fusion import DEFAULT_DEPTH
-    from semsearch.highlight import best_sentences, matched_terms
-    from semsearch.lexical import Analyzer
+    from semsearch.query.fusion import DEFAULT_DEPTH
+    from semsearch.query.highlight import best_sentences, matched_terms
+    from semsearch.store.lexical import Analyzer
 
     with Index.open(index_dir, embedder=embedder) as idx:
         for text in queries[:20]:  # warm-up: encoder, memory maps, SQLite pages, the lexical index

@@ -31,9 +31,9 @@ DATA = REPO.parent / "shared" / "data" / "mlanthology"
 from standin import HashedWords  # noqa: E402
 
 from semsearch import BuildOptions, Index, build_index  # noqa: E402
-from semsearch.dedup import deduplicate, doc_id_for, text_hash  # noqa: E402
-from semsearch.identity import load_previous_identity  # noqa: E402
-from semsearch.ingest import read_sources  # noqa: E402
+from semsearch.dedup.duplicates import deduplicate, doc_id_for, text_hash  # noqa: E402
+from semsearch.dedup.identity import load_previous_identity  # noqa: E402
+from semsearch.ingest.sources import read_sources  # noqa: E402
 
 
 def log(message: str) -> None:

@@ -23,12 +23,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from semsearch.documents import DocumentStore  # noqa: E402
-from semsearch.layout import DOCS  # noqa: E402
-from semsearch.lexical import LexicalIndex  # noqa: E402
-from semsearch.lexical_build import write_lexical  # noqa: E402
-from semsearch.lexical_segments import load_segments  # noqa: E402
-from semsearch.segments import Segment  # noqa: E402
+from semsearch.store.documents import DocumentStore  # noqa: E402
+from semsearch.store.layout import DOCS  # noqa: E402
+from semsearch.store.lexical import LexicalIndex  # noqa: E402
+from semsearch.store.lexical_build import write_lexical  # noqa: E402
+from semsearch.store.lexical_segments import load_segments  # noqa: E402
+from semsearch.store.segments import Segment  # noqa: E402
 
 
 def p50_ms(index: object, queries: list[str], depth: int, repeat: int) -> float:

@@ -42,18 +42,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from standin import HashedWords  # noqa: E402
 
-from semsearch.corpus_map import MAP_ENV, compute_map  # noqa: E402
-from semsearch.dedup import deduplicate  # noqa: E402
-from semsearch.records import Document  # noqa: E402
+from semsearch.core.records import Document  # noqa: E402
+from semsearch.dedup.duplicates import deduplicate  # noqa: E402
+from semsearch.store.corpus_map import MAP_ENV, compute_map  # noqa: E402
 
 
 def from_index(index_dir: str) -> tuple[list[Document], np.ndarray]:
     """An index's documents and their vectors, in the same order."""
     import faiss
 
-    from semsearch.ann import VECTORS, read_faiss
-    from semsearch.documents import DocumentStore
-    from semsearch.layout import DOCS, current_version, doc_num
+    from semsearch.store.ann import VECTORS, read_faiss
+    from semsearch.store.documents import DocumentStore
+    from semsearch.store.layout import DOCS, current_version, doc_num
 
     version = current_version(Path(index_dir))
     store = DocumentStore(version / DOCS)
@@ -67,7 +67,7 @@ def from_index(index_dir: str) -> tuple[list[Document], np.ndarray]:
 
 def from_jsonl(path: str, limit: int, dimension: int = 384) -> tuple[list[Document], np.ndarray]:
     """The first ``limit`` unique abstracts of a JSONL file with hashed bag-of-words vectors."""
-    from semsearch.ingest import read_file
+    from semsearch.ingest.sources import read_file
 
     records, _, _ = read_file(Path(path))
     docs = deduplicate(records[:limit], near=False).documents
@@ -87,9 +87,9 @@ def bench_refresh(index_dir: str | Path, add: str | Path, *, stand_in: bool = Fa
     Each refresh runs in a fresh process, as ``semsearch index`` does: UMAP's numba compilation (most of a
     cold layout's cost) and the other one-time imports are paid the way a user pays them.
     """
-    from semsearch.corpus_map import load_map
-    from semsearch.layout import current_version
-    from semsearch.manifest import read_manifest
+    from semsearch.store.corpus_map import load_map
+    from semsearch.store.layout import current_version
+    from semsearch.store.manifest import read_manifest
 
     index_dir = Path(index_dir)
     manifest = read_manifest(current_version(index_dir))
@@ -123,9 +123,9 @@ def _refresh_in_a_process(
 
 def one_refresh(index: str, sources: list[str], *, relayout: bool, stand_in: bool) -> dict[str, Any]:
     """A refresh in this process (the child of ``_refresh_in_a_process``): build and map figures."""
-    from semsearch.build import BuildOptions, build_index
-    from semsearch.layout import current_version
-    from semsearch.manifest import read_manifest
+    from semsearch.store.layout import current_version
+    from semsearch.store.manifest import read_manifest
+    from semsearch.write.build import BuildOptions, build_index
 
     summary = build_index(
         sources, index, BuildOptions(progress=False, relayout=relayout), embedder=HashedWords() if stand_in else None

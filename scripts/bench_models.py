@@ -25,9 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from semsearch.layout import current_version  # noqa: E402
-from semsearch.manifest import read_manifest  # noqa: E402
-from semsearch.onnx_backend import OnnxEmbedder  # noqa: E402
+from semsearch.encode.onnx_backend import OnnxEmbedder  # noqa: E402
+from semsearch.store.layout import current_version  # noqa: E402
+from semsearch.store.manifest import read_manifest  # noqa: E402
 
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 

@@ -28,9 +28,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from semsearch.embedder import normalize_rows  # noqa: E402
-from semsearch.models import DEFAULT_MODEL  # noqa: E402
-from semsearch.onnx_backend import OnnxEmbedder, export_onnx, pool_tokens  # noqa: E402
+from semsearch.encode.embedder import normalize_rows  # noqa: E402
+from semsearch.encode.models import DEFAULT_MODEL  # noqa: E402
+from semsearch.encode.onnx_backend import OnnxEmbedder, export_onnx, pool_tokens  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "mlanthology" / "neurips2025.jsonl.gz"
 Encode = Callable[[Sequence[str]], np.ndarray]

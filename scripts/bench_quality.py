@@ -55,8 +55,8 @@ def main() -> None:
     if not (SCIFACT / "corpus.jsonl").is_file():
         sys.exit(f"{SCIFACT} is missing: this benchmark needs ../shared/data/scifact")
 
-    from semsearch.build import BuildOptions
-    from semsearch.evaluate import EvalData, run_eval
+    from semsearch.eval.evaluate import EvalData, run_eval
+    from semsearch.write.build import BuildOptions
 
     backend_name = args.backend if args.backend == "onnx" else "torch"
     precision = args.precision if args.backend == "onnx" else "fp32"
@@ -109,7 +109,7 @@ def _modes(data: dict[str, Any]) -> list[str]:
 
 def compare(a_spec: str, b_spec: str, metric: str = "ndcg@10", split: str = "test") -> dict[str, Any]:
     """The paired difference B - A of ``metric`` (mean, standard error, queries) for each mode compared."""
-    from semsearch.metrics import paired_difference
+    from semsearch.eval.metrics import paired_difference
 
     a_path, a_mode, a = _load(a_spec, split)
     b_path, b_mode, b = _load(b_spec, split)

@@ -86,7 +86,7 @@ def main() -> None:
             env={**os.environ, "HF_HUB_OFFLINE": "1"},
         )
     from semsearch import Index
-    from semsearch.models import resolve_model
+    from semsearch.encode.models import resolve_model
 
     with Index.open(args.index) as idx:
         manifest = idx.manifest

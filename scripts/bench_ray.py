@@ -25,14 +25,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from semsearch.build import encode_with_cache  # noqa: E402
-from semsearch.cache import EmbeddingCache  # noqa: E402
-from semsearch.dedup import deduplicate  # noqa: E402
-from semsearch.encoder_choice import EncoderChoice  # noqa: E402
-from semsearch.ingest import read_sources  # noqa: E402
-from semsearch.models import DEFAULT_MODEL  # noqa: E402
-from semsearch.onnx_backend import OnnxEmbedder, export_onnx  # noqa: E402
-from semsearch.ray_engine import encode_with_ray, ray_session  # noqa: E402
+from semsearch.dedup.duplicates import deduplicate  # noqa: E402
+from semsearch.encode.cache import EmbeddingCache  # noqa: E402
+from semsearch.encode.encoder_choice import EncoderChoice  # noqa: E402
+from semsearch.encode.models import DEFAULT_MODEL  # noqa: E402
+from semsearch.encode.onnx_backend import OnnxEmbedder, export_onnx  # noqa: E402
+from semsearch.encode.ray_engine import encode_with_ray, ray_session  # noqa: E402
+from semsearch.ingest.sources import read_sources  # noqa: E402
+from semsearch.write.build import encode_with_cache  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "mlanthology" / "neurips2025.jsonl.gz"
 

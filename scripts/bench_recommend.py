@@ -45,7 +45,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from semsearch.recommend import (  # noqa: E402
+from semsearch.query.search import Index  # noqa: E402
+from semsearch.reader.recommend import (  # noqa: E402
     DEFAULT_METHOD,
     SVM_C_SPARSE,
     bm25_features,
@@ -55,7 +56,6 @@ from semsearch.recommend import (  # noqa: E402
     svm_scores,
     zscore,
 )
-from semsearch.search import Index  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data" / "mlanthology"
 K = 20

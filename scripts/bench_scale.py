@@ -42,9 +42,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from semsearch.ann import ANN_KINDS, AnnSearcher, build_ann, exact_top, factory_string  # noqa: E402
-from semsearch.cache import embedding_key  # noqa: E402
-from semsearch.vectors import VectorStore, write_vector_files  # noqa: E402
+from semsearch.encode.cache import embedding_key  # noqa: E402
+from semsearch.store.ann import ANN_KINDS, AnnSearcher, build_ann, exact_top, factory_string  # noqa: E402
+from semsearch.store.vectors import VectorStore, write_vector_files  # noqa: E402
 
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "mlanthology" / "corpus.jsonl.gz"
 DEFAULT_CACHE_INDEX = REPO / "indexes" / "mlanthology"
@@ -118,9 +118,9 @@ class CachedEmbedder:
 
 def query_encoder() -> Any:
     """The int8 ONNX encoder: an existing export of an index under indexes/, else a fresh export."""
-    from semsearch.encoder_choice import open_build_encoder
-    from semsearch.errors import SemsearchError
-    from semsearch.onnx_backend import OnnxEmbedder
+    from semsearch.core.errors import SemsearchError
+    from semsearch.encode.encoder_choice import open_build_encoder
+    from semsearch.encode.onnx_backend import OnnxEmbedder
 
     for folder in sorted(REPO.glob("indexes/*/v-*/encoder")):
         try:
@@ -153,8 +153,8 @@ def rss():
     for line in open('/proc/self/status'):
         if line.startswith('VmRSS:'):
             return int(line.split()[1]) / 1024
-from semsearch.ann import AnnSearcher, AnnSpec
-from semsearch.vectors import VectorStore
+from semsearch.store.ann import AnnSearcher, AnnSpec
+from semsearch.store.vectors import VectorStore
 import faiss
 folder, spec = sys.argv[2], AnnSpec.from_dict(json.loads(sys.argv[3]))
 queries = np.load(sys.argv[4])
@@ -267,7 +267,7 @@ from bench_scale import CachedEmbedder, query_encoder
 enc = CachedEmbedder({}, query_encoder())
 enc.encode(["warm up the encoder"])
 before = rss()
-from semsearch.search import Index
+from semsearch.query.search import Index
 t = time.perf_counter()
 idx = Index.open(sys.argv[2], embedder=enc)
 open_s = time.perf_counter() - t
@@ -285,7 +285,7 @@ print(json.dumps(out))
 
 
 def bench_end_to_end(corpus: Path, real: dict[str, np.ndarray], titles: list[str], work: Path) -> dict[str, Any]:
-    from semsearch.build import BuildOptions, build_index
+    from semsearch.write.build import BuildOptions, build_index
 
     enc = CachedEmbedder(real, query_encoder())
     log(f"end to end: building {corpus.name} with cached vectors ({len(real):,} real)")

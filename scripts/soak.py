@@ -99,14 +99,14 @@ def _arrival(folder: Path, n: int) -> Path:
 
 
 def role_server(args: argparse.Namespace) -> None:
-    from semsearch.serve import run_server
+    from semsearch.faces.serve import run_server
 
     run_server(args.index, host="127.0.0.1", port=args.port, embedder=_embedder(args.fake))
 
 
 def role_writer(args: argparse.Namespace) -> None:
     """Refresh with an arrival, remove a file, re-add it, ... until the deadline; counts publications."""
-    from semsearch.remove import remove_documents
+    from semsearch.write.remove import remove_documents
 
     src, index = Path(args.sources), Path(args.index)
     options = BuildOptions(progress=False, wait=True)
@@ -139,7 +139,7 @@ def role_writer(args: argparse.Namespace) -> None:
 
 def role_verifier(args: argparse.Namespace) -> None:
     """Verify every version seen published (polling CURRENT)."""
-    from semsearch.verify import verify_index
+    from semsearch.write.verify import verify_index
 
     pointer = Path(args.index) / "CURRENT"
     seen: set[str] = set()

@@ -5,7 +5,7 @@ numbers never feed a choice. Dense scores are all-MiniLM-L6-v2 cosines of ``titl
 /tmp/scifact_minilm_{docs,queries}.npy (rows in corpus.jsonl / queries.jsonl order; encoded here if missing).
 
 The grids run on whole (query x document) score matrices, which the 5k-document corpus allows; the chosen
-configurations are then re-scored through semsearch.fusion (rrf, convex) to check the library gives the same.
+configurations are then re-scored through semsearch.query.fusion (rrf, convex) to check the library gives the same.
 
     python scripts/study_fusion.py                 # full study, one JSON line at the end
     python scripts/study_fusion.py --quick         # smaller grids
@@ -28,11 +28,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from semsearch.beir import load_beir  # noqa: E402
-from semsearch.fusion import convex, rrf  # noqa: E402
-from semsearch.highlight import best_sentences, highlight, matched_terms  # noqa: E402
-from semsearch.lexical import Analyzer, BM25Params, LexicalIndex  # noqa: E402
-from semsearch.metrics import evaluate, ndcg_at_k  # noqa: E402
+from semsearch.eval.beir import load_beir  # noqa: E402
+from semsearch.eval.metrics import evaluate, ndcg_at_k  # noqa: E402
+from semsearch.query.fusion import convex, rrf  # noqa: E402
+from semsearch.query.highlight import best_sentences, highlight, matched_terms  # noqa: E402
+from semsearch.store.lexical import Analyzer, BM25Params, LexicalIndex  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "scifact"
 CACHE_DOCS = Path("/tmp/scifact_minilm_docs.npy")
@@ -170,7 +170,7 @@ def ranks(matrix: np.ndarray, depth: int) -> np.ndarray:
 
 
 def rrf_matrix(rank_lists: list[np.ndarray], k: float, weights: list[float]) -> np.ndarray:
-    """RRF over rank matrices (inf = not in the list), like semsearch.fusion.rrf."""
+    """RRF over rank matrices (inf = not in the list), like semsearch.query.fusion.rrf."""
     fused = np.zeros(rank_lists[0].shape, dtype=np.float32)
     present = np.zeros(rank_lists[0].shape, dtype=bool)
     for rk, w in zip(rank_lists, weights, strict=True):
@@ -181,7 +181,7 @@ def rrf_matrix(rank_lists: list[np.ndarray], k: float, weights: list[float]) -> 
 
 
 def normalized(m: np.ndarray, norm: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row normalization over the finite entries, like semsearch.fusion.normalize; missing -> the row minimum."""
+    """Per-row normalization over the finite entries, like query.fusion.normalize; missing -> the row minimum."""
     ok = np.isfinite(m)
     x = np.where(ok, m, np.nan)
     if norm == "minmax":

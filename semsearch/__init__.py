@@ -11,31 +11,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .version import __version__
+from semsearch.core.version import __version__
 
 # Names are imported on first use (PEP 562) so that `semsearch --help` and the query path
 # do not pay for the build pipeline's imports.
 _EXPORTS = {
-    "BuildOptions": "build",
-    "BuildSummary": "build",
-    "build_index": "build",
-    "IndexCorruptError": "errors",
-    "IndexFormatError": "errors",
-    "IndexLockedError": "errors",
-    "IndexNotFoundError": "errors",
-    "InputError": "errors",
-    "ModelLoadError": "errors",
-    "ModelMismatchError": "errors",
-    "QueryError": "errors",
-    "SemsearchError": "errors",
-    "TagError": "errors",
-    "UnknownDocumentError": "errors",
-    "Document": "records",
-    "Hit": "records",
-    "Provenance": "records",
-    "Index": "search",
-    "IndexInfo": "search",
-    "default_index_path": "search",
+    "BuildOptions": "write.build",
+    "BuildSummary": "write.build",
+    "build_index": "write.build",
+    "IndexCorruptError": "core.errors",
+    "IndexFormatError": "core.errors",
+    "IndexLockedError": "core.errors",
+    "IndexNotFoundError": "core.errors",
+    "InputError": "core.errors",
+    "ModelLoadError": "core.errors",
+    "ModelMismatchError": "core.errors",
+    "QueryError": "core.errors",
+    "SemsearchError": "core.errors",
+    "TagError": "core.errors",
+    "UnknownDocumentError": "core.errors",
+    "Document": "core.records",
+    "Hit": "core.records",
+    "Provenance": "core.records",
+    "Index": "query.search",
+    "IndexInfo": "query.search",
+    "default_index_path": "query.search",
 }
 
 
@@ -45,12 +45,11 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'semsearch' has no attribute {name!r}")
     from importlib import import_module
 
-    return getattr(import_module(f".{module}", __name__), name)
+    return getattr(import_module(f"semsearch.{module}", __name__), name)
 
 
 if TYPE_CHECKING:
-    from .build import BuildOptions, BuildSummary, build_index
-    from .errors import (
+    from semsearch.core.errors import (
         IndexCorruptError,
         IndexFormatError,
         IndexLockedError,
@@ -63,8 +62,9 @@ if TYPE_CHECKING:
         TagError,
         UnknownDocumentError,
     )
-    from .records import Document, Hit, Provenance
-    from .search import Index, IndexInfo, default_index_path
+    from semsearch.core.records import Document, Hit, Provenance
+    from semsearch.query.search import Index, IndexInfo, default_index_path
+    from semsearch.write.build import BuildOptions, BuildSummary, build_index
 
 __all__ = [
     "BuildOptions",

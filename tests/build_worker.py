@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import FakeEmbedder  # noqa: E402
 
-import semsearch.encoding  # noqa: E402
+import semsearch.encode.encoding  # noqa: E402
 from semsearch import BuildOptions, SemsearchError, build_index  # noqa: E402
 
 
@@ -42,7 +42,7 @@ def main() -> int:
     parser.add_argument("--chunk", type=int, default=256)
     parser.add_argument("--optimize", action="store_true", help="rewrite (merge segments) even if unchanged")
     args = parser.parse_args()
-    semsearch.encoding.ENCODE_CHUNK = args.chunk
+    semsearch.encode.encoding.ENCODE_CHUNK = args.chunk
     try:
         opts = BuildOptions(progress=False, wait=args.wait, rewrite=args.optimize)
         summary = build_index(args.sources, args.index, opts, embedder=SlowFake(args.delay))

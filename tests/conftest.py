@@ -128,7 +128,7 @@ def page(server: str) -> Iterator[Any]:
 def export_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """all-MiniLM-L6-v2 exported once (fp32 + int8) per test module that asks for it (loads the real model)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from semsearch.onnx_backend import export_onnx
+    from semsearch.encode.onnx_backend import export_onnx
 
     folder = tmp_path_factory.mktemp("onnx") / "encoder"
     export_onnx("all-MiniLM-L6-v2", folder)

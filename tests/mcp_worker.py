@@ -13,7 +13,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]  # this checkout's semsearch, then 
 
 from conftest import FakeEmbedder  # noqa: E402
 
-from semsearch.cli import cli  # noqa: E402
+from semsearch.faces.cli import cli  # noqa: E402
 
 if __name__ == "__main__":
     cli(args=sys.argv[1:], obj={"embedder": FakeEmbedder()}, prog_name="semsearch")

@@ -12,7 +12,10 @@ import pytest
 from conftest import SEEDS, FakeEmbedder
 
 from semsearch import Index, build_index
-from semsearch.agent_results import (
+from semsearch.core.errors import QueryError, UnknownDocumentError
+from semsearch.core.options import MAX_K
+from semsearch.core.paperinfo import plain_text
+from semsearch.faces.agent_results import (
     MIN_BUDGET,
     PaperCard,
     authors_of,
@@ -29,9 +32,6 @@ from semsearch.agent_results import (
     to_dict,
     year_of,
 )
-from semsearch.errors import QueryError, UnknownDocumentError
-from semsearch.options import MAX_K
-from semsearch.paperinfo import plain_text
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,10 @@ import pytest
 from click.testing import CliRunner
 from conftest import FakeEmbedder
 
-from semsearch.ann import (
+from semsearch.core.errors import IndexCorruptError, InputError
+from semsearch.faces.cli import cli
+from semsearch.query.search import Index
+from semsearch.store.ann import (
     FLAT_MAX_DOCS,
     AnnSearcher,
     AnnSpec,
@@ -22,14 +25,11 @@ from semsearch.ann import (
     exact_sample,
     parse_size,
 )
-from semsearch.build import BuildOptions, build_index
-from semsearch.cli import cli
-from semsearch.errors import IndexCorruptError, InputError
-from semsearch.layout import current_version
-from semsearch.manifest import read_manifest
-from semsearch.remove import remove_documents
-from semsearch.search import Index
-from semsearch.vectors import VECTOR_FILE, VectorStore
+from semsearch.store.layout import current_version
+from semsearch.store.manifest import read_manifest
+from semsearch.store.vectors import VECTOR_FILE, VectorStore
+from semsearch.write.build import BuildOptions, build_index
+from semsearch.write.remove import remove_documents
 
 KINDS = ["flat", "ivf", "ivfpq", "hnsw"]
 
@@ -348,7 +348,7 @@ def test_memory_mapped_ivf_answers_like_the_loaded_one(kind: str, tmp_path: Path
 
 @pytest.mark.parametrize("kind", ["ivf", "ivfpq", "hnsw"])
 def test_wide_filters_go_through_faiss_and_still_fill_k(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import semsearch.ann as ann
+    import semsearch.store.ann as ann
 
     monkeypatch.setattr(ann, "EXACT_FILTER_MAX", 0)  # force the selector path, as a 1M index's big filter would
     x, ids = clustered(3000)
@@ -398,7 +398,7 @@ def test_malformed_ann_entry_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_drift_says_why_an_updated_ivf_should_be_trained_again() -> None:
-    from semsearch.ann import RECALL_TARGET, drift
+    from semsearch.store.ann import RECALL_TARGET, drift
 
     updated = AnnSpec(kind="ivf", nlist=100, nprobe=16, reused_training=True, trained_nprobe=16, trained_recall=0.97)
     updated.recall_at_10 = 0.965
@@ -430,7 +430,7 @@ def test_an_update_that_drifted_is_trained_again_and_says_so(tmp_path: Path, mon
     previous = PreviousAnn(tmp_path / "i.faiss", spec, VectorStore(x, ids))
     _, kept = build_ann(x2, ids2, requested="ivf", previous=previous)
     assert kept.reused_training and not kept.retrained
-    monkeypatch.setattr("semsearch.ann.DRIFT_NPROBE", 0.5)  # any nprobe now counts as drift
+    monkeypatch.setattr("semsearch.store.ann.DRIFT_NPROBE", 0.5)  # any nprobe now counts as drift
     index3, again = build_ann(x2, ids2, requested="ivf", previous=previous)
     assert not again.reused_training and again.retrained.startswith("nprobe grew from")
     assert again.trained_on == 3000 and index3.ntotal == 3000

@@ -31,7 +31,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
 )
 
 from semsearch import BuildOptions, build_index  # noqa: E402
-from semsearch.serve import create_app, server_config  # noqa: E402
+from semsearch.faces.serve import create_app, server_config  # noqa: E402
 
 MAX_SECONDS = 5.0
 EXAMPLES = 40  # per operation and mode: the acceptance floor

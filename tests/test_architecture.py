@@ -14,40 +14,81 @@ from conftest import REPO, FakeEmbedder
 PACKAGE = REPO / "semsearch"
 
 
-def _imported_modules(path: Path) -> set[str]:
-    """The semsearch modules a module imports anywhere (top level or inside functions), by short name.
+# The layers, lowest first: a module may import from its own layer and the ones before it, never after.
+LAYERS = ("core", "ingest", "store", "dedup", "encode", "write", "query", "reader", "eval", "faces")
 
-    Imports under ``if TYPE_CHECKING:`` never run, so they cannot form a circle at run time and are left out.
+
+def _resolve(module: str, level: int, package: str) -> str:
+    """The absolute dotted name of a relative import made from ``package``."""
+    if level == 0:
+        return module
+    base = package.split(".")
+    base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def _imported_modules(path: Path, package: str = "semsearch.pkg", *, typing_only: bool = True) -> set[str]:
+    """The semsearch modules a module imports anywhere (top level, in functions, under TYPE_CHECKING), dotted.
+
+    ``from semsearch.x import y`` counts as ``semsearch.x.y`` when that is a module, else as ``semsearch.x``
+    (the caller trims names to modules it knows). With ``typing_only=False`` imports under ``if TYPE_CHECKING:``
+    are left out (they never run).
     """
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    if not typing_only:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     found: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1 and node.module:
-                found.add(node.module.split(".")[0])
-            elif node.level == 1:  # from . import x, y
-                found.update(alias.name for alias in node.names)
-            elif node.level == 0 and node.module and node.module.startswith("semsearch."):
-                found.add(node.module.split(".")[1])
+            base = _resolve(node.module or "", node.level, package)
+            if base == "semsearch" or base.startswith("semsearch."):
+                found.update(f"{base}.{alias.name}" for alias in node.names)
+                found.add(base)
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("semsearch."))
+            found.update(a.name for a in node.names if a.name.startswith("semsearch."))
         elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("import_module"):
             arg = node.args[0] if node.args else None
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("."):
-                found.add(arg.value[1:].split(".")[0])
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                name = _resolve(arg.value.lstrip("."), len(arg.value) - len(arg.value.lstrip(".")), package)
+                if name.startswith("semsearch."):
+                    found.add(name)
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
+def _modules() -> dict[str, Path]:
+    """Every module of the package by dotted name, subpackages' ``__init__`` included."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def _package_of(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def import_graph(*, typing_only: bool = True) -> dict[str, set[str]]:
     """Module -> the semsearch modules it imports (the package's ``__init__`` is the public façade, left out)."""
-    modules = {p.stem: p for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
-    return {name: _imported_modules(path) & modules.keys() - {name} for name, path in modules.items()}
+    modules = _modules()
+    graph = {}
+    for name, path in modules.items():
+        if name == "semsearch":
+            continue
+        imported = _imported_modules(path, _package_of(name, path), typing_only=typing_only)
+        graph[name] = {m for m in imported if m in modules} - {name, "semsearch"}
+    return graph
+
+
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -91,34 +132,70 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert find_cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_the_import_reader_sees_function_level_imports(tmp_path: Path) -> None:
+def test_the_import_reader_sees_every_kind_of_import(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(
         "from typing import TYPE_CHECKING\n"
         "from .a import x\n"
         "from . import b\n"
         "import semsearch.c\n"
+        "from ..core.h import w\n"
         "if TYPE_CHECKING:\n    from .d import y\n"
-        "def f():\n    from .e import z\n    importlib.import_module('.g', __package__)\n",
+        "def f():\n    from .e import z\n    importlib.import_module('semsearch.pkg.g')\n",
         encoding="utf-8",
     )
-    assert _imported_modules(module) == {"a", "b", "c", "e", "g"}
+    found = _imported_modules(module, "semsearch.pkg")
+    for name in ("semsearch.pkg.a", "semsearch.pkg.b", "semsearch.c", "semsearch.core.h", "semsearch.pkg.d"):
+        assert name in found
+    assert {"semsearch.pkg.e", "semsearch.pkg.g"} <= found
+    assert "semsearch.pkg.d" not in _imported_modules(module, "semsearch.pkg", typing_only=False)
+
+
+def test_the_layer_check_catches_an_upward_import() -> None:
+    graph = {"semsearch.store.documents": {"semsearch.reader.tags"}, "semsearch.reader.tags": set()}
+    assert _upward(graph) == ["semsearch.store.documents -> semsearch.reader.tags"]
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for module, imported in sorted(graph.items()):
+        mine = layer_of(module)
+        for other in sorted(imported):
+            theirs = layer_of(other)
+            if mine is None or theirs is None:
+                continue
+            if LAYERS.index(theirs) > LAYERS.index(mine):
+                bad.append(f"{module} -> {other}")
+    return bad
+
+
+def test_every_module_lives_in_a_layer() -> None:
+    flat = sorted(p.name for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert flat == []
+    packages = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+    assert packages == sorted(LAYERS)
 
 
 def test_every_internal_import_names_a_module_that_exists() -> None:
-    modules = {p.stem for p in PACKAGE.glob("*.py")}
-    dangling = {
-        path.stem: sorted(_imported_modules(path) - modules)
-        for path in PACKAGE.glob("*.py")
-        if _imported_modules(path) - modules
-    }
+    modules = _modules()
+    dangling = {}
+    for name, path in modules.items():
+        imported = _imported_modules(path, _package_of(name, path))
+        # "from semsearch.x.y import name" yields semsearch.x.y.name too: only the module part must exist
+        missing = {m for m in imported if m not in modules and m.rpartition(".")[0] not in modules}
+        if missing:
+            dangling[name] = sorted(missing)
     assert dangling == {}
 
 
+def test_no_module_imports_from_a_layer_above_its_own() -> None:
+    graph = import_graph()  # type-only imports included: a type-level circle is a circle too
+    assert len(graph) > 60  # the reader really found the package
+    assert _upward(graph) == []
+
+
 def test_no_import_cycles_among_semsearch_modules() -> None:
-    graph = import_graph()
-    assert len(graph) > 30  # the reader really found the package
-    assert find_cycles(graph) == []
+    assert find_cycles(import_graph()) == []
 
 
 # Nothing a query needs: the model's training stack, the map builder, the build pipeline and the faces.
@@ -127,11 +204,11 @@ QUERY_PATH_BANNED = (
     "sentence_transformers",
     "transformers",
     "umap",
-    "semsearch.corpus_map",
-    "semsearch.build",
-    "semsearch.contents",
-    "semsearch.ingest",
-    "semsearch.serve",
+    "semsearch.store.corpus_map",
+    "semsearch.write.build",
+    "semsearch.write.contents",
+    "semsearch.ingest.sources",
+    "semsearch.faces.serve",
     "fastapi",
 )
 
@@ -161,7 +238,7 @@ def test_cli_help_imports_no_numpy(command: list[str]) -> None:
     code = (
         "import sys\n"
         "from click.testing import CliRunner\n"
-        "from semsearch.cli import cli\n"
+        "from semsearch.faces.cli import cli\n"
         f"r = CliRunner().invoke(cli, {command!r})\n"
         "assert r.exit_code == 0, r.output\n"
         "print('numpy' in sys.modules)\n"

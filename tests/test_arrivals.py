@@ -11,10 +11,10 @@ from click.testing import CliRunner, Result
 from conftest import FakeEmbedder
 
 from semsearch import Index, build_index
-from semsearch.build import BuildOptions
-from semsearch.cli import cli
-from semsearch.dedup import is_near_duplicate
-from semsearch.ingest import read_sources
+from semsearch.dedup.duplicates import is_near_duplicate
+from semsearch.faces.cli import cli
+from semsearch.ingest.sources import read_sources
+from semsearch.write.build import BuildOptions
 
 NEW = [
     "Quantum annealing schedules for combinatorial optimisation are learned with a graph policy that "
@@ -55,7 +55,7 @@ def arrived(tmp_path: Path, seeds_copy: Path, fake: FakeEmbedder) -> tuple[Path,
 
 
 def new_ids(index: Path) -> set[str]:
-    from semsearch.dedup import doc_id_for, text_hash
+    from semsearch.dedup.duplicates import doc_id_for, text_hash
 
     return {doc_id_for(text_hash(t)) for t in NEW}
 
@@ -72,7 +72,7 @@ def test_first_build_stamps_every_document(tmp_path: Path, seeds_copy: Path, fak
 
 
 def test_new_lists_exactly_the_new_abstracts(arrived: tuple[Path, Path, list[str]], fake: FakeEmbedder) -> None:
-    from semsearch.dedup import doc_id_for, text_hash
+    from semsearch.dedup.duplicates import doc_id_for, text_hash
 
     index, _, known = arrived
     result = run(["new", "--index", str(index), "--json"], fake)
@@ -237,9 +237,9 @@ def test_a_reformatted_copy_that_moved_to_another_file_is_not_new(
 def test_library_api_and_cli_agree_on_new(arrived: tuple[Path, Path, list[str]], fake: FakeEmbedder) -> None:
     from fastapi.testclient import TestClient
 
-    from semsearch.arrivals import new_since
-    from semsearch.serve import create_app
-    from semsearch.whats_new import ranked_new
+    from semsearch.faces.serve import create_app
+    from semsearch.reader.arrivals import new_since
+    from semsearch.reader.whats_new import ranked_new
 
     index, _, _ = arrived
     run(["watch", "add", "soil", "soil moisture irrigation", "--index", str(index)], fake)

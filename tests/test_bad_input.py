@@ -20,16 +20,16 @@ from click.testing import Result
 from conftest import PAPERS, REPO, FakeEmbedder
 from test_cli import assert_one_line_error, run, snapshot
 
-from semsearch.dedup import doc_id_for, text_hash
-from semsearch.fileio import (
+from semsearch.core.fileio import (
     DECOMPRESSED_ENV,
     MAX_DECOMPRESSED_BYTES,
     MAX_RATIO,
     RATIO_FLOOR,
     decompressed_limit,
 )
-from semsearch.guards import MAX_LINE_BYTES
-from semsearch.ingest import read_file
+from semsearch.dedup.duplicates import doc_id_for, text_hash
+from semsearch.ingest.guards import MAX_LINE_BYTES
+from semsearch.ingest.sources import read_file
 
 MB = 2**20
 
@@ -112,8 +112,8 @@ def test_reading_a_huge_line_keeps_memory_bounded(tmp_path: Path, gz: bool) -> N
     small.write_text("Papers\n\n" + PAPERS["fed"] + "\n", encoding="utf-8")
     probe = (
         "import resource, sys\n"
-        "from semsearch.ingest import read_file\n"
-        "from semsearch.errors import InputError\n"
+        "from semsearch.ingest.sources import read_file\n"
+        "from semsearch.core.errors import InputError\n"
         "try:\n"
         "    read_file(__import__('pathlib').Path(sys.argv[1]))\n"
         "    print('read', end=' ')\n"
@@ -167,8 +167,8 @@ def peak_read(path: Path, env: dict[str, str] | None = None) -> tuple[str, int, 
     """Read one file in a fresh interpreter: ("read" or "refused", its peak memory in bytes, the error)."""
     probe = (
         "import resource, sys\n"
-        "from semsearch.ingest import read_file\n"
-        "from semsearch.errors import InputError\n"
+        "from semsearch.ingest.sources import read_file\n"
+        "from semsearch.core.errors import InputError\n"
         "msg = ''\n"
         "try:\n"
         "    read_file(__import__('pathlib').Path(sys.argv[1]))\n"

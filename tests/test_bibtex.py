@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import PAPERS, FakeEmbedder
 
-from semsearch.cli import cli
-from semsearch.errors import InputError
-from semsearch.ingest import read_sources
+from semsearch.core.errors import InputError
+from semsearch.faces.cli import cli
+from semsearch.ingest.sources import read_sources
 
 pytest.importorskip("bibtexparser", reason="the bibtex extra is not installed")
 

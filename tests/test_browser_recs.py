@@ -32,7 +32,7 @@ def for_you_ids(page: Any, base: str) -> list[str]:
 def test_like_buttons_write_tags_and_for_you_follows(server: tuple[str, Path], tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from semsearch.tags import TagStore
+    from semsearch.reader.tags import TagStore
 
     base, index = server
     with sync_playwright() as pw:

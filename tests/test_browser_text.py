@@ -12,7 +12,7 @@ from conftest import CHROMIUM, CHROMIUM_ARGS, REPO
 
 pytestmark = pytest.mark.slow  # as the other browser tests: it needs Chromium
 
-WEB = REPO / "semsearch" / "web"
+WEB = REPO / "semsearch" / "faces" / "web"
 ORIGIN = "http://semsearch.test"
 DOC = {
     "id": "00000000000000a1",

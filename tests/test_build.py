@@ -13,10 +13,10 @@ import pytest
 from conftest import PAPERS, FakeEmbedder
 
 from semsearch import BuildOptions, Index, IndexLockedError, build_index
-from semsearch.errors import IndexCorruptError, InputError, ModelLoadError
-from semsearch.layout import CURRENT
-from semsearch.verify import verify_index
-from semsearch.versions import writer_lock
+from semsearch.core.errors import IndexCorruptError, InputError, ModelLoadError
+from semsearch.store.layout import CURRENT
+from semsearch.store.versions import writer_lock
+from semsearch.write.verify import verify_index
 
 
 def opts(**kw: object) -> BuildOptions:
@@ -103,7 +103,7 @@ def test_rebuild_encodes_only_new_text(tmp_path: Path, small_corpus: Path, fake:
 
 
 def test_old_versions_are_pruned(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder, monkeypatch) -> None:
-    monkeypatch.setattr("semsearch.versions.PRUNE_GRACE_S", 0.0)
+    monkeypatch.setattr("semsearch.store.versions.PRUNE_GRACE_S", 0.0)
     index = tmp_path / "idx"
     names = []
     for _ in range(4):  # well within one second: names must still order by publication
@@ -140,7 +140,7 @@ def test_grace_counts_from_when_a_version_was_replaced_not_built(
 def test_unpublished_version_is_removed_and_not_kept_as_previous(
     tmp_path: Path, small_corpus: Path, fake: FakeEmbedder, monkeypatch
 ) -> None:
-    monkeypatch.setattr("semsearch.versions.PRUNE_GRACE_S", 0.0)
+    monkeypatch.setattr("semsearch.store.versions.PRUNE_GRACE_S", 0.0)
     index = tmp_path / "idx"
     first = build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake).version
     orphan = index / "v-000099-20991231T000000"  # a crash between rename and the CURRENT swap
@@ -159,7 +159,7 @@ def test_interrupt_after_publishing_keeps_the_new_index(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("semsearch.versions.prune_versions", interrupted)
+    monkeypatch.setattr("semsearch.store.versions.prune_versions", interrupted)
     with pytest.raises(KeyboardInterrupt):
         build_index([str(small_corpus)], index, opts(full=True), embedder=fake)
     monkeypatch.undo()
@@ -271,7 +271,7 @@ def test_reader_keeps_working_across_swaps(tmp_path: Path, small_corpus: Path, f
 
 
 def test_a_build_in_the_one_text_regime_drops_the_batched_cache(tmp_path: Path, small_corpus: Path) -> None:
-    from semsearch.cache import EmbeddingCache
+    from semsearch.encode.cache import EmbeddingCache
 
     class Alone(FakeEmbedder):
         backend, precision, regime = "onnx", "int8", "alone"

@@ -9,12 +9,12 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import SEEDS, FakeEmbedder, requires_shared
 
-from semsearch.catalogue import apply_catalogue, join_catalogue
-from semsearch.cli import cli
-from semsearch.dedup import deduplicate
-from semsearch.ingest import read_sources
-from semsearch.records import Provenance, Record
-from semsearch.search import Index
+from semsearch.core.records import Provenance, Record
+from semsearch.dedup.duplicates import deduplicate
+from semsearch.faces.cli import cli
+from semsearch.ingest.sources import read_sources
+from semsearch.query.search import Index
+from semsearch.write.catalogue import apply_catalogue, join_catalogue
 
 FIXTURES = Path(__file__).parent / "fixtures" / "catalogue"
 SLICE = FIXTURES / "neurips2025_slice.jsonl"  # 4 lines of neurips2025.jsonl.gz (1, 1581, 1585, 2473)
@@ -105,7 +105,7 @@ def test_without_near_only_exact_matches_count() -> None:
 
 
 def test_records_without_an_abstract_cannot_match(tmp_path: Path) -> None:
-    from semsearch.errors import InputError
+    from semsearch.core.errors import InputError
 
     fed_text = next(d.text for d in seed_documents() if d.id == FEDASK_ID)
     cat = tmp_path / "titles.jsonl"

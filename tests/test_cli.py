@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import PAPERS, FakeEmbedder
 
-from semsearch.cli import cli
+from semsearch.faces.cli import cli
 
 
 def run(args: list[str], embedder: FakeEmbedder | None = None, input: str | None = None) -> Result:

@@ -16,9 +16,9 @@ import pytest
 from conftest import PAPERS, FakeEmbedder
 
 from semsearch import BuildOptions, Index, build_index
-from semsearch.layout import current_version
-from semsearch.manifest import Manifest
-from semsearch.verify import verify_index
+from semsearch.store.layout import current_version
+from semsearch.store.manifest import Manifest
+from semsearch.write.verify import verify_index
 
 WORKER = Path(__file__).resolve().parent / "build_worker.py"
 KILL_TRIALS = 20

@@ -1,4 +1,4 @@
-"""Tests for semsearch.dedup: normalization, ids, exact and near-duplicate merging."""
+"""Tests for semsearch.dedup.duplicates: normalization, ids, exact and near-duplicate merging."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from datasketch import MinHash
 
-from semsearch.dedup import (
+from semsearch.core.records import Document, Provenance, Record
+from semsearch.dedup.duplicates import (
     DEFAULT_THRESHOLD,
     canonical_for_near,
     deduplicate,
@@ -29,7 +30,6 @@ from semsearch.dedup import (
     shingle_texts,
     text_hash,
 )
-from semsearch.records import Document, Provenance, Record
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -471,7 +471,7 @@ def test_seeds_merge_into_neurips_catalogue() -> None:
 
 
 def test_band_keys_kept_for_every_text_find_a_later_near_copy(tmp_path: Path) -> None:
-    from semsearch.dedup import load_near_keys, save_near_keys, shared_bands
+    from semsearch.dedup.duplicates import load_near_keys, save_near_keys, shared_bands
 
     rng = random.Random(7)
     words = [f"w{i}" for i in range(3000)]

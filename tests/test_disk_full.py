@@ -23,10 +23,10 @@ import pytest
 from conftest import PAPERS, FakeEmbedder
 from test_cli import assert_one_line_error, run, snapshot
 
-import semsearch.documents
-import semsearch.lexical
-import semsearch.vectors
-import semsearch.versions
+import semsearch.store.documents
+import semsearch.store.lexical
+import semsearch.store.vectors
+import semsearch.store.versions
 
 EXTRA = "Sparse attention patterns cut the quadratic cost of transformers on long documents."
 
@@ -75,7 +75,7 @@ class FullConnection:
 
 def inject(monkeypatch: pytest.MonkeyPatch, layer: str) -> None:
     if layer == "vectors":
-        monkeypatch.setattr(semsearch.vectors.np, "save", _half_then_full(np.save))
+        monkeypatch.setattr(semsearch.store.vectors.np, "save", _half_then_full(np.save))
     elif layer == "lexical":
         real_save = np.save
 
@@ -84,7 +84,7 @@ def inject(monkeypatch: pytest.MonkeyPatch, layer: str) -> None:
                 raise enospc(str(path))
             real_save(path, array, *args, **kwargs)
 
-        monkeypatch.setattr(semsearch.lexical.np, "save", save)
+        monkeypatch.setattr(semsearch.store.lexical.np, "save", save)
     elif layer == "faiss":
 
         def write_index(index: Any, path: str) -> None:
@@ -98,16 +98,18 @@ def inject(monkeypatch: pytest.MonkeyPatch, layer: str) -> None:
     elif layer == "documents":
         real_connect = sqlite3.connect
         monkeypatch.setattr(
-            semsearch.documents.sqlite3, "connect", lambda *a, **k: FullConnection(real_connect(*a, **k))
+            semsearch.store.documents.sqlite3, "connect", lambda *a, **k: FullConnection(real_connect(*a, **k))
         )
     elif layer == "current":
-        monkeypatch.setattr(semsearch.versions, "write_text_atomic", lambda path, text: (_ for _ in ()).throw(enospc()))
+        monkeypatch.setattr(
+            semsearch.store.versions, "write_text_atomic", lambda path, text: (_ for _ in ()).throw(enospc())
+        )
     elif layer == "eio":
 
         def save(path: Any, array: Any, *args: Any, **kwargs: Any) -> None:
             raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
 
-        monkeypatch.setattr(semsearch.vectors.np, "save", save)
+        monkeypatch.setattr(semsearch.store.vectors.np, "save", save)
     else:  # pragma: no cover
         raise ValueError(layer)
 

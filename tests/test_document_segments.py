@@ -15,19 +15,19 @@ from conftest import FakeEmbedder
 from test_filter_columns import MANY, clauses, document_lists
 
 from semsearch import BuildOptions, Index, build_index
-from semsearch.documents import DocumentStore, open_documents, write_documents
-from semsearch.errors import IndexCorruptError, QueryError
-from semsearch.filter_columns import FilterColumns
-from semsearch.filters import parse_where
-from semsearch.identity import read_identity
-from semsearch.layout import DOCS, MANIFEST, current_version, doc_num
-from semsearch.lexical_build import write_lexical
-from semsearch.manifest import Manifest
-from semsearch.records import Arrival, Document, Provenance
-from semsearch.segments import Segment, write_hidden
-from semsearch.vectors import write_vector_files
-from semsearch.verify import _check_store
-from semsearch.versions import PreviousVersion
+from semsearch.core.errors import IndexCorruptError, QueryError
+from semsearch.core.records import Arrival, Document, Provenance
+from semsearch.dedup.identity import read_identity
+from semsearch.store.documents import DocumentStore, open_documents, write_documents
+from semsearch.store.filter_columns import FilterColumns
+from semsearch.store.filters import parse_where
+from semsearch.store.layout import DOCS, MANIFEST, current_version, doc_num
+from semsearch.store.lexical_build import write_lexical
+from semsearch.store.manifest import Manifest
+from semsearch.store.segments import Segment, write_hidden
+from semsearch.store.vectors import write_vector_files
+from semsearch.store.versions import PreviousVersion
+from semsearch.write.verify import _check_store
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given  # noqa: E402

@@ -53,7 +53,7 @@ def test_query_path_imports_no_torch_nor_the_map_builder(seed_index: Path) -> No
     code = (
         "import sys, json\n"
         "from click.testing import CliRunner\n"
-        "from semsearch.cli import cli\n"
+        "from semsearch.faces.cli import cli\n"
         f"r = CliRunner().invoke(cli, ['query', 'federated privacy', '--index', {str(seed_index)!r}, '--json'])\n"
         "assert r.exit_code == 0, r.output\n"
         f"r2 = CliRunner().invoke(cli, ['info', '--index', {str(seed_index)!r}])\n"
@@ -62,7 +62,7 @@ def test_query_path_imports_no_torch_nor_the_map_builder(seed_index: Path) -> No
         f"r3 = CliRunner().invoke(cli, ['related', hits[0]['id'], '--index', {str(seed_index)!r}, '--json'])\n"
         "assert r3.exit_code == 0, r3.output\n"
         "banned = ('torch', 'sentence_transformers', 'transformers', 'umap',\n"
-        "          'semsearch.corpus_map', 'semsearch.build')\n"
+        "          'semsearch.store.corpus_map', 'semsearch.write.build')\n"
         "heavy = [m for m in banned if m in sys.modules]\n"
         "print(json.dumps(heavy))\n"
     )
@@ -125,10 +125,10 @@ def test_corrupt_onnx_without_the_source_model_names_the_fix(
 ) -> None:
     from click.testing import CliRunner
 
-    from semsearch.cli import cli
+    from semsearch.faces.cli import cli
 
     copy, _ = _broken_copy(seed_index, tmp_path)
-    monkeypatch.setattr("semsearch.encoder_choice._torch_fallback", lambda info: None)
+    monkeypatch.setattr("semsearch.encode.encoder_choice._torch_fallback", lambda info: None)
     result = CliRunner().invoke(cli, ["query", "federated privacy", "--index", str(copy)])
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()

@@ -12,8 +12,8 @@ from test_cli import assert_one_line_error, run, snapshot
 from test_search_modes import beir
 
 from semsearch import BuildOptions
-from semsearch.build import _encoder_settings
-from semsearch.manifest import Counts, Manifest, ModelInfo
+from semsearch.store.manifest import Counts, Manifest, ModelInfo
+from semsearch.write.build import _encoder_settings
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_index_path_below_a_file(tmp_path: Path, small_corpus: Path, fake: FakeE
 def test_stdin_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     import click
 
-    from semsearch import cli
+    from semsearch.faces import cli
 
     monkeypatch.setattr("sys.stdin", None)
     with pytest.raises(click.ClickException, match="stdin is closed"):

@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import SEEDS, FakeEmbedder, requires_shared
 
-from semsearch.cli import cli
-from semsearch.dedup import deduplicate
-from semsearch.export import citations, export
-from semsearch.ingest import read_sources
-from semsearch.paperinfo import plain_text
-from semsearch.records import Document, Provenance
+from semsearch.core.paperinfo import plain_text
+from semsearch.core.records import Document, Provenance
+from semsearch.dedup.duplicates import deduplicate
+from semsearch.faces.cli import cli
+from semsearch.ingest.sources import read_sources
+from semsearch.reader.export import citations, export
 
 FIXTURE = Path(__file__).parent / "fixtures" / "catalogue" / "neurips2025_slice.jsonl"
 HOSTILE_TITLE = r"50% of {Graphs} & #tags: a_b $x^2$ ~ \alpha -- ``quoted'' Rényi ¡Sí! 中文"
@@ -153,7 +153,7 @@ def test_csljson_has_the_variables_zotero_and_pandoc_read(tmp_path: Path) -> Non
     path = tmp_path / "refs.json"
     path.write_text(json.dumps(items), encoding="utf-8")
     back = read_sources([str(path)]).records
-    from semsearch.paperinfo import authors_of, year_of
+    from semsearch.core.paperinfo import authors_of, year_of
 
     for r, c in zip(back, citations(papers()), strict=True):
         assert (r.external_id, r.title, r.text) == (c.key, c.title, c.abstract)
@@ -173,7 +173,7 @@ def test_csv_round_trip(tmp_path: Path) -> None:
 
 
 def test_unknown_format_is_a_query_error() -> None:
-    from semsearch.errors import QueryError
+    from semsearch.core.errors import QueryError
 
     with pytest.raises(QueryError, match="unknown export format 'endnote'"):
         export(papers(), "endnote")
@@ -264,7 +264,7 @@ def test_api_export(catalogued: Path, fake: FakeEmbedder) -> None:
     pytest.importorskip("httpx")
     from fastapi.testclient import TestClient
 
-    from semsearch.serve import create_app
+    from semsearch.faces.serve import create_app
 
     with TestClient(create_app(catalogued, embedder=fake), base_url="http://localhost") as client:
         response = client.get("/api/export", params={"ids": "6a24ce769ac8de0d,19c4411b285c30dd", "format": "ris"})

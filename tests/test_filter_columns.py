@@ -14,12 +14,12 @@ from conftest import PAPERS, FakeEmbedder
 from test_cli import assert_one_line_error, run
 
 from semsearch import BuildOptions, Index, build_index
-from semsearch.documents import DocumentStore, write_documents
-from semsearch.errors import IndexCorruptError, QueryError
-from semsearch.filter_columns import FilterColumns
-from semsearch.filters import OPERATORS, evaluate, number, parse_where
-from semsearch.layout import DOCS, current_version, doc_num
-from semsearch.records import Arrival, Document, Provenance
+from semsearch.core.errors import IndexCorruptError, QueryError
+from semsearch.core.records import Arrival, Document, Provenance
+from semsearch.store.documents import DocumentStore, write_documents
+from semsearch.store.filter_columns import FilterColumns
+from semsearch.store.filters import OPERATORS, evaluate, number, parse_where
+from semsearch.store.layout import DOCS, current_version, doc_num
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -217,7 +217,7 @@ def test_an_old_version_without_the_columns_is_scanned_alike(
     new, old = tmp_path / "new", tmp_path / "old"
     build_index([str(dated_rows)], new, BuildOptions(progress=False), embedder=fake)
     with monkeypatch.context() as patch:  # what write_documents wrote before the column index existed
-        patch.setattr("semsearch.documents.write_filter_columns", lambda *args: None)
+        patch.setattr("semsearch.store.documents.write_filter_columns", lambda *args: None)
         build_index([str(dated_rows)], old, BuildOptions(progress=False), embedder=fake)
     with Index.open(new, embedder=fake) as columns, Index.open(old, embedder=fake) as scanned:
         assert columns.store.has_filter_columns and not scanned.store.has_filter_columns

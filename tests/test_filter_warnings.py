@@ -10,9 +10,9 @@ from conftest import PAPERS, FakeEmbedder
 from test_cli import assert_one_line_error, run, snapshot
 
 from semsearch import BuildOptions, Index, build_index
-from semsearch.errors import QueryError
-from semsearch.filters import evaluate, parse_where
-from semsearch.records import Document, Provenance
+from semsearch.core.errors import QueryError
+from semsearch.core.records import Document, Provenance
+from semsearch.store.filters import evaluate, parse_where
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ def test_api_warnings(dated: Path, plain: Path) -> None:
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from semsearch.serve import create_app
+    from semsearch.faces.serve import create_app
 
     with TestClient(create_app(plain, embedder=FakeEmbedder()), base_url="http://localhost") as client:
         data = client.get("/api/search", params={"q": "privacy", "where": "year>=2024"}).json()

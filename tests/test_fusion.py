@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semsearch.fusion import NORMS, convex, convex_arrays, mmr, normalize, rrf
+from semsearch.query.fusion import NORMS, convex, convex_arrays, mmr, normalize, rrf
 
 
 def test_rrf_hand_computed() -> None:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semsearch.highlight import (
+from semsearch.query.highlight import (
     ANSI_MATCH,
     ANSI_RESET,
     best_sentences,
@@ -17,7 +17,7 @@ from semsearch.highlight import (
     sentences,
     split_sentences,
 )
-from semsearch.lexical import Analyzer, analyze
+from semsearch.store.lexical import Analyzer, analyze
 
 
 def test_split_handles_abbreviations_decimals_and_citations() -> None:

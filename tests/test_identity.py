@@ -10,10 +10,10 @@ from conftest import PAPERS, FakeEmbedder
 from test_cli import run
 
 from semsearch import BuildOptions, Index, build_index
-from semsearch.dedup import deduplicate, doc_id_for, is_near_duplicate, text_hash
-from semsearch.identity import read_identity
-from semsearch.layout import current_version
-from semsearch.records import Provenance, Record
+from semsearch.core.records import Provenance, Record
+from semsearch.dedup.duplicates import deduplicate, doc_id_for, is_near_duplicate, text_hash
+from semsearch.dedup.identity import read_identity
+from semsearch.store.layout import current_version
 
 NEW = "Protein structure prediction with diffusion models generates plausible backbones for enzymes."
 LONGER = PAPERS["fed"] + " Code and trained models are released."
@@ -150,7 +150,7 @@ def test_api_resolves_an_alias(tmp_path: Path, corpus: Path, fake: FakeEmbedder)
     pytest.importorskip("httpx")
     from fastapi.testclient import TestClient
 
-    from semsearch.serve import create_app
+    from semsearch.faces.serve import create_app
 
     index = tmp_path / "idx"
     options = BuildOptions(progress=False)
@@ -202,8 +202,8 @@ def test_versions_written_before_aliases_existed_still_open_and_refresh(
     import shutil
     import sqlite3
 
-    from semsearch.documents import DocumentStore
-    from semsearch.layout import DOCS, MANIFEST
+    from semsearch.store.documents import DocumentStore
+    from semsearch.store.layout import DOCS, MANIFEST
 
     index = tmp_path / "idx"
     build_index([str(corpus)], index, BuildOptions(progress=False), embedder=fake)

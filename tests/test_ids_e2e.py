@@ -10,8 +10,8 @@ import pytest
 from conftest import SEEDS
 from test_e2e import semsearch
 
-from semsearch.dedup import deduplicate
-from semsearch.ingest import read_sources
+from semsearch.dedup.duplicates import deduplicate
+from semsearch.ingest.sources import read_sources
 
 pytestmark = pytest.mark.slow
 

@@ -287,8 +287,8 @@ def test_the_map_kind_is_what_the_build_would_draw(
 def test_model_files_changed_under_the_same_name_are_not_up_to_date(
     tmp_path: Path, corpus: Path, fake: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from semsearch import build
-    from semsearch.manifest import Manifest
+    from semsearch.store.manifest import Manifest
+    from semsearch.write import build
 
     index = tmp_path / "idx"
     index_json(fake, index, str(corpus))
@@ -296,5 +296,5 @@ def test_model_files_changed_under_the_same_name_are_not_up_to_date(
     manifest.model = replace(manifest.model, backend="onnx", precision="int8", regime=build.encoder_regime("onnx"))
     options = build.BuildOptions(progress=False)
     for on_disk, same in ((manifest.model.fingerprint, True), (None, True), ("0123456789abcdef", False)):
-        monkeypatch.setattr("semsearch.onnx_backend.source_fingerprint", lambda _name, fp=on_disk: fp)
+        monkeypatch.setattr("semsearch.encode.onnx_backend.source_fingerprint", lambda _name, fp=on_disk: fp)
         assert build._same_encoder(options, manifest, None) is same

@@ -11,9 +11,16 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SEEDS
 
-from semsearch.encoder_choice import copy_export
-from semsearch.fileio import file_sha256
-from semsearch.onnx_backend import SPEC_FILE, TOKENIZER_FILE, EncoderSpec, keep_precision, model_filename, read_spec
+from semsearch.core.fileio import file_sha256
+from semsearch.encode.encoder_choice import copy_export
+from semsearch.encode.onnx_backend import (
+    SPEC_FILE,
+    TOKENIZER_FILE,
+    EncoderSpec,
+    keep_precision,
+    model_filename,
+    read_spec,
+)
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 

@@ -1,4 +1,4 @@
-"""Tests for semsearch.ingest: formats, fields, encodings, source expansion and bad input."""
+"""Tests for semsearch.ingest.sources: formats, fields, encodings, source expansion and bad input."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.csv_rows import MAX_FIELD_CHARS, MAX_RECORD_LINES
-from semsearch.errors import InputError
-from semsearch.ingest import expand_sources, read_file, read_sources
-from semsearch.records import Record
+from semsearch.core.errors import InputError
+from semsearch.core.records import Record
+from semsearch.ingest.csv_rows import MAX_FIELD_CHARS, MAX_RECORD_LINES
+from semsearch.ingest.sources import expand_sources, read_file, read_sources
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ingest"
 REPO = Path(__file__).resolve().parents[1]

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semsearch.errors import IndexCorruptError
-from semsearch.lexical import (
+from semsearch.core.errors import IndexCorruptError
+from semsearch.store.lexical import (
     ARRAY_FILES,
     PARAMS_FILE,
     VOCAB_FILE,
@@ -184,7 +184,8 @@ def test_inconsistent_arrays_are_rejected(tmp_path: Path, index: LexicalIndex) -
 
 
 def test_importing_semsearch_lexical_stays_cheap() -> None:
-    code = "import sys, semsearch.lexical, semsearch.highlight, semsearch.fusion, semsearch.metrics; "
+    code = "import sys, semsearch.store.lexical, semsearch.query.highlight, semsearch.query.fusion, "
+    code += "semsearch.eval.metrics; "
     code += "print(sorted(m for m in ('bm25s', 'Stemmer', 'torch', 'scipy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -13,8 +13,8 @@ from conftest import PAPERS, FakeEmbedder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semsearch.lexical import BM25Params, LexicalIndex
-from semsearch.lexical_build import KEYS_FILE, LENGTHS_FILE, TF_FILE, build_lexical, write_lexical
+from semsearch.store.lexical import BM25Params, LexicalIndex
+from semsearch.store.lexical_build import KEYS_FILE, LENGTHS_FILE, TF_FILE, build_lexical, write_lexical
 
 WORDS = [
     "graph",
@@ -120,8 +120,8 @@ def test_other_bm25_variants_are_built_by_bm25s(tmp_path: Path) -> None:
 
 
 def test_a_refresh_analyses_only_what_arrived(tmp_path: Path, fake: FakeEmbedder) -> None:
-    from semsearch.build import BuildOptions, build_index
-    from semsearch.search import Index
+    from semsearch.query.search import Index
+    from semsearch.write.build import BuildOptions, build_index
 
     src = tmp_path / "src"
     src.mkdir()
@@ -161,8 +161,8 @@ def test_the_same_corpus_built_at_once_or_in_arrivals_answers_the_same(tmp_path:
 
     from conftest import SEEDS
 
-    from semsearch.build import BuildOptions, build_index
-    from semsearch.search import Index
+    from semsearch.query.search import Index
+    from semsearch.write.build import BuildOptions, build_index
 
     arrivals = sorted((Path(__file__).parent / "fixtures" / "arrivals").glob("*.txt"))
     at_once, arriving = tmp_path / "at_once", tmp_path / "arriving"

@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semsearch import BuildOptions, Index, build_index
-from semsearch.errors import IndexCorruptError
-from semsearch.lexical import BM25Index, BM25Params, LexicalIndex, lexical_text
-from semsearch.lexical_build import LENGTHS_FILE, TF_FILE, build_lexical, write_lexical
-from semsearch.lexical_segments import SegmentedLexicalIndex, load_segments
-from semsearch.segments import Segment, write_hidden
+from semsearch.core.errors import IndexCorruptError
+from semsearch.store.lexical import BM25Index, BM25Params, LexicalIndex, lexical_text
+from semsearch.store.lexical_build import LENGTHS_FILE, TF_FILE, build_lexical, write_lexical
+from semsearch.store.lexical_segments import SegmentedLexicalIndex, load_segments
+from semsearch.store.segments import Segment, write_hidden
 
 WORDS = ["graph", "neural", "networks", "privacy", "federated", "learning", "the", "of", "robots", "policy"]
 WORDS += ["diffusion", "protein", "quantum", "sparse", "attention", "model", "models", "data", "rare", "zebra"]

@@ -12,8 +12,10 @@ from click.testing import CliRunner, Result
 from conftest import CHROMIUM, FakeEmbedder
 
 from semsearch import BuildOptions, IndexCorruptError, SemsearchError, build_index
-from semsearch.cli import cli
-from semsearch.corpus_map import (
+from semsearch.core.records import Document
+from semsearch.faces.cli import cli
+from semsearch.faces.map_page import map_html
+from semsearch.store.corpus_map import (
     MAP_ALGORITHM,
     MAP_FILE,
     RELAYOUT_SHARE,
@@ -27,11 +29,9 @@ from semsearch.corpus_map import (
     update_map,
     write_map,
 )
-from semsearch.layout import current_version
-from semsearch.manifest import read_manifest
-from semsearch.map_page import map_html
-from semsearch.records import Document
-from semsearch.verify import verify_index
+from semsearch.store.layout import current_version
+from semsearch.store.manifest import read_manifest
+from semsearch.write.verify import verify_index
 
 TOPICS = {
     "fed": ["federated", "privacy", "clients", "aggregation", "differential", "server"],
@@ -191,7 +191,7 @@ def test_umap_layout_separates_blobs_fitted_whole_or_on_a_sample(monkeypatch: py
     whole = compute_map(docs, vectors, method="umap", seed=1)
     assert whole["method"] == "umap"
     assert_blobs_apart(whole, blob)
-    monkeypatch.setattr("semsearch.corpus_map.UMAP_FIT_MAX", 150)  # fit 150, place the other 150 by neighbours
+    monkeypatch.setattr("semsearch.store.corpus_map.UMAP_FIT_MAX", 150)  # fit 150, place the other 150 by neighbours
     sampled = compute_map(docs, vectors, method="umap", seed=1)
     assert sampled["points"] != whole["points"]
     assert_blobs_apart(sampled, blob)
@@ -390,7 +390,7 @@ def test_a_refresh_that_changes_nothing_reuses_the_map(
 ) -> None:
     first = current_version(built)
     assert read_manifest(first).to_dict()["map"]["reused"] is False
-    import semsearch.corpus_map as corpus_map
+    import semsearch.store.corpus_map as corpus_map
 
     monkeypatch.setattr(corpus_map, "compute_map", lambda *a, **k: pytest.fail("the map was computed again"))
     # rewrite: an unchanged refresh otherwise writes no version at all (build._unchanged_version).

@@ -30,10 +30,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from semsearch import Index, build_index  # noqa: E402
-from semsearch.agent_results import compact_json  # noqa: E402
-from semsearch.cli import cli  # noqa: E402
-from semsearch.live import LiveIndex  # noqa: E402
-from semsearch.mcp_tools import INSTRUCTIONS, create_server  # noqa: E402
+from semsearch.faces.agent_results import compact_json  # noqa: E402
+from semsearch.faces.cli import cli  # noqa: E402
+from semsearch.faces.mcp_tools import INSTRUCTIONS, create_server  # noqa: E402
+from semsearch.query.live import LiveIndex  # noqa: E402
 
 TOOLS = {"search", "related", "get_paper", "info", "export", "recommend", "whats_new"}
 WORKER = Path(__file__).resolve().parent / "mcp_worker.py"
@@ -114,7 +114,7 @@ def test_tools_have_typed_schemas_and_one_sentence_descriptions(fake_index: Path
 
 
 def test_recommend_and_whats_new_follow_tags_and_arrivals(fake_index: Path, tmp_path: Path) -> None:
-    from semsearch.tags import TagStore
+    from semsearch.reader.tags import TagStore
 
     async def go() -> None:
         with in_process(fake_index) as connect:
@@ -309,7 +309,7 @@ def test_without_the_extra_the_command_names_it(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "sys.modules['mcp'] = None  # as if the extra were not installed\n"
-        "from semsearch.cli import main\n"
+        "from semsearch.faces.cli import main\n"
         f"sys.argv = ['semsearch', 'mcp', '--index', {str(tmp_path)!r}]\n"
         "main()\n"
     )
@@ -439,8 +439,8 @@ def test_http_transport_answers_only_its_own_names(fake_index: Path) -> None:
     """mcp --http shares serve's screen (local_hosts): a rebinding page gets 421, a foreign Origin 403."""
     from starlette.testclient import TestClient
 
-    from semsearch.local_hosts import TrustedHosts
-    from semsearch.mcp_server import http_app
+    from semsearch.faces.local_hosts import TrustedHosts
+    from semsearch.faces.mcp_server import http_app
 
     live = LiveIndex(fake_index, embedder=FakeEmbedder())
     try:

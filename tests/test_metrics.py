@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from semsearch.beir import load_beir
-from semsearch.errors import InputError
-from semsearch.metrics import (
+from semsearch.core.errors import InputError
+from semsearch.eval.beir import load_beir
+from semsearch.eval.metrics import (
     dcg,
     evaluate,
     mrr_at_k,

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from semsearch.cli import cli
-from semsearch.embedder import fingerprint_folder
-from semsearch.errors import ModelLoadError
-from semsearch.models import (
+from semsearch.core.errors import ModelLoadError
+from semsearch.encode.embedder import fingerprint_folder
+from semsearch.encode.models import (
     CATALOGUE,
     DEFAULT_MODEL,
     Checksums,
@@ -31,6 +30,7 @@ from semsearch.models import (
     resolve_model,
     run_pip,
 )
+from semsearch.faces.cli import cli
 
 MPNET = "all-mpnet-base-v2"
 # A tiny "model folder" zipped under a root folder, as the real archive is; desktop.ini is not listed.
@@ -368,7 +368,7 @@ def test_models_install_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_eval_gets_an_index_per_model() -> None:
-    from semsearch.cli import _eval_suffix
+    from semsearch.faces.cli import _eval_suffix
 
     assert _eval_suffix(None) == _eval_suffix(DEFAULT_MODEL) == ""
     assert _eval_suffix(MPNET) == "-all-mpnet-base-v2"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SEEDS
 
-from semsearch.models import find_spec, installed_path
+from semsearch.encode.models import find_spec, installed_path
 
 pytestmark = [
     pytest.mark.slow,

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from conftest import REPO, SEEDS
 
 from semsearch import Index
-from semsearch.cli import cli
-from semsearch.layout import CACHE_DIR, CURRENT, MANIFEST, doc_num
-from semsearch.onnx_backend import OnnxEmbedder
+from semsearch.encode.onnx_backend import OnnxEmbedder
+from semsearch.faces.cli import cli
+from semsearch.store.layout import CACHE_DIR, CURRENT, MANIFEST, doc_num
 
 ARRIVALS = sorted((REPO / "tests" / "fixtures" / "arrivals").glob("arrival_*.txt"))
 QUERIES = (

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semsearch.errors import IndexCorruptError, ModelLoadError
-from semsearch.onnx_backend import (
+from semsearch.core.errors import IndexCorruptError, ModelLoadError
+from semsearch.encode.onnx_backend import (
     SPEC_FILE,
     TOKENIZER_FILE,
     EncoderSpec,
@@ -23,7 +23,7 @@ from semsearch.onnx_backend import (
     pool_tokens,
     read_spec,
 )
-from semsearch.torch_backend import SentenceTransformerEmbedder
+from semsearch.encode.torch_backend import SentenceTransformerEmbedder
 
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = REPO / "seeds"
@@ -168,7 +168,7 @@ def test_query_path_does_not_import_torch(export_dir: Path) -> None:
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from semsearch.onnx_backend import OnnxEmbedder\n"
+        "from semsearch.encode.onnx_backend import OnnxEmbedder\n"
         f"e = OnnxEmbedder.load(Path({str(export_dir)!r}))\n"
         "v = e.encode(['federated learning privacy'])\n"
         "assert v.shape == (1, 384), v.shape\n"
@@ -243,7 +243,7 @@ def test_unexported_precision_is_a_load_error(export_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_export_rejects_unknown_precision(tmp_path: Path) -> None:
-    from semsearch.onnx_backend import export_onnx
+    from semsearch.encode.onnx_backend import export_onnx
 
     with pytest.raises(ModelLoadError, match="int4"):
         export_onnx("all-MiniLM-L6-v2", tmp_path, precisions=("int4",))
@@ -254,7 +254,7 @@ def test_export_refuses_dense_head(tmp_path: Path, torch_embedder: SentenceTrans
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Dense
 
-    from semsearch.onnx_backend import export_onnx
+    from semsearch.encode.onnx_backend import export_onnx
 
     st = torch_embedder.model
     with_dense = SentenceTransformer(modules=[st[0], st[1], Dense(384, 32)], device="cpu")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from semsearch.paperinfo import authors_of, byline, link_of, paper_fields, plain_text, venue_of, year_of
+from semsearch.core.paperinfo import authors_of, byline, link_of, paper_fields, plain_text, venue_of, year_of
 
 NEURIPS = {
     "venue": "neurips",
@@ -92,7 +92,7 @@ def test_the_page_reads_markup_exactly_as_python_does() -> None:
     node = shutil.which("node") or shutil.which("nodejs")
     if node is None:
         pytest.skip("node is not installed")
-    app = (Path(__file__).parents[1] / "semsearch" / "web" / "app.js").read_text(encoding="utf-8")
+    app = (Path(__file__).parents[1] / "semsearch" / "faces" / "web" / "app.js").read_text(encoding="utf-8")
     block = re.search(r"  const SYMBOLS = \{.*?(?=  window\.semsearchReadable)", app, re.S)
     assert block is not None
     texts = [p for f in sorted(SEEDS.glob("*.txt")) for p in f.read_text(encoding="utf-8").split("\n\n") if p.strip()]
@@ -121,12 +121,12 @@ def test_the_page_allows_the_links_python_allows() -> None:
     import subprocess
     from pathlib import Path
 
-    from semsearch.safe_text import safe_url
+    from semsearch.core.safe_text import safe_url
 
     node = shutil.which("node") or shutil.which("nodejs")
     if node is None:
         pytest.skip("node is not installed")
-    app = (Path(__file__).parents[1] / "semsearch" / "web" / "app.js").read_text(encoding="utf-8")
+    app = (Path(__file__).parents[1] / "semsearch" / "faces" / "web" / "app.js").read_text(encoding="utf-8")
     block = re.search(r"  const ESCAPES = .*?(?=  function readable)", app, re.S)
     assert block is not None
     urls = [

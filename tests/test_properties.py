@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from semsearch import BuildOptions, Index, build_index  # noqa: E402
-from semsearch.errors import InputError, QueryError, UnknownDocumentError  # noqa: E402
-from semsearch.filters import OPERATORS, evaluate, parse_where  # noqa: E402
-from semsearch.highlight import best_sentences, highlight, highlight_spans, matched_terms, sentences  # noqa: E402
-from semsearch.ingest import read_file  # noqa: E402
-from semsearch.records import Document, Provenance  # noqa: E402
+from semsearch.core.errors import InputError, QueryError, UnknownDocumentError  # noqa: E402
+from semsearch.core.records import Document, Provenance  # noqa: E402
+from semsearch.ingest.sources import read_file  # noqa: E402
+from semsearch.query.highlight import best_sentences, highlight, highlight_spans, matched_terms, sentences  # noqa: E402
+from semsearch.store.filters import OPERATORS, evaluate, parse_where  # noqa: E402
 
 BOUNDED = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FEW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

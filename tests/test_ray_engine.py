@@ -18,13 +18,12 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import PAPERS, SEEDS, FakeEmbedder
 
-from semsearch import BuildOptions, Index, SemsearchError, build_index, encoding
-from semsearch.cache import EmbeddingCache, embedding_key
-from semsearch.cli import cli
-from semsearch.encoder_choice import EncoderChoice
-from semsearch.errors import ModelLoadError
-from semsearch.layout import CACHE_DIR, CURRENT, doc_num
-from semsearch.ray_engine import (
+from semsearch import BuildOptions, Index, SemsearchError, build_index
+from semsearch.core.errors import ModelLoadError
+from semsearch.encode import encoding
+from semsearch.encode.cache import EmbeddingCache, embedding_key
+from semsearch.encode.encoder_choice import EncoderChoice
+from semsearch.encode.ray_engine import (
     EncoderActor,
     RayEngineError,
     _from_text,
@@ -32,6 +31,8 @@ from semsearch.ray_engine import (
     ray_failure,
     write_shard,
 )
+from semsearch.faces.cli import cli
+from semsearch.store.layout import CACHE_DIR, CURRENT, doc_num
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="ray is not installed: pip install 'semsearch[ray]'")
@@ -75,7 +76,7 @@ def assert_same_index(a: Path, b: Path, embedder: FakeEmbedder | None = None) ->
 def local_ray() -> Iterator[ModuleType]:
     """One local Ray for the module (started through the engine's own session code), shut down after."""
     pytest.importorskip("ray.data")
-    from semsearch.ray_engine import ray_session
+    from semsearch.encode.ray_engine import ray_session
 
     with ray_session() as ray:
         yield ray
@@ -349,7 +350,7 @@ def test_incomplete_or_malformed_answers_from_ray_are_one_line(
     answer: Any,
     message: str,
 ) -> None:
-    from semsearch import ray_engine
+    from semsearch.encode import ray_engine
 
     def fake_run(ray: ModuleType, choice: EncoderChoice, chunks: list[list[tuple[str, str]]], *_: Any) -> Any:
         return iter(answer([k for c in chunks for k, _ in c]))
@@ -366,7 +367,7 @@ def test_ray_that_will_not_start_or_connect_is_one_line(monkeypatch: pytest.Monk
 
     import ray
 
-    from semsearch.ray_engine import ray_session
+    from semsearch.encode.ray_engine import ray_session
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379\nmore")

@@ -12,8 +12,8 @@ from click.testing import CliRunner, Result
 from conftest import FakeEmbedder
 
 from semsearch import build_index
-from semsearch.build import BuildOptions
-from semsearch.cli import cli
+from semsearch.faces.cli import cli
+from semsearch.write.build import BuildOptions
 
 ATOM = "{http://www.w3.org/2005/Atom}"
 LONG_TITLE = "Federated Privacy Attacks and the Defences Beyond Gradient Inversion in Practice"

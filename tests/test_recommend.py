@@ -12,10 +12,10 @@ from click.testing import CliRunner, Result
 from conftest import FakeEmbedder
 
 from semsearch import Index, build_index
-from semsearch.build import BuildOptions
-from semsearch.cli import cli
-from semsearch.recommend import METHODS, recommend
-from semsearch.tags import TAGS_FILE, TagStore
+from semsearch.faces.cli import cli
+from semsearch.reader.recommend import METHODS, recommend
+from semsearch.reader.tags import TAGS_FILE, TagStore
+from semsearch.write.build import BuildOptions
 
 TOPICS = {
     "priv": "federated learning differential privacy clients gradient leakage secure aggregation noise budget",
@@ -138,7 +138,7 @@ def test_where_and_since_restrict_candidates(index: Path, tmp_path: Path, fake: 
 def test_library_cli_and_api_agree(index: Path, fake: FakeEmbedder) -> None:
     from fastapi.testclient import TestClient
 
-    from semsearch.serve import create_app
+    from semsearch.faces.serve import create_app
 
     with Index.open(index, embedder=fake) as idx:
         lib = [r.hit.id for r in recommend(idx, ["rl-0", "rl-1"], 5, not_like=["priv-0"])]
@@ -197,7 +197,7 @@ def test_bad_input_is_one_line(index: Path, fake: FakeEmbedder, args: list[str],
 def test_api_tag_writes_need_allow_tags_and_same_origin(index: Path, fake: FakeEmbedder) -> None:
     from fastapi.testclient import TestClient
 
-    from semsearch.serve import create_app
+    from semsearch.faces.serve import create_app
 
     body = {"add": ["rl-0"]}
     with TestClient(create_app(index, embedder=fake), base_url="http://localhost") as client:

@@ -14,9 +14,9 @@ from click.testing import CliRunner, Result
 from conftest import FakeEmbedder
 
 from semsearch import Index, build_index
-from semsearch.build import BuildOptions
-from semsearch.cli import cli
-from semsearch.safe_text import bare_doi, clean_text, csv_cell, doi_url, json_text, markdown_text, safe_url
+from semsearch.core.safe_text import bare_doi, clean_text, csv_cell, doi_url, json_text, markdown_text, safe_url
+from semsearch.faces.cli import cli
+from semsearch.write.build import BuildOptions
 
 ATOM = "{http://www.w3.org/2005/Atom}"
 # What must never reach a terminal, a page, a feed or a spreadsheet raw.
@@ -190,7 +190,7 @@ def test_terminal_table_and_json_carry_no_escapes(hostile: Path, fake: FakeEmbed
 
 def test_the_table_itself_carries_no_escapes(hostile: Path) -> None:
     """click strips ANSI codes only when output is not a terminal: the table must be clean before it, coloured too."""
-    from semsearch.render import hits_table
+    from semsearch.faces.render import hits_table
 
     with Index.open(hostile, embedder=FakeEmbedder()) as idx:
         hits = idx.search("federated privacy", 3)
@@ -240,7 +240,7 @@ def test_exports_carry_only_http_links_and_no_formula_cells(hostile: Path, fake:
 
 
 def test_mcp_cards_and_papers_are_safe(hostile: Path) -> None:
-    from semsearch import agent_results
+    from semsearch.faces import agent_results
 
     with Index.open(hostile, embedder=FakeEmbedder()) as idx:
         page = agent_results.search_page(idx, "federated privacy", k=3)
@@ -258,7 +258,7 @@ def test_mcp_cards_and_papers_are_safe(hostile: Path) -> None:
 
 
 def test_map_page_labels_and_texts_are_clean(hostile: Path, tmp_path: Path) -> None:
-    from semsearch.map_page import write_map_html
+    from semsearch.faces.map_page import write_map_html
 
     out = tmp_path / "map.html"
     write_map_html(hostile, out)

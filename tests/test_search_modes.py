@@ -12,8 +12,8 @@ from conftest import PAPERS, REPO, FakeEmbedder
 from test_cli import assert_one_line_error, run
 
 from semsearch import BuildOptions, Index, build_index
-from semsearch.records import Hit, Provenance
-from semsearch.render import hits_table
+from semsearch.core.records import Hit, Provenance
+from semsearch.faces.render import hits_table
 
 
 def jsonl(path: Path, rows: list[dict]) -> Path:
@@ -100,8 +100,8 @@ def test_hybrid_is_the_dict_fusion_of_both_candidate_lists(index: Index, query: 
     """The numpy path (LexicalIndex.top, AnnSearcher.top, convex_arrays) ranks as the dict fusion of its lists."""
     from test_fusion import dict_convex
 
-    from semsearch.fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM
-    from semsearch.layout import doc_num
+    from semsearch.query.fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM
+    from semsearch.store.layout import doc_num
 
     vector = index.encode_query(query)
     for where, exclude in (
@@ -180,7 +180,7 @@ def test_filter_operators(index: Index) -> None:
 
 
 def test_filter_answers_are_remembered_per_index(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
-    import semsearch.search as search_module
+    import semsearch.query.search as search_module
 
     first = {h.id for h in index.search("learning", 20, mode="dense", where=["venue=ICLR"])}
     reads = []

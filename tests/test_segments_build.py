@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from conftest import FakeEmbedder
 
-from semsearch.build import BuildOptions, build_index
-from semsearch.layout import DOCS, current_version
-from semsearch.manifest import Manifest
-from semsearch.remove import remove_documents
-from semsearch.search import Index
-from semsearch.verify import verify_index
+from semsearch.query.search import Index
+from semsearch.store.layout import DOCS, current_version
+from semsearch.store.manifest import Manifest
+from semsearch.write.build import BuildOptions, build_index
+from semsearch.write.remove import remove_documents
+from semsearch.write.verify import verify_index
 
 WORDS = [f"w{i}" for i in range(1500)]
 QUERIES = ["w1 w2 w3", "w10 w200 w37", "w999 w5", "w42", "w1200 w7 w8 w9", "w300 w301"]

@@ -23,8 +23,8 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from semsearch import BuildOptions, build_index  # noqa: E402
-from semsearch.live import LiveIndex  # noqa: E402
-from semsearch.serve import MAX_QUERY_CHARS, create_app  # noqa: E402
+from semsearch.faces.serve import MAX_QUERY_CHARS, create_app  # noqa: E402
+from semsearch.query.live import LiveIndex  # noqa: E402
 
 OPTIONS = BuildOptions(progress=False)
 EXTRA = {
@@ -152,14 +152,14 @@ def test_map_endpoint_follows_corpus_map(client: TestClient, monkeypatch: pytest
         seen.append(version)
         return {"points": [{"id": "x", "x": 0.5, "y": 0.25}]}
 
-    monkeypatch.setitem(sys.modules, "semsearch.corpus_map", types.SimpleNamespace(load_map=load_map))
+    monkeypatch.setitem(sys.modules, "semsearch.store.corpus_map", types.SimpleNamespace(load_map=load_map))
     assert client.get("/api/map").json() == {"points": [{"id": "x", "x": 0.5, "y": 0.25}]}
     client.get("/api/map")
     assert len(seen) == 1 and seen[0].name == client.get("/api/health").json()["version"]  # read once per version
 
 
 def test_map_endpoint_404_without_a_map(index_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "semsearch.corpus_map", types.SimpleNamespace(load_map=lambda version: None))
+    monkeypatch.setitem(sys.modules, "semsearch.store.corpus_map", types.SimpleNamespace(load_map=lambda version: None))
     with TestClient(create_app(index_dir, embedder=FakeEmbedder()), base_url="http://localhost") as c:
         response = c.get("/api/map")
     assert response.status_code == 404
@@ -267,7 +267,7 @@ def test_unreadable_new_version_keeps_the_live_one(index_dir: Path) -> None:
 def test_query_encoder_is_reused_across_versions(
     index_dir: Path, sources: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import semsearch.search
+    import semsearch.query.search
 
     loads: list[str] = []
 
@@ -275,7 +275,7 @@ def test_query_encoder_is_reused_across_versions(
         loads.append(version.name)
         return FakeEmbedder()
 
-    monkeypatch.setattr(semsearch.search, "open_query_encoder", fake_loader)
+    monkeypatch.setattr(semsearch.query.search, "open_query_encoder", fake_loader)
     with TestClient(create_app(index_dir), base_url="http://localhost") as c:
         assert search(c, q="privacy")["hits"]
         build_index([str(sources[0]), str(sources[1])], index_dir, OPTIONS, embedder=FakeEmbedder())
@@ -437,8 +437,8 @@ def test_own_names_are_answered(writable: TestClient, host: str, origin: str | N
 
 
 def test_allowed_names_follow_the_bound_address(monkeypatch: pytest.MonkeyPatch) -> None:
-    from semsearch.errors import InputError
-    from semsearch.local_hosts import TrustedHosts
+    from semsearch.core.errors import InputError
+    from semsearch.faces.local_hosts import TrustedHosts
 
     loopback = TrustedHosts.for_bind("127.0.0.1")
     assert loopback.names == {"localhost", "127.0.0.1", "::1"} and not loopback.any_ip
@@ -481,7 +481,7 @@ def test_every_response_carries_the_security_headers(client: TestClient, path: s
 def test_page_csp_allows_no_inline_script(client: TestClient) -> None:
     csp = client.get("/").headers["content-security-policy"]
     assert "script-src 'self';" in csp and "unsafe" not in csp
-    from semsearch.serve import WEB_DIR
+    from semsearch.faces.serve import WEB_DIR
 
     page = (WEB_DIR / "index.html").read_text(encoding="utf-8")
     assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", page) == []  # every script is a file the CSP allows
@@ -506,7 +506,7 @@ def test_export_of_hundreds_of_long_ids_answers_in_full(index_dir: Path) -> None
     """A request past uvicorn's default 16 KiB head buffer used to be reset mid-response (ChunkedEncodingError)."""
     import requests
 
-    from semsearch.serve import server_config
+    from semsearch.faces.serve import server_config
 
     app = create_app(index_dir, embedder=FakeEmbedder())
     server = uvicorn_server(server_config(app, host="127.0.0.1", port=_free_port()))
@@ -608,7 +608,7 @@ def test_recommend_bounds_its_ids(client: TestClient, params: dict[str, Any], me
 
 
 def test_an_oversized_body_is_refused_unread(writable: TestClient, index_dir: Path) -> None:
-    from semsearch.local_hosts import MAX_BODY
+    from semsearch.faces.local_hosts import MAX_BODY
 
     huge = json.dumps({"add": ["p0"], "pad": " " * MAX_BODY})
     response = writable.post("/api/tags/liked", content=huge, headers={"Content-Type": "application/json"})

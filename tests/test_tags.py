@@ -12,10 +12,10 @@ from click.testing import CliRunner, Result
 from conftest import PAPERS, FakeEmbedder
 
 from semsearch import Index, build_index
-from semsearch.build import BuildOptions
-from semsearch.cli import cli
-from semsearch.errors import TagError
-from semsearch.tags import TAGS_FILE, TagStore, members
+from semsearch.core.errors import TagError
+from semsearch.faces.cli import cli
+from semsearch.reader.tags import TAGS_FILE, TagStore, members
+from semsearch.write.build import BuildOptions
 
 
 def run(args: list[str], embedder: FakeEmbedder, input: str | None = None) -> Result:
@@ -237,7 +237,7 @@ def test_a_tag_whose_papers_all_left_recommends_nothing_and_says_why(
 
 
 def test_edit_adds_and_removes_in_one_write_or_not_at_all(index: Path, fake: FakeEmbedder) -> None:
-    from semsearch.errors import QueryError, UnknownDocumentError
+    from semsearch.core.errors import QueryError, UnknownDocumentError
 
     store = TagStore(index)
     with Index.open(index) as idx:

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semsearch.ann import AnnSearcher, SegmentedSearcher, open_version_vectors, previous_ann, write_ann
-from semsearch.errors import IndexCorruptError
-from semsearch.manifest import Counts, Manifest, ModelInfo
-from semsearch.segments import write_hidden
-from semsearch.vectors import SegmentedVectorStore, VectorStore, write_vector_files
-from semsearch.verify import verify_index
+from semsearch.core.errors import IndexCorruptError
+from semsearch.store.ann import AnnSearcher, SegmentedSearcher, open_version_vectors, previous_ann, write_ann
+from semsearch.store.manifest import Counts, Manifest, ModelInfo
+from semsearch.store.segments import write_hidden
+from semsearch.store.vectors import SegmentedVectorStore, VectorStore, write_vector_files
+from semsearch.write.verify import verify_index
 
 D = 16
 
@@ -233,7 +233,7 @@ def test_close_releases_a_segmented_store(flat: Layout) -> None:
 
 
 def test_verify_compares_the_base_faiss_ids_with_the_base_rows(flat: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
-    import semsearch.verify as verify
+    import semsearch.write.verify as verify
 
     monkeypatch.setattr(verify, "current_version", lambda _: flat.version)
     monkeypatch.setattr(verify.Manifest, "read", classmethod(lambda cls, _: flat.manifest))
@@ -242,8 +242,8 @@ def test_verify_compares_the_base_faiss_ids_with_the_base_rows(flat: Layout, mon
 
 
 def test_arrivals_compare_with_the_previous_versions_live_vectors(tmp_path: Path) -> None:
-    from semsearch.arrival_stamps import _nearest_previous
-    from semsearch.layout import MANIFEST, doc_id_from_num
+    from semsearch.store.layout import MANIFEST, doc_id_from_num
+    from semsearch.write.arrival_stamps import _nearest_previous
 
     version = tmp_path / "v"
     layout = Layout(version, "flat")

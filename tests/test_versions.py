@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.documents import DocumentStore, write_documents
-from semsearch.errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
-from semsearch.layout import BUILD_PREFIX, CURRENT, MANIFEST, current_version, live_version, read_pointer
-from semsearch.manifest import READABLE_FORMAT_VERSION, Counts, Manifest, ModelInfo
-from semsearch.records import Document, Provenance, SourceFile
-from semsearch.versions import PreviousVersion, new_version, writer_lock
+from semsearch.core.errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
+from semsearch.core.records import Document, Provenance, SourceFile
+from semsearch.store.documents import DocumentStore, write_documents
+from semsearch.store.layout import BUILD_PREFIX, CURRENT, MANIFEST, current_version, live_version, read_pointer
+from semsearch.store.manifest import READABLE_FORMAT_VERSION, Counts, Manifest, ModelInfo
+from semsearch.store.versions import PreviousVersion, new_version, writer_lock
 
 
 def _manifest(documents: int = 1) -> Manifest:

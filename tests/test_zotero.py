@@ -10,7 +10,7 @@ import pytest
 from conftest import PAPERS, FakeEmbedder
 from test_cli import assert_one_line_error, run
 
-from semsearch.ingest import read_sources
+from semsearch.ingest.sources import read_sources
 
 # The tables semsearch reads, as Zotero 5+ defines them (resource/schema/userdata.sql and system.sql).
 SCHEMA = """

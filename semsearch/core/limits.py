@@ -1,0 +1,21 @@
+"""The bounds every face applies to what a caller asks (library, CLI, server, MCP): k and non-blank text."""
+
+from __future__ import annotations
+
+from semsearch.core.errors import QueryError
+from semsearch.core.options import MAX_K
+
+
+def check_k(k: int) -> None:
+    """Raise QueryError unless k is an integer in 1..MAX_K."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise QueryError(f"k must be a positive integer, got {k!r}")
+    if k > MAX_K:
+        raise QueryError(f"k must be at most {MAX_K}, got {k}")
+
+
+def check_text(text: str, what: str = "query") -> str:
+    """The text without surrounding space; QueryError when it is not a string or is blank."""
+    if not isinstance(text, str) or not text.strip():
+        raise QueryError(f"the {what} is empty")
+    return text.strip()

@@ -1,0 +1,1 @@
+"""Deduplication and the ids that never move."""

@@ -1,0 +1,1 @@
+"""Evaluation on BEIR-format collections."""

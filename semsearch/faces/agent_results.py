@@ -1,0 +1,414 @@
+"""What an agent gets back: short paper cards, pages bounded by a character budget, one full paper on request.
+
+Agents pay for every token, so a list carries per paper only what lets an agent choose (id, title, authors,
+year, score, best sentence, link) and a page stops before it would pass a character budget; the full abstract
+comes only from ``paper()``. Everything here is plain data (dataclasses that become JSON) built from ``Index``
+calls, so the MCP face (``mcp_server.py``) is one line per tool and this module is testable without MCP.
+
+Abstract text is data: it goes into fields of these records, never into a description or a prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from semsearch.core import paperinfo
+from semsearch.core.errors import QueryError, UnknownDocumentError
+from semsearch.core.options import MAX_K, MODES
+from semsearch.core.records import Document, Hit
+from semsearch.query.highlight import best_sentences
+from semsearch.query.search import Index
+from semsearch.reader.recommend import recommend
+from semsearch.store.lexical import Analyzer
+
+DEFAULT_BUDGET = 8000  # characters of JSON per tool result: about 2,000 tokens
+MIN_BUDGET = 1000  # below this not even one card with its sentence fits
+DEFAULT_K = 10
+MAX_SENTENCE_CHARS = 300  # a "sentence" can be a whole run-on abstract
+MAX_AUTHORS = 8  # then "+N more": a consortium paper can list hundreds
+MAX_QUERY_CHARS = 1000  # as for the HTTP API: longer text is an abstract, not a query
+
+
+def compact_json(data: Any) -> str:
+    """The JSON an agent reads: no indentation, non-ASCII kept (what the budget counts)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def check_budget(budget: int) -> int:
+    """A valid character budget, or a one-line QueryError."""
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < MIN_BUDGET:
+        raise QueryError(f"the character budget must be an integer of at least {MIN_BUDGET}, got {budget!r}")
+    return budget
+
+
+@dataclass
+class PaperCard:
+    """One paper in a result list: enough to choose it, not its abstract."""
+
+    id: str
+    title: str  # the title, or the abstract's opening words when the source gave none
+    authors: list[str] | None = None
+    year: int | None = None
+    score: float | None = None
+    best_sentence: str | None = None  # the abstract's sentence that best matches the query (or the paper)
+    link: str | None = None
+    why: str | None = None  # recommend / whats_new: the liked paper, tag or saved query it is listed for
+
+    @classmethod
+    def of(cls, doc: Document | Hit, *, score: float | None = None, sentence: str | None = None) -> PaperCard:
+        return cls(
+            id=doc.id,
+            title=paperinfo.plain_text(doc.title or (doc.label if isinstance(doc, Hit) else doc.label())),
+            authors=authors_of(doc.metadata),
+            year=year_of(doc.metadata),
+            score=None if score is None else round(float(score), 4),
+            best_sentence=_clip(paperinfo.plain_text(sentence), MAX_SENTENCE_CHARS) if sentence else None,
+            link=link_of(doc.metadata),
+        )
+
+
+@dataclass
+class Page:
+    """One page of a ranked list: cards in rank order, and where the next page starts (None: no more)."""
+
+    items: list[PaperCard]
+    offset: int  # rank of the first item, counted from 0
+    next_offset: int | None
+    cut_by_budget: bool  # fewer than k items because the next one would pass the character budget
+    version: str  # the index version that answered (pages of one list should share it)
+
+
+@dataclass
+class Paper:
+    """One paper in full: the abstract (clipped only if it alone passes the budget), metadata and sources."""
+
+    id: str
+    title: str
+    text: str
+    text_truncated: bool
+    authors: list[str] | None
+    year: int | None
+    link: str | None
+    metadata: dict[str, Any]
+    sources: list[str]
+    external_ids: list[str]
+    version: str
+
+
+@dataclass
+class Citations:
+    """Papers as citation text (BibTeX, RIS, CSL-JSON or CSV), as many whole entries as the budget holds."""
+
+    format: str
+    text: str
+    ids: list[str]  # the papers in ``text``, in the order asked
+    rest: list[str]  # ids asked for that did not fit the budget: ask again with these
+
+
+@dataclass
+class IndexSummary:
+    """What an agent needs to know about the index before searching it."""
+
+    version: str
+    documents: int
+    model: str
+    mode_default: str
+    modes: list[str]
+    max_k: int
+    built_at: str
+    sources: list[str] = field(default_factory=list)  # source files (at most 20)
+    sources_total: int = 0
+    budget_chars: int = DEFAULT_BUDGET
+
+
+def citations(index: Index, ids: Sequence[str], fmt: str, *, budget: int = DEFAULT_BUDGET) -> Citations:
+    """The papers named by ids (document ids, former ids, external ids or prefixes) as citations in ``fmt``.
+
+    Entries are never cut: when all of them would pass the budget, the first ones that fit are given and the
+    rest are named for another call (always at least one, so every call makes progress).
+    """
+    from semsearch.reader.export import export, select_documents
+
+    docs = select_documents(index, ids, [])
+    count = len(docs)
+    text = export(docs, fmt)
+    if count > 1 and len(text) > budget:
+        count = max(1, min(count - 1, count * budget // len(text)))  # entries are about the same size
+        text = export(docs[:count], fmt)
+    while count > 1 and len(text) > budget:
+        count -= 1
+        text = export(docs[:count], fmt)
+    return Citations(fmt, text, [d.id for d in docs[:count]], [d.id for d in docs[count:]])
+
+
+def to_dict(record: PaperCard | Page | Paper | IndexSummary | Citations) -> dict[str, Any]:
+    """The record as JSON-ready data; a card leaves out what it lacks (no "authors": null on every line)."""
+    data = asdict(record)
+    if isinstance(record, PaperCard):
+        return _present(data)
+    if isinstance(record, Page):
+        data["items"] = [_present(item) for item in data["items"]]
+    return data
+
+
+def _present(card: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in card.items() if value is not None}
+
+
+def authors_of(metadata: dict[str, Any]) -> list[str] | None:
+    """Authors as paperinfo reads them (lists, BibTeX strings, CSL names), at most MAX_AUTHORS."""
+    names = [paperinfo.plain_text(a) for a in paperinfo.authors_of(metadata)]
+    if len(names) > MAX_AUTHORS:
+        names = names[:MAX_AUTHORS] + [f"+{len(names) - MAX_AUTHORS} more"]
+    return names or None
+
+
+def year_of(metadata: dict[str, Any]) -> int | None:
+    """The publication year as a number (paperinfo finds it in ``year`` or a date)."""
+    year = paperinfo.year_of(metadata)
+    return int(year) if year else None
+
+
+link_of = paperinfo.link_of
+
+
+def document(index: Index, doc_id: str) -> Document:
+    """A paper by id (or external id, or unambiguous prefix); the error names the tools that give ids."""
+    try:
+        return index.get(doc_id)
+    except UnknownDocumentError:
+        raise UnknownDocumentError(
+            f"no paper {doc_id!r} in the index (ids come from search or related results)"
+        ) from None
+
+
+def _clauses(where: Sequence[str] | str) -> list[str]:
+    """--where clauses: a list, or one string (a single clause)."""
+    return [where] if isinstance(where, str) else list(where)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(limit - 1, 0)].rstrip() + "…"
+
+
+def check_page(k: int, offset: int) -> None:
+    """k and offset for one page, or a one-line QueryError."""
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise QueryError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise QueryError(f"offset must be a non-negative integer, got {offset!r}")
+    if offset + k > MAX_K:
+        raise QueryError(f"offset + k must be at most {MAX_K} (a ranked list ends there), got {offset + k}")
+
+
+def paginate(cards: Sequence[PaperCard], *, offset: int, k: int, more: bool, budget: int, version: str) -> Page:
+    """The page of ``cards`` (already ranks offset.. of the list) that fits the budget.
+
+    At least one card is always returned (its sentence shortened if the card alone is over budget), so an agent
+    paging with ``next_offset`` always advances.
+    """
+    budget = check_budget(budget)
+    empty = Page(items=[], offset=offset, next_offset=None, cut_by_budget=False, version=version)
+    used = len(compact_json(to_dict(empty))) + 10  # the envelope, and room for a larger next_offset
+    items: list[PaperCard] = []
+    for card in cards[:k]:
+        size = len(compact_json(to_dict(card))) + 1
+        if used + size > budget:
+            if items:
+                break
+            card = _shrink(card, budget - used)
+            size = len(compact_json(to_dict(card))) + 1
+        items.append(card)
+        used += size
+    cut = len(items) < min(k, len(cards))
+    has_more = cut or more
+    return Page(
+        items=items,
+        offset=offset,
+        next_offset=offset + len(items) if has_more and offset + len(items) < MAX_K else None,
+        cut_by_budget=cut,
+        version=version,
+    )
+
+
+def _shrink(card: PaperCard, room: int) -> PaperCard:
+    """A card made to fit ``room`` characters: the sentence goes first, then the authors, then the title."""
+    trimmed = PaperCard(**asdict(card))
+    for step in ("sentence", "authors", "title"):
+        over = len(compact_json(to_dict(trimmed))) + 1 - room
+        if over <= 0:
+            break
+        if step == "sentence" and trimmed.best_sentence:
+            keep = len(trimmed.best_sentence) - over - 1
+            trimmed.best_sentence = _clip(trimmed.best_sentence, keep) if keep > 20 else None
+        elif step == "authors" and trimmed.authors:
+            trimmed.authors = None
+        elif step == "title":
+            trimmed.title = _clip(trimmed.title, max(len(trimmed.title) - over - 1, 20))
+    return trimmed
+
+
+def search_page(
+    index: Index,
+    query: str,
+    *,
+    k: int = DEFAULT_K,
+    offset: int = 0,
+    mode: str = "hybrid",
+    where: Sequence[str] = (),
+    diverse: bool = False,
+    budget: int = DEFAULT_BUDGET,
+    version: str = "",
+) -> Page:
+    """Ranks offset..offset+k of a search, as cards bounded by the budget.
+
+    A page is the same search asked for offset + k hits (+1 to know whether more exist): without --diverse
+    the first ranks do not depend on k, so consecutive pages neither repeat nor skip a paper.
+    """
+    check_page(k, offset)
+    if isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"the query is {len(query)} characters; the limit is {MAX_QUERY_CHARS} (use related for a paper)"
+        )
+    hits = index.search(query, min(offset + k + 1, MAX_K), mode=mode, where=_clauses(where), diverse=diverse)
+    cards = [PaperCard.of(h, score=h.score, sentence=h.highlights[0] if h.highlights else None) for h in hits]
+    return paginate(
+        cards[offset:],
+        offset=offset,
+        k=k,
+        more=len(hits) > offset + k,
+        budget=budget,
+        version=version or index.version.name,
+    )
+
+
+def recommend_page(
+    index: Index,
+    like: Sequence[str],
+    *,
+    not_like: Sequence[str] = (),
+    k: int = DEFAULT_K,
+    offset: int = 0,
+    where: Sequence[str] = (),
+    since: str | None = None,
+    budget: int = DEFAULT_BUDGET,
+    version: str = "",
+) -> Page:
+    """Ranks offset..offset+k of ``recommend``, each card naming the liked paper it is nearest to."""
+    check_page(k, offset)
+    if not like:
+        raise QueryError("name at least one liked paper id or tag in like")
+    if since == "last":
+        raise QueryError("since=last follows a command-line bookmark; give a version (3) or a date (2026-12-01)")
+    recs = recommend(
+        index, like, min(offset + k + 1, MAX_K), not_like=not_like, where=_clauses(where), since=since or None
+    )
+    cards = []
+    for rec in recs:
+        card = PaperCard.of(rec.hit, score=rec.hit.score)
+        card.why = f"near liked paper {paperinfo.plain_text(rec.because.label)}"
+        cards.append(card)
+    more = len(recs) > offset + k
+    return paginate(cards[offset:], offset=offset, k=k, more=more, budget=budget, version=version or index.version.name)
+
+
+def new_page(
+    index: Index,
+    *,
+    since: str | None = None,
+    k: int = DEFAULT_K,
+    offset: int = 0,
+    where: Sequence[str] = (),
+    budget: int = DEFAULT_BUDGET,
+    version: str = "",
+) -> Page:
+    """Papers that arrived since a version or date (default: the latest build that added any), ranked for the
+    user's tags and saved queries; each card says which of them it is for."""
+    from semsearch.reader.arrivals import new_since
+    from semsearch.reader.whats_new import ranked_new
+
+    check_page(k, offset)
+    if since == "last":
+        raise QueryError("since=last follows a command-line bookmark; give a version (3) or a date (2026-12-01)")
+    papers = ranked_new(index, new_since(index, since or None), k=min(offset + k + 1, MAX_K), where=_clauses(where))
+    cards = []
+    for paper in papers:
+        card = PaperCard.of(paper.hit, sentence=paper.best_sentence or None)
+        card.why = ", ".join(paper.reasons) or None
+        cards.append(card)
+    more = len(papers) > offset + k
+    return paginate(cards[offset:], offset=offset, k=k, more=more, budget=budget, version=version or index.version.name)
+
+
+def related_page(
+    index: Index,
+    doc_id: str,
+    *,
+    k: int = DEFAULT_K,
+    offset: int = 0,
+    where: Sequence[str] = (),
+    budget: int = DEFAULT_BUDGET,
+    version: str = "",
+) -> Page:
+    """Ranks offset..offset+k of the papers nearest to one in the index (cosine), never the paper itself.
+
+    Each card's best sentence is the one that shares the most words with the paper asked about.
+    """
+    check_page(k, offset)
+    source = document(index, doc_id)
+    hits = index.related(source.id, min(offset + k + 1, MAX_K), where=_clauses(where))
+    analyzer = Analyzer()
+    terms = analyzer(source.embedding_text())
+    cards = []
+    for h in hits[offset : offset + k]:
+        found = best_sentences(h.text, terms, n=1, analyzer=analyzer)
+        cards.append(PaperCard.of(h, score=h.score, sentence=found[0] if found else None))
+    return paginate(
+        cards, offset=offset, k=k, more=len(hits) > offset + k, budget=budget, version=version or index.version.name
+    )
+
+
+def paper(index: Index, doc_id: str, *, budget: int = DEFAULT_BUDGET, version: str = "") -> Paper:
+    """One paper in full; the abstract is clipped (text_truncated) only when the whole record would pass the budget."""
+    budget = check_budget(budget)
+    doc = document(index, doc_id)
+    card = PaperCard.of(doc)
+    text = paperinfo.plain_text(doc.text)  # as a person reads it; the stored text is unchanged
+    full = Paper(
+        id=doc.id,
+        title=card.title,
+        text=text,
+        text_truncated=False,
+        authors=authors_of(doc.metadata),
+        year=card.year,
+        link=card.link,
+        metadata=doc.metadata,
+        sources=[s.label() for s in doc.sources],
+        external_ids=doc.external_ids,
+        version=version or index.version.name,
+    )
+    over = len(compact_json(to_dict(full))) - budget
+    if over > 0:
+        full.text = _clip(text, max(len(text) - over - 1, 0))
+        full.text_truncated = True
+    return full
+
+
+def summary(info: dict[str, Any], *, budget: int = DEFAULT_BUDGET) -> IndexSummary:
+    """The index facts an agent needs (from ``Index.info().to_dict()``), sources listed up to 20."""
+    paths = [str(s.get("path", "")) for s in info.get("sources", [])]
+    return IndexSummary(
+        version=str(info.get("version", "")),
+        documents=int(info.get("documents", 0)),
+        model=str(info.get("model", "")),
+        mode_default="hybrid",
+        modes=list(MODES),
+        max_k=MAX_K,
+        built_at=str(info.get("built_at", "")),
+        sources=paths[:20],
+        sources_total=len(paths),
+        budget_chars=budget,
+    )

@@ -1,0 +1,83 @@
+"""What every command shares: the one-line error, the option groups (index, k, output, shaping) and the injected
+encoder; ``cli.py`` and the command modules beside it (``cli_recs.py``) build on these."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from semsearch.core import options
+from semsearch.core.safe_text import clean_text
+
+
+class SemsearchCliError(click.ClickException):
+    """A one-line error with exit status 2."""
+
+    exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        # Messages quote what was read (a record, a clause, a file name): no escape of it reaches the terminal.
+        super().__init__(clean_text(message))
+
+
+def index_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--index",
+        "index_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar=options.INDEX_ENV,
+        default=options.DEFAULT_INDEX,
+        show_default=True,
+        help="Index directory (or set SEMSEARCH_INDEX).",
+    )(fn)
+
+
+def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--json / --jsonl / --format on every command that prints hits."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of hits.")
+    @click.option("--jsonl", "as_jsonl", is_flag=True, help="Print one JSON object per hit per line.")
+    @click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["bibtex", "ris", "csljson", "csv"]),
+        help="Print the hits as citations: bibtex, ris, csljson (CSL-JSON for Zotero and Pandoc) or csv.",
+    )
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if sum(bool(kwargs[name]) for name in ("as_json", "as_jsonl", "fmt")) > 1:
+            raise SemsearchCliError("choose one of --json, --jsonl and --format")
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def k_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    # A plain int (not IntRange) so that a bad k gets the library's one-line error.
+    return click.option(
+        "-k", "k", type=int, default=options.DEFAULT_K, show_default=True, help=f"How many hits (1..{options.MAX_K})."
+    )(fn)
+
+
+def shaping_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--where / --min-score / --diverse, shared by query and related."""
+    from semsearch.store.filters import WHERE_HELP
+
+    fn = click.option(
+        "--diverse",
+        is_flag=True,
+        help="Re-rank with maximal marginal relevance (λ 0.5: relevance and novelty weigh the same) "
+        "so near-identical papers do not crowd the list.",
+    )(fn)
+    fn = click.option("--min-score", type=float, help="Drop hits scoring below this (in the mode's units).")(fn)
+    fn = click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help=WHERE_HELP)(fn)
+    return fn
+
+
+def embedder_of(ctx: click.Context) -> Any:
+    """An encoder injected by the caller of the CLI (tests), else None to load the index's own."""
+    return (ctx.obj or {}).get("embedder")

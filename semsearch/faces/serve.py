@@ -1,0 +1,442 @@
+"""``semsearch serve``: a read-only JSON API and a search page over an index that follows new versions live."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from semsearch.core.errors import (
+    IndexCorruptError,
+    IndexFormatError,
+    IndexNotFoundError,
+    InputError,
+    ModelLoadError,
+    ModelMismatchError,
+    QueryError,
+    SemsearchError,
+    TagError,
+    UnknownDocumentError,
+)
+from semsearch.core.options import DEFAULT_HOST, DEFAULT_PORT, MAX_K
+from semsearch.faces.api_schema import IDS_SCHEMA, QUERY_SCHEMA, WHERE_SCHEMA
+from semsearch.faces.local_hosts import ScreenedApp, TrustedHosts
+from semsearch.query.highlight import highlight_spans
+from semsearch.query.live import LiveIndex
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from semsearch.encode.embedder import Embedder
+
+WEB_DIR = Path(__file__).resolve().parent / "web"
+# Swagger UI and ReDoc start from one inline script and inject their own styles: /docs and /redoc allow exactly
+# that script (by hash) and inline styles; every other response carries local_hosts.PAGE_CSP.
+DOCS_CSP = (
+    "default-src 'self'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "worker-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+# Requests past uvicorn's 16 KiB default head buffer could be cut off or refused depending on how TCP split them;
+# this bound holds every request the API's own limits allow (MAX_K ids of 200 characters, percent-encoded).
+MAX_REQUEST_HEAD = 4 * 1024 * 1024
+MAX_QUERY_CHARS = 1000  # longer text is an abstract, not a query: use `semsearch related --file`
+MAX_WHERE = 20
+
+
+class ServeUnavailableError(SemsearchError):
+    """The server was asked for, but its extra (fastapi, uvicorn) is not installed."""
+
+
+def check_installed() -> None:
+    """Raise a one-line error naming the extra when the server's packages are missing."""
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ServeUnavailableError(
+            f"semsearch serve needs the 'serve' extra ({exc.name} is missing): pip install 'semsearch[serve]'"
+        ) from exc
+
+
+log = logging.getLogger("semsearch.faces.serve")
+
+# What each library error means to an HTTP client: its own mistake (4xx) or the server's index (503).
+STATUS: dict[type[SemsearchError], int] = {
+    QueryError: 422,
+    UnknownDocumentError: 404,
+    TagError: 503,  # tags.json cannot be read (the message says to fix or delete it)
+    InputError: 400,
+    IndexNotFoundError: 503,
+    IndexCorruptError: 503,
+    IndexFormatError: 503,
+    ModelMismatchError: 503,
+    ModelLoadError: 503,
+}
+
+
+def status_of(exc: SemsearchError) -> int:
+    """The HTTP status of a library error (500 for kinds a read-only server should never see)."""
+    for kind, status in STATUS.items():
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+def _error(status: int, message: str, **extra: Any) -> Any:
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse({"status": status, "error": message, **extra}, status_code=status)
+
+
+def with_docs_csp(page: Any) -> Any:
+    """The docs page with a CSP that allows its own inline scripts (by sha256) and nothing else inline."""
+    import base64
+    import hashlib
+
+    html = bytes(page.body).decode("utf-8")
+    inline = re.findall(r"<script>(.*?)</script>", html, flags=re.DOTALL)
+    hashes = " ".join(
+        f"'sha256-{base64.b64encode(hashlib.sha256(code.encode()).digest()).decode()}'" for code in inline
+    )
+    page.headers["Content-Security-Policy"] = DOCS_CSP.format(hashes=hashes)
+    return page
+
+
+def _docs_routes(app: FastAPI) -> None:
+    """/docs (Swagger UI) and /redoc from assets installed with fastapi-offline, else a small local page."""
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    try:
+        assets = Path(importlib.import_module("fastapi_offline").__file__ or "").parent / "static"
+    except ImportError:
+        assets = Path()
+    if (assets / "swagger-ui-bundle.js").is_file():
+        # FastAPI's own pages load Swagger UI from a CDN; these load it from this server (it may have no internet).
+        app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
+
+        @app.get("/docs", include_in_schema=False)
+        def swagger() -> HTMLResponse:
+            return with_docs_csp(
+                get_swagger_ui_html(
+                    openapi_url="/openapi.json",
+                    title="semsearch API",
+                    swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                    swagger_css_url="/docs-assets/swagger-ui.css",
+                    swagger_favicon_url="/docs-assets/favicon.png",
+                )
+            )
+
+        @app.get("/redoc", include_in_schema=False)
+        def redoc() -> HTMLResponse:
+            return with_docs_csp(
+                get_redoc_html(
+                    openapi_url="/openapi.json",
+                    title="semsearch API",
+                    redoc_js_url="/docs-assets/redoc.standalone.js",
+                    redoc_favicon_url="/docs-assets/favicon.png",
+                    with_google_fonts=False,
+                )
+            )
+
+        return
+
+    @app.get("/docs", include_in_schema=False)
+    def plain_docs() -> HTMLResponse:
+        from html import escape
+
+        rows = []
+        for path, methods in app.openapi()["paths"].items():
+            for method, op in methods.items():
+                rows.append(
+                    f"<tr><td>{escape(method.upper())}</td><td><code>{escape(path)}</code></td>"
+                    f"<td>{escape(op.get('summary', ''))}</td></tr>"
+                )
+        return HTMLResponse(
+            "<!doctype html><meta charset=utf-8><title>semsearch API</title>"
+            "<h1>semsearch API</h1><p>The full description: <a href=/openapi.json>/openapi.json</a> "
+            "(install fastapi-offline for the interactive Swagger UI here).</p>"
+            f"<table>{''.join(rows)}</table>"
+        )
+
+
+def create_app(
+    index_dir: str | Path,
+    *,
+    embedder: Embedder | None = None,
+    allow_tags: bool = False,
+    trusted: TrustedHosts | None = None,
+) -> FastAPI:
+    """The web app over the index at ``index_dir``; raises IndexNotFoundError when there is none.
+
+    It answers only requests whose Host and Origin are in ``trusted`` (default: a server on this machine only).
+    """
+    from semsearch.faces.serve_recs import add_routes
+
+    live = LiveIndex(index_dir, embedder=embedder)
+    app = _new_app(live)
+    app.add_middleware(ScreenedApp, trusted=trusted or TrustedHosts.for_bind(DEFAULT_HOST))
+    _error_handlers(app)
+    _api_routes(app, live)
+    add_routes(app, live, allow_tags=allow_tags, max_k=MAX_K, max_where=MAX_WHERE)
+    _page_routes(app)
+    _docs_routes(app)
+    return app
+
+
+def _new_app(live: LiveIndex) -> FastAPI:
+    """The FastAPI application, its documented error shape, and the live index closed at shutdown."""
+    from fastapi import FastAPI
+    from pydantic import BaseModel
+
+    from semsearch.core.version import __version__
+
+    class ApiError(BaseModel):
+        """Every error: the HTTP status, one readable line, and the kind of error."""
+
+        status: int
+        error: str
+        type: str | None = None
+
+    errors: dict[int | str, dict[str, Any]] = {
+        404: {"model": ApiError, "description": "No such document"},
+        422: {"model": ApiError, "description": "A bad parameter (the message names it)"},
+        403: {"model": ApiError, "description": "The request came from another site's page (Origin)"},
+        413: {"model": ApiError, "description": "The request body is too large"},
+        421: {"model": ApiError, "description": "The Host is not one of this server's names (see --allow-host)"},
+        503: {"model": ApiError, "description": "The index cannot be read"},
+    }
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        live.close()
+
+    app = FastAPI(
+        title="semsearch",
+        version=__version__,
+        description="Semantic search over research-paper abstracts (read-only). Errors are JSON: "
+        "`{status, error}` with a 4xx status for bad parameters.",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+        responses=errors,
+    )
+    app.state.live = live
+    return app
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Every error as JSON {status, error, type}: library errors by kind, bad parameters 422, never a traceback."""
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    @app.exception_handler(SemsearchError)
+    async def library_error(_: Request, exc: SemsearchError) -> Any:
+        return _error(status_of(exc), str(exc), type=type(exc).__name__)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_parameter(_: Request, exc: RequestValidationError) -> Any:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err.get("loc", ())[1:]) or "request"
+            problems.append(f"{where}: {err.get('msg', 'invalid')}")
+        return _error(422, "; ".join(problems), type="ValidationError")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> Any:
+        return _error(exc.status_code, str(exc.detail), type="HTTPError")
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> Any:
+        log.exception("unexpected error")
+        return _error(500, f"internal error: {type(exc).__name__}")
+
+
+def _api_routes(app: FastAPI, live: LiveIndex) -> None:
+    """The JSON API: each route is one call on the live index."""
+    from fastapi import Path as PathParam
+    from fastapi import Query
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    @app.get("/api/search", summary="Papers that best answer a query")
+    def search(
+        q: str = Query(
+            ...,
+            max_length=MAX_QUERY_CHARS,
+            description=f"The question in plain words (≤ {MAX_QUERY_CHARS} chars).",
+            json_schema_extra=QUERY_SCHEMA,
+        ),
+        k: int = Query(10, ge=1, le=MAX_K, description="How many hits."),
+        mode: Literal["hybrid", "dense", "lexical"] = Query("hybrid", description="How hits are scored."),
+        where: list[str] = Query(
+            [],
+            max_length=MAX_WHERE,
+            description="FIELD OP VALUE filters (repeat; all must hold), e.g. year>=2024.",
+            json_schema_extra=WHERE_SCHEMA,
+        ),
+        diverse: bool = Query(False, description="Re-rank with maximal marginal relevance."),
+        min_score: float | None = Query(None, allow_inf_nan=False, description="Drop hits scoring below this."),
+    ) -> dict[str, Any]:
+        start = time.perf_counter()
+        with live.use() as loaded:
+            hits = loaded.index.search(q, k, mode=mode, where=where, diverse=diverse, min_score=min_score)
+            rows = [h.to_dict() for h in hits]
+            warnings = loaded.index.where_warnings(where)
+        for row in rows:
+            row["highlight_spans"] = highlight_spans(row["highlights"], q)
+        return {
+            "query": q,
+            "k": k,
+            "mode": mode,
+            "where": where,
+            "diverse": diverse,
+            "version": loaded.name,
+            "took_ms": round((time.perf_counter() - start) * 1000, 2),
+            "hits": rows,
+            "warnings": warnings,
+        }
+
+    @app.get("/api/related/{doc_id}", summary="Papers nearest to one in the index (cosine), never itself")
+    def related(
+        doc_id: str = PathParam(..., max_length=200),
+        k: int = Query(10, ge=1, le=MAX_K),
+        where: list[str] = Query([], max_length=MAX_WHERE, json_schema_extra=WHERE_SCHEMA),
+    ) -> dict[str, Any]:
+        with live.use() as loaded:
+            hits = loaded.index.related(doc_id, k, where=where)
+            warnings = loaded.index.where_warnings(where)
+        return {
+            "id": doc_id,
+            "k": k,
+            "version": loaded.name,
+            "hits": [h.to_dict() for h in hits],
+            "warnings": warnings,
+        }
+
+    @app.get("/api/documents/{doc_id}", summary="One document: text, title, metadata, sources")
+    def document(doc_id: str = PathParam(..., max_length=200)) -> dict[str, Any]:
+        with live.use() as loaded:
+            return {**loaded.index.get(doc_id).to_dict(), "version": loaded.name}
+
+    @app.get("/api/export", summary="Documents as citations: BibTeX, RIS, CSL-JSON or CSV")
+    def export_endpoint(
+        ids: list[str] = Query(
+            ...,
+            min_length=1,
+            max_length=MAX_K,
+            description="Ids (repeat, or comma-separated).",
+            json_schema_extra=IDS_SCHEMA,
+        ),
+        fmt: Literal["bibtex", "ris", "csljson", "csv"] = Query("bibtex", alias="format", description="The format."),
+    ) -> Any:
+        from fastapi.responses import Response
+
+        from semsearch.reader.export import EXTENSIONS, MEDIA_TYPES, export, select_documents
+
+        wanted = [part.strip() for value in ids for part in value.split(",") if part.strip()]
+        if not wanted or len(wanted) > MAX_K or any(len(w) > 200 for w in wanted):
+            raise QueryError(f"ids: give 1 to {MAX_K} ids, each of at most 200 characters")
+        with live.use() as loaded:
+            docs = select_documents(loaded.index, wanted, [])
+        name = f"semsearch-{len(docs)}.{EXTENSIONS[fmt]}"
+        return Response(
+            export(docs, fmt),
+            media_type=MEDIA_TYPES[fmt],
+            headers={"Content-Disposition": f'inline; filename="{name}"'},
+        )
+
+    @app.get("/api/info", summary="What the index holds: model, documents, sources, size, build time")
+    def info() -> dict[str, Any]:
+        with live.use() as loaded:
+            return loaded.info
+
+    @app.get("/api/health", summary="Liveness, and the version being served")
+    def health() -> dict[str, Any]:
+        with live.use() as loaded:
+            return {"status": "ok", "version": loaded.name, "documents": len(loaded.index)}
+
+    @app.get("/api/map", summary="The corpus map (2-d layout of the documents) of the served version")
+    def corpus_map_endpoint() -> dict[str, Any]:
+        with live.use() as loaded:
+            data = loaded.corpus_map()
+        if data is None:
+            raise StarletteHTTPException(404, "this index has no map; rebuild it with semsearch index")
+        return data
+
+
+def _page_routes(app: FastAPI) -> None:
+    """The search page and its static files."""
+    from fastapi.responses import FileResponse
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(WEB_DIR / "index.html", media_type="text/html")
+
+
+def server_config(app: Any, *, access_log: bool = False, **more: Any) -> Any:
+    """uvicorn's settings for the app (``more``: host and port when uvicorn binds the socket itself)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=access_log,
+        timeout_graceful_shutdown=5,
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
+        **more,
+    )
+
+
+def run_server(
+    index_dir: str | Path,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    embedder: Embedder | None = None,
+    access_log: bool = False,
+    ready: Any = None,
+    allow_tags: bool = False,
+    allow_hosts: Sequence[str] = (),
+) -> None:
+    """Serve the app with uvicorn until interrupted; ``ready(url)`` is called once the socket listens.
+
+    The server answers to the names of ``host`` (see ``local_hosts``) and to ``allow_hosts``.
+    """
+    import socket
+
+    import uvicorn
+
+    trusted = TrustedHosts.for_bind(host, allow_hosts)
+    app = create_app(index_dir, embedder=embedder, allow_tags=allow_tags, trusted=trusted)
+    with contextlib.suppress(ImportError):
+        import faiss
+
+        # Many one-query searches run at once on threads: an OpenMP team per search only oversubscribes the cores.
+        faiss.omp_set_num_threads(1)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    if ready is not None:
+        ready(f"http://{shown}:{bound}/")
+    try:
+        uvicorn.Server(server_config(app, access_log=access_log)).run(sockets=[sock])
+    finally:
+        sock.close()

@@ -1,0 +1,1 @@
+"""The read path: Index, fusion, highlights, the live index a server follows."""

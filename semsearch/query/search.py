@@ -1,0 +1,488 @@
+"""Query an index: nearest abstracts to a text, or to a paper already in the index."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from semsearch.core import options
+from semsearch.core.errors import IndexCorruptError, QueryError, UnknownDocumentError
+from semsearch.core.limits import check_k, check_text
+from semsearch.core.options import MODES
+from semsearch.core.records import Document, Hit, SourceFile
+from semsearch.dedup.duplicates import same_paper, text_hash
+from semsearch.encode.embedder import Embedder
+from semsearch.encode.encoder_choice import check_requested_model, open_query_encoder
+from semsearch.query.fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex_arrays, mmr
+from semsearch.query.highlight import best_sentences, matched_terms
+from semsearch.store.ann import VECTORS, open_version_vectors
+from semsearch.store.documents import open_documents
+from semsearch.store.filter_columns import FilterColumns
+from semsearch.store.filters import evaluate, parse_where
+from semsearch.store.layout import current_version, doc_id_from_num, doc_num
+from semsearch.store.lexical import Analyzer, BM25Index
+from semsearch.store.manifest import Manifest
+
+T = TypeVar("T")
+DEFAULT_INDEX = Path(options.DEFAULT_INDEX)
+DIVERSITY_LAMBDA = 0.5  # equal weight to relevance (min-max scaled over the pool) and novelty
+FILTER_CACHE = 32  # --where answers an open Index remembers
+
+
+def default_index_path() -> Path:
+    """The index used when none is named: $SEMSEARCH_INDEX, else indexes/default."""
+    env = os.environ.get(options.INDEX_ENV, "").strip()
+    return Path(env) if env else DEFAULT_INDEX
+
+
+@dataclass
+class IndexInfo:
+    """What ``semsearch info`` shows: the manifest plus what is measured on disk."""
+
+    path: str
+    version: str
+    format_version: int
+    model: str
+    fingerprint: str
+    dimension: int
+    backend: str
+    precision: str
+    documents: int
+    read: int
+    exact_duplicates: int
+    near_duplicates: int
+    faiss: str
+    ann: str
+    ann_spec: dict[str, Any]
+    built_at: str
+    build_seconds: float
+    size_bytes: int
+    sources: list[SourceFile] = field(default_factory=list)
+    title_only: int = 0  # documents indexed by their title alone (no abstract)
+    aliases: int = 0  # former ids that still resolve to a document
+    catalogue: dict[str, Any] | None = None  # the build's catalogue join (semsearch.write.catalogue), if any
+    map: dict[str, Any] = field(default_factory=dict)  # the manifest's map entry: method, clusters, when laid out
+    segments: int = 0  # segments appended since the index was last written whole (segments.py)
+    hidden: int = 0  # rows of its segments the version no longer holds
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["sources"] = [s.to_dict() for s in self.sources]
+        return out
+
+
+@dataclass
+class Ranking:
+    """One request's candidates, best first, with the scores seen on the way and what was asked."""
+
+    ranked: list[tuple[int, float]]  # (FAISS id, score in the mode's units)
+    dense: dict[int, float]  # cosines of the dense candidates
+    lexical: dict[int, float]  # BM25 scores of the lexical candidates
+    vector: np.ndarray | None  # the query (or paper) vector; None for a lexical search without MMR
+    text: str  # the query text ("" for related)
+    mode: str
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a ranking becomes hits: how many, a score floor, MMR, and whether to explain each hit."""
+
+    k: int
+    min_score: float | None = None
+    diverse: bool = False
+    diversity: float = DIVERSITY_LAMBDA
+    explain: bool = True
+
+    @property
+    def want(self) -> int:
+        """Candidates to rank: k, or MMR's pool when --diverse."""
+        return _pool_size(self.k) if self.diverse else self.k
+
+
+class Index:
+    """An opened index version: search it by text or by document.
+
+    The encoder is loaded on first use, so opening an index for ``info`` or ``related ID`` is cheap.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        version: Path,
+        manifest: Manifest,
+        *,
+        embedder: Embedder | None = None,
+        model: str | None = None,
+    ) -> None:
+        self.path = path
+        self.version = version
+        self.manifest = manifest
+        self._embedder = embedder
+        self._lexical: BM25Index | None = None
+        self._filters: dict[tuple[str, ...], tuple[np.ndarray, list[str]]] = {}
+        self._filters_lock = threading.Lock()
+        self._columns: FilterColumns | None = None  # the --where column index, read on the first filter
+        self._memo: dict[str, Any] = {}  # what features derive from this version, built once (see memo)
+        manifest.check_file_sizes(version)
+        self.ann, self.vectors = open_version_vectors(version, manifest)
+        self.store = open_documents(version, manifest)
+        expected = manifest.counts.vectors
+        if self.ann.ntotal != expected or self.store.count() != expected:
+            raise IndexCorruptError(
+                f"{version} holds {self.ann.ntotal} vectors and {self.store.count()} documents, "
+                f"expected {expected}; rebuild with: semsearch index --full"
+            )
+        # Fail at open, not at the first query, when the caller asked for another model.
+        if model is not None:
+            check_requested_model(manifest, model)
+        if embedder is not None:
+            manifest.model.check_embedder(embedder.name, embedder.fingerprint, embedder.dimension)
+
+    @classmethod
+    def open(
+        cls, path: str | Path | None = None, *, embedder: Embedder | None = None, model: str | None = None
+    ) -> Index:
+        """Open the live version of the index at ``path`` (default: $SEMSEARCH_INDEX or indexes/default)."""
+        index_path = Path(path) if path is not None else default_index_path()
+        version = current_version(index_path)
+        return cls(index_path, version, Manifest.read(version), embedder=embedder, model=model)
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the document store and the memory maps (a pruned version's files are freed with them)."""
+        self.store.close()
+        self.ann.index = None
+        self.vectors.matrix = np.zeros((0, self.vectors.dimension), dtype=np.float32)
+        self._lexical = None
+
+    def __len__(self) -> int:
+        return self.ann.ntotal
+
+    @property
+    def embedder(self) -> Embedder:
+        """The query encoder (loaded on first use)."""
+        if self._embedder is None:
+            self._embedder = open_query_encoder(self.manifest, self.version)
+        return self._embedder
+
+    def info(self) -> IndexInfo:
+        """The manifest's facts plus the version's size on disk."""
+        m = self.manifest
+        size = sum(p.stat().st_size for p in self.version.rglob("*") if p.is_file())
+        return IndexInfo(
+            path=str(self.path),
+            version=self.version.name,
+            format_version=m.format_version,
+            model=m.model.name,
+            fingerprint=m.model.fingerprint,
+            dimension=m.model.dimension,
+            backend=m.model.backend,
+            precision=m.model.precision,
+            documents=m.counts.documents,
+            read=m.counts.read,
+            exact_duplicates=m.counts.exact_duplicates,
+            near_duplicates=m.counts.near_duplicates,
+            faiss=str(m.faiss.get("type", "")),
+            ann=self.ann.spec.describe(),
+            ann_spec=self.ann.spec.to_dict(),
+            built_at=m.built_at,
+            build_seconds=m.build_seconds,
+            size_bytes=size,
+            sources=list(m.sources),
+            title_only=m.counts.title_only,
+            aliases=self.store.alias_count(),
+            catalogue=m.catalogue,
+            map=dict(m.map),
+            segments=len(m.segments),
+            hidden=m.hidden,
+        )
+
+    def stale_sources(self) -> dict[str, list[str]]:
+        """Source files that are new, changed or missing since the build (empty lists when fresh)."""
+        from semsearch.write.freshness import stale_sources
+
+        return stale_sources(self.manifest)
+
+    def get(self, doc_id: str) -> Document:
+        """A document by id, unambiguous id prefix, or external id (e.g. a BEIR ``_id``)."""
+        doc = self.store.find(doc_id)
+        if doc is None and len(doc_id.strip()) >= 6 and len(several := self.store.prefix_ids(doc_id)) > 1:
+            raise UnknownDocumentError(
+                f"id prefix {doc_id.strip()!r} matches several documents ({', '.join(several[:2])}, ...); "
+                "give more digits of the id"
+            )
+        if doc is None:
+            raise UnknownDocumentError(
+                f"no document {doc_id!r} in {self.path} (ids appear in the output of semsearch query)"
+            )
+        return doc
+
+    def encode_query(self, text: str) -> np.ndarray:
+        """The unit-length query vector of a text, shape (1, dimension)."""
+        return self.embedder.encode([check_text(text)])[:1]
+
+    @property
+    def lexical(self) -> BM25Index:
+        """The BM25 index of this version, over all its segments (loaded on first use)."""
+        if self._lexical is None:
+            from semsearch.store.lexical_segments import load_segments
+
+            self._lexical = load_segments(self.manifest.version_segments(self.version))
+        return self._lexical
+
+    def search(
+        self,
+        text: str,
+        k: int = 10,
+        *,
+        mode: str = "hybrid",
+        where: Sequence[str] = (),
+        min_score: float | None = None,
+        diverse: bool = False,
+        diversity: float = DIVERSITY_LAMBDA,
+        explain: bool = True,
+    ) -> list[Hit]:
+        """The k documents that best answer a text, best first.
+
+        Args:
+            text: the question, in plain words.
+            k: how many hits.
+            mode: "hybrid" (default: BM25 and embeddings fused), "dense" (embeddings only; score = cosine)
+                or "lexical" (BM25 only; score = BM25).
+            where: metadata filters such as ``year>=2024`` (see ``semsearch.store.filters``); k hits are returned
+                whenever k documents match.
+            min_score: drop hits scoring below this (in the mode's score units).
+            diverse: re-rank with maximal marginal relevance so near-identical papers do not crowd the list.
+            diversity: MMR λ (1 = relevance only; the default 0.5 weighs relevance and novelty equally).
+            explain: add each hit's best-matching sentence and the query words it contains.
+        """
+        check_k(k)
+        text = check_text(text)
+        if mode not in MODES:
+            raise QueryError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
+        allowed = self.allowed_rows(where)
+        vector = self.encode_query(text) if mode != "lexical" or diverse else None
+        shape = Shape(k, min_score, diverse, diversity, explain)
+        return self._finish(self._rank(text, vector, mode, allowed, shape.want), shape)
+
+    def _rank(
+        self,
+        text: str,
+        vector: np.ndarray | None,
+        mode: str,
+        allowed: np.ndarray | None,
+        want: int,
+        exclude: frozenset[int] = frozenset(),
+    ) -> Ranking:
+        """Candidates best first as (FAISS id, score), with the dense and lexical scores seen on the way."""
+        pool = len(self) if allowed is None else len(allowed)
+        # Hybrid fuses deep lists (tuned on SciFact train: see semsearch.query.fusion); single modes need only k.
+        depth = min(pool, max(DEFAULT_DEPTH, want) if mode == "hybrid" else want + len(exclude))
+        dense: dict[int, float] = {}
+        lexical: dict[int, float] = {}
+        if depth == 0:
+            return Ranking([], dense, lexical, vector, text, mode)
+        empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+        dense_top = lexical_top = empty
+        if mode in ("dense", "hybrid") and vector is not None:
+            dense_top = self._dense_top(vector, depth, allowed, exclude)
+            dense = dict(zip(dense_top[0].tolist(), dense_top[1].tolist(), strict=True))
+        if mode in ("lexical", "hybrid"):
+            lexical_top = self._lexical_top(text, depth, allowed, exclude)
+            lexical = dict(zip(lexical_top[0].tolist(), lexical_top[1].tolist(), strict=True))
+        if mode == "dense":
+            ranked = sorted(dense.items(), key=lambda item: (-item[1], item[0]))
+        elif mode == "lexical":
+            ranked = sorted(lexical.items(), key=lambda item: (-item[1], item[0]))
+        else:
+            # The z-scores take all 2 x 1000 candidates; the hits need only the best ``want``.
+            ids, fused = convex_arrays(*dense_top, *lexical_top, alpha=DEFAULT_ALPHA, norm=DEFAULT_NORM, limit=want)
+            ranked = list(zip(ids.tolist(), fused.tolist(), strict=True))
+        return Ranking(ranked, dense, lexical, vector, text, mode)
+
+    def _dense_top(
+        self, vector: np.ndarray, depth: int, allowed: np.ndarray | None, exclude: frozenset[int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(FAISS ids, cosines) of the ``depth`` nearest documents, best first, leaving out ``exclude``."""
+        nums, scores = self.ann.top(vector, min(depth + len(exclude), len(self)), allowed)
+        if exclude:
+            keep = ~np.isin(nums, np.fromiter(exclude, dtype=np.int64, count=len(exclude)))
+            nums, scores = nums[keep], scores[keep]
+        return nums[:depth], scores[:depth]
+
+    def _lexical_top(
+        self, text: str, depth: int, allowed: np.ndarray | None, exclude: frozenset[int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(FAISS ids, BM25 scores) of the ``depth`` best-scoring documents, best first, leaving out ``exclude``."""
+        lex = self.lexical
+        keep = None
+        if allowed is not None or exclude:
+            keep = np.zeros(len(lex), dtype=bool)
+            if allowed is None:
+                keep[:] = True
+            else:
+                rows = lex.rows_of(allowed)
+                keep[rows[rows >= 0]] = True
+            if exclude:
+                rows = lex.rows_of(sorted(exclude))
+                keep[rows[rows >= 0]] = False
+        rows, scores = lex.top(text, depth, keep)
+        return lex.ids[rows], scores
+
+    def memo(self, key: str, build: Callable[[], T]) -> T:
+        """``build()``'s result, computed once per open Index: a version never changes, so it cannot go stale.
+
+        For what a feature derives from the whole version (say, recommend's BM25 feature rows), so that a
+        long-lived Index (a server, a notebook) pays for it once. Keys are the feature's own (e.g. "recommend.bm25").
+        """
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
+
+    def allowed_rows(self, where: Sequence[str]) -> np.ndarray | None:
+        """Document numbers (FAISS ids) of the documents that meet every ``where`` clause (None: no filter).
+
+        A version's column index answers a filter in milliseconds; a version written before it existed is
+        scanned (every document once: seconds at 157k). A long-lived Index (a server, a notebook) keeps the
+        last few filters' answers either way; a version never changes, so they cannot go stale.
+        """
+        if not where:
+            return None
+        return self._filter(where)[0]
+
+    def where_warnings(self, where: Sequence[str]) -> list[str]:
+        """Why ``where`` matches no document (a field none has, a clause matching nothing); empty when it matches."""
+        return self._filter(where)[1] if where else []
+
+    def _filter(self, where: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+        key = tuple(where)
+        with self._filters_lock:
+            found = self._filters.pop(key, None)
+        if found is None:
+            found = self._evaluate(where)
+        with self._filters_lock:  # a server's threads share the Index
+            self._filters[key] = found  # most recently used last
+            while len(self._filters) > FILTER_CACHE:
+                self._filters.pop(next(iter(self._filters)))
+        return found
+
+    def _evaluate(self, where: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+        """The FAISS ids meeting ``where`` and the warnings, from the column index or else a scan."""
+        clauses = parse_where(where)
+        if self.store.has_filter_columns:
+            if self._columns is None:
+                self._columns = FilterColumns(self.store.rows, self.store.path, self.store.segment_tables)
+            answer = self._columns.evaluate(clauses)
+            return answer.nums, answer.warnings
+        result = evaluate(self.store.iter_documents(), clauses)
+        return np.array([doc_num(i) for i in result.ids], dtype=np.int64), result.warnings
+
+    def _finish(self, ranking: Ranking, shape: Shape) -> list[Hit]:
+        """Apply --min-score and MMR, fetch the documents, and explain each hit."""
+        ranked, vector, k = ranking.ranked, ranking.vector, shape.k
+        if shape.min_score is not None:
+            ranked = [(n, s) for n, s in ranked if s >= shape.min_score]
+        if shape.diverse and vector is not None and len(ranked) > 1:
+            pool = ranked[: _pool_size(k)]
+            nums = [n for n, _ in pool]
+            vecs = self.vectors.get(nums)
+            rel = np.array([s for _, s in pool], dtype=np.float32)
+            span = float(rel.max() - rel.min())
+            # MMR mixes relevance with cosine redundancy, so bring relevance to [0, 1] whatever the mode.
+            rel = (rel - rel.min()) / span if span > 0 else np.ones_like(rel)
+            order = mmr(vector, vecs, nums, k, shape.diversity, relevance=rel.tolist())
+            score_of = dict(pool)
+            ranked = [(n, score_of[n]) for n in order]
+        ranked = ranked[:k]
+        docs = self.store.get_many([n for n, _ in ranked])
+        analyzer = Analyzer() if shape.explain else None
+        terms = analyzer(ranking.text) if analyzer is not None else []
+        hits = []
+        for rank, (num, score) in enumerate(ranked, start=1):
+            doc = docs.get(num)
+            if doc is None:
+                raise IndexCorruptError(
+                    f"{self.version / VECTORS} has id {doc_id_from_num(num)} that the document store lacks; "
+                    "rebuild with: semsearch index --full"
+                )
+            hit = Hit.of(rank, score, doc, ranking.mode)
+            hit.scores = self._breakdown(num, ranking)
+            if analyzer is not None:
+                hit.highlights = best_sentences(doc.text, terms, n=1, analyzer=analyzer)
+                hit.matched_terms = matched_terms(doc.embedding_text(), ranking.text, analyzer=analyzer)
+            hits.append(hit)
+        return hits
+
+    def _breakdown(self, num: int, ranking: Ranking) -> dict[str, float]:
+        """The hit's cosine and BM25 scores (what the fused score was made of)."""
+        out: dict[str, float] = {}
+        if ranking.vector is not None:
+            cosine = ranking.dense.get(num)
+            if cosine is None:
+                cosine = float(self.vectors.get_one(num) @ ranking.vector[0])
+            out["dense"] = round(cosine, 6)
+        if ranking.mode != "dense":
+            out["lexical"] = round(ranking.lexical.get(num, 0.0), 6)
+        return out
+
+    def related(
+        self,
+        doc_id: str,
+        k: int = 10,
+        *,
+        where: Sequence[str] = (),
+        min_score: float | None = None,
+        diverse: bool = False,
+        diversity: float = DIVERSITY_LAMBDA,
+    ) -> list[Hit]:
+        """The k papers nearest to one in the index (cosine), never the paper itself or its merged duplicates."""
+        check_k(k)
+        doc = self.get(doc_id)
+        num = doc_num(doc.id)
+        vector = self.vectors.get_one(num).reshape(1, -1)
+        allowed = self.allowed_rows(where)
+        shape = Shape(k, min_score, diverse, diversity, explain=False)
+        return self._finish(self._rank("", vector, "dense", allowed, shape.want, frozenset([num])), shape)
+
+    def related_to_text(
+        self,
+        text: str,
+        k: int = 10,
+        *,
+        where: Sequence[str] = (),
+        min_score: float | None = None,
+        diverse: bool = False,
+        diversity: float = DIVERSITY_LAMBDA,
+    ) -> list[Hit]:
+        """The k papers nearest to an abstract given as text (cosine), leaving out copies of that abstract."""
+        check_k(k)
+        text = check_text(text, "text")
+        vector = self.encode_query(text)
+        allowed = self.allowed_rows(where)
+        own = text_hash(text)
+        shape = Shape(k, min_score, diverse, diversity, explain=False)
+        # Copies of the given abstract rank first: look a little deeper, and deeper still if that was not enough.
+        for extra in (5, len(self)):
+            ranking = self._rank(text, vector, "dense", allowed, shape.want + extra)
+            docs = self.store.get_many([n for n, _ in ranking.ranked])
+            copies = frozenset(n for n, _ in ranking.ranked if same_paper(docs[n].text, own, text))
+            kept = [(n, s) for n, s in ranking.ranked if n not in copies]
+            if len(kept) >= shape.want or len(ranking.ranked) < shape.want + extra:
+                break
+        return self._finish(replace(ranking, ranked=kept), shape)
+
+
+def _pool_size(k: int) -> int:
+    """Candidates that MMR chooses k hits from when --diverse is on."""
+    return max(3 * k, 30)

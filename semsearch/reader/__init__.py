@@ -1,0 +1,1 @@
+"""The reader's features over the query layer: tags, recommendations, arrivals, digests, exports."""

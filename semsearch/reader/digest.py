@@ -1,0 +1,212 @@
+"""Digests: what arrived since a digest last ran, per tag and per saved query, as Markdown, HTML, JSON or Atom.
+
+``semsearch digest --since last --name daily`` reports the papers that arrived after the version the digest
+named ``daily`` last reported, then moves its bookmark to the live version, so a daily cron job lists each
+paper once.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from semsearch.core.errors import QueryError
+from semsearch.core.fileio import utc_now
+from semsearch.core.paperinfo import authors_of, link_of, plain_text
+from semsearch.core.safe_text import clean_text, json_text, markdown_text, markdown_url
+from semsearch.reader.arrivals import MIN_COSINE, live_seq, new_since, set_bookmark
+from semsearch.reader.whats_new import NewPaper, Section, sections
+
+if TYPE_CHECKING:
+    from semsearch.query.search import Index
+
+FORMATS = ("md", "html", "json", "atom")
+ATOM = "http://www.w3.org/2005/Atom"
+DIGEST_MIN_COSINE = MIN_COSINE  # a paper is listed under a tag or saved query only this close to it
+
+
+@dataclass
+class Digest:
+    """One digest: where it started and stopped (versions), and its sections."""
+
+    name: str
+    index: str
+    since: str
+    version: str
+    generated: str
+    arrived: int
+    sections: list[Section]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "index": self.index,
+            "since": self.since,
+            "version": self.version,
+            "generated": self.generated,
+            "arrived": self.arrived,
+            "sections": [s.to_dict() for s in self.sections],
+        }
+
+
+def make_digest(
+    index: Index,
+    *,
+    name: str = "default",
+    since: str | None = "last",
+    k: int = 5,
+    where: Sequence[str] = (),
+    bookmark: bool = True,
+    min_cosine: float = DIGEST_MIN_COSINE,
+) -> Digest:
+    """The digest of what arrived since ``since`` (``last``: the bookmark of digest ``name``).
+
+    ``bookmark`` moves the digest's bookmark to the live version afterwards.
+    """
+    from semsearch.reader.tags import check_name
+
+    check_name(name, "digest")
+    if k < 1 or k > 100:
+        raise QueryError(f"k must be 1..100 for a digest, got {k}")
+    clauses = new_since(index, since, name=name) if since is not None else []
+    allowed = index.allowed_rows(list(where) + clauses)
+    arrived = len(index) if allowed is None else len(allowed)
+    threshold = min_cosine if min_cosine > 0 else None  # 0 (or below): the best k, whatever their cosine
+    found = sections(index, clauses, k=k, where=where, min_cosine=threshold) if arrived else []
+    found = [s for s in found if s.papers]
+    digest = Digest(name, str(index.path), since or "all", index.version.name, utc_now(), arrived, found)
+    if bookmark:
+        set_bookmark(index.path, name, live_seq(index))
+    return digest
+
+
+def link(paper: NewPaper) -> str:
+    """The paper's http(s) link (``paperinfo.link_of``: never ``javascript:`` and the like), or ""."""
+    return link_of(paper.hit.metadata) or ""
+
+
+def authors(paper: NewPaper) -> str:
+    names = [plain_text(a) for a in authors_of(paper.hit.metadata)]
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+
+
+def _title(paper: NewPaper) -> str:
+    return plain_text(paper.hit.title or paper.hit.label)
+
+
+def _sentence(paper: NewPaper) -> str:
+    return plain_text(paper.best_sentence or "")
+
+
+def _heading(section: Section) -> str:
+    return f"Tag: {section.name}" if section.kind == "tag" else f"Saved query: {section.name}"
+
+
+def render(digest: Digest, fmt: str) -> str:
+    """The digest as md, html, json or atom."""
+    if fmt not in FORMATS:
+        raise QueryError(f"unknown digest format {fmt!r} (choose from {', '.join(FORMATS)})")
+    return {"md": to_markdown, "html": to_html, "json": to_json, "atom": to_atom}[fmt](digest)
+
+
+def to_json(digest: Digest) -> str:
+    return json_text(json.dumps(digest.to_dict(), ensure_ascii=False, indent=2))
+
+
+# Every text below is data from records: markup made readable (paperinfo.plain_text, which also drops control
+# characters and bidi overrides), then escaped for the format, so no mail client or feed reader runs any of it.
+
+
+def to_markdown(digest: Digest) -> str:
+    m = markdown_text
+    lines = [f"# semsearch digest: {m(digest.name)}", ""]
+    lines.append(
+        f"{digest.arrived} papers arrived in {m(digest.index)} since {m(digest.since)} (now {m(digest.version)})."
+    )
+    if not digest.sections:
+        lines += ["", "Nothing new for your tags and saved queries."]
+    for section in digest.sections:
+        lines += ["", f"## {m(_heading(section))}", ""]
+        for n, paper in enumerate(section.papers, start=1):
+            title = m(_title(paper))
+            url = link(paper)
+            lines.append(f"{n}. **[{title}]({markdown_url(url)})**" if url else f"{n}. **{title}**")
+            who = authors(paper)
+            if who:
+                lines.append(f"   {m(who)}")
+            if paper.best_sentence:
+                lines.append(f"   > {m(_sentence(paper))}")
+            lines.append(f"   `{clean_text(paper.hit.id, one_line=True).replace('`', '')}`")  # no escapes in code
+    return "\n".join(lines) + "\n"
+
+
+def to_html(digest: Digest) -> str:
+    def e(text: str) -> str:
+        return html.escape(clean_text(text))
+
+    parts = [
+        '<!doctype html><html><head><meta charset="utf-8">',
+        f"<title>semsearch digest: {e(digest.name)}</title></head><body>",
+        f"<h1>semsearch digest: {e(digest.name)}</h1>",
+        f"<p>{digest.arrived} papers arrived in {e(digest.index)} since {e(digest.since)}"
+        f" (now {e(digest.version)}).</p>",
+    ]
+    if not digest.sections:
+        parts.append("<p>Nothing new for your tags and saved queries.</p>")
+    for section in digest.sections:
+        parts.append(f"<h2>{e(_heading(section))}</h2><ol>")
+        for paper in section.papers:
+            title = e(_title(paper))
+            url = link(paper)
+            head = f'<a href="{e(url)}">{title}</a>' if url else title
+            parts.append(
+                f"<li><b>{head}</b><br>{e(authors(paper))}<br><i>{e(_sentence(paper))}</i>"
+                f" <code>{e(paper.hit.id)}</code></li>"
+            )
+        parts.append("</ol>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def to_atom(digest: Digest) -> str:
+    """An Atom feed: one entry per paper (a paper in two sections appears once, under its first).
+
+    Built with ElementTree, so quotes and angle brackets in any field are escaped; the texts carry no
+    character XML 1.0 forbids (``clean_text``).
+    """
+    c = clean_text
+    feed = ET.Element("feed", xmlns=ATOM)
+
+    def add(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+        node = ET.SubElement(parent, tag, {k: c(v) for k, v in attrs.items()})
+        if text is not None:
+            node.text = c(text)
+        return node
+
+    add(feed, "title", f"semsearch digest: {digest.name}")
+    add(feed, "id", f"tag:semsearch,{digest.generated[:10]}:{digest.name}")
+    add(feed, "updated", digest.generated)
+    seen: set[str] = set()
+    for section in digest.sections:
+        for paper in section.papers:
+            if paper.hit.id in seen:
+                continue
+            seen.add(paper.hit.id)
+            entry = add(feed, "entry")
+            add(entry, "title", _title(paper))
+            add(entry, "id", f"urn:semsearch:{paper.hit.id}")
+            add(entry, "updated", paper.added.at if paper.added else digest.generated)
+            add(entry, "category", term=f"{section.kind}:{section.name}")
+            url = link(paper)
+            if url:
+                add(entry, "link", href=url)
+            who = authors(paper)
+            if who:
+                add(add(entry, "author"), "name", who)
+            add(entry, "summary", _sentence(paper) or plain_text(paper.hit.text[:300]))
+    ET.indent(feed, space="")
+    return "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(feed, encoding="unicode") + "\n"

@@ -1,0 +1,1 @@
+"""Writers: full builds, appended segments, removals, the catalogue join, freshness and verification."""

@@ -1,0 +1,107 @@
+"""Has an index gone stale? Compare the sources recorded at build time with the files on disk now."""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from semsearch.core.errors import InputError
+from semsearch.core.fileio import file_sha256
+from semsearch.core.records import SourceFile
+from semsearch.ingest.sources import expand_sources
+from semsearch.store.manifest import Manifest
+
+
+def absolute_source_args(sources: Sequence[str]) -> list[str]:
+    """Source arguments made absolute, so a later refresh from another directory finds them."""
+    return [os.path.abspath(os.path.expanduser(source)) for source in sources]
+
+
+def file_changed(path: Path, recorded: SourceFile) -> bool:
+    """Whether a source differs from its record: size, then content when touched (a Zotero library: its times)."""
+    if recorded.format == "zotero":
+        return _library_changed(path, recorded)
+    return _differs(path, recorded)
+
+
+def _library_changed(path: Path, recorded: SourceFile) -> bool:
+    """A Zotero library changed when its size or the later of its and its write-ahead log's times did.
+
+    A running Zotero writes new items to the ``-wal`` file first, so the database file alone can look unchanged.
+    """
+    try:
+        stat = path.stat()
+    except OSError:
+        return True
+    try:
+        log_time = path.with_name(path.name + "-wal").stat().st_mtime_ns
+    except OSError:
+        log_time = 0
+    return stat.st_size != recorded.size or max(stat.st_mtime_ns, log_time) != recorded.mtime_ns
+
+
+def _differs(path: Path, recorded: SourceFile) -> bool:
+    try:
+        stat = path.stat()
+    except OSError:
+        return True
+    if stat.st_size != recorded.size:
+        return True
+    if stat.st_mtime_ns == recorded.mtime_ns:
+        return False
+    # Touched but maybe not edited: only the content decides.
+    try:
+        return file_sha256(path) != recorded.sha256
+    except OSError:
+        return True
+
+
+def stale_sources(manifest: Manifest) -> dict[str, list[str]]:
+    """Source files that are new, changed or missing since the build (empty lists when fresh)."""
+    recorded = {s.path: s for s in manifest.sources}
+    current: set[str] = set()
+    for arg in manifest.source_args:
+        if not os.path.exists(arg) and not glob.has_magic(arg):
+            continue  # the files it named show up as missing below
+        try:
+            current.update(str(p) for p in expand_sources([arg]))
+        except InputError:
+            continue
+    report: dict[str, list[str]] = {"new": [], "changed": [], "missing": []}
+    excluded = set(manifest.excluded_sources)
+    for path in sorted(current - recorded.keys() - excluded):
+        report["new"].append(path)
+    for path, source in sorted(recorded.items()):
+        if not os.path.exists(path):
+            report["missing"].append(path)
+        elif file_changed(Path(path), source):
+            report["changed"].append(path)
+    return report
+
+
+def catalogues_changed(manifest: Manifest) -> bool:
+    """Whether a catalogue file the index was joined with has changed or gone since the build."""
+    try:
+        recorded = [SourceFile.from_dict(f) for f in manifest.catalogues]
+    except (KeyError, TypeError, ValueError):
+        return True
+    try:
+        current = {str(p) for p in expand_sources(manifest.catalogue_args)} if manifest.catalogue_args else set()
+    except InputError:
+        return True
+    if current != {f.path for f in recorded}:
+        return True
+    return any(file_changed(Path(f.path), f) for f in recorded)
+
+
+def stale_notice(report: dict[str, list[str]], index_dir: str) -> str | None:
+    """One line that says what changed and the command that refreshes the index, or None when fresh."""
+    parts = [f"{len(v)} {k}" for k, v in report.items() if v]
+    if not parts:
+        return None
+    return (
+        f"the index is stale: {', '.join(parts)} source files since it was built; "
+        f"refresh with: semsearch index --index {index_dir}"
+    )

@@ -1,0 +1,208 @@
+"""Remove documents from an index, by id or by source file, as a new atomically published version."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from semsearch.core.errors import InputError, UnknownDocumentError
+from semsearch.core.fileio import utc_now
+from semsearch.core.records import Document
+from semsearch.encode.encoder_choice import copy_encoder
+from semsearch.ingest.sources import files_named
+from semsearch.store.ann import open_version_vectors
+from semsearch.store.documents import DocumentStore, open_documents
+from semsearch.store.layout import ENCODER_DIR, current_version, doc_num
+from semsearch.store.manifest import FORMAT_VERSION, Counts, Manifest
+from semsearch.store.segments import MERGE_SHARE
+from semsearch.store.versions import PreviousVersion, VersionWriter, new_version
+from semsearch.write.contents import write_contents
+
+
+@dataclass
+class RemoveSummary:
+    """What ``semsearch remove`` did."""
+
+    removed: int
+    documents: int
+    version: str
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _resolve_source(given: str, manifest: Manifest, files: set[str]) -> tuple[str, set[str]]:
+    """The recorded absolute path a user's path names, and the provenance file names that mean it."""
+    recorded = [s.path for s in manifest.sources]
+    wanted = os.path.abspath(given)
+    matches = [p for p in recorded if p == wanted] or (files_named(given, recorded) if given in files else [])
+    if not matches:
+        raise InputError(f"no document in the index comes from {given}")
+    path = matches[0]
+    # Provenance names files as the build saw them: relative to its working directory, or absolute. A relative
+    # name that could mean several recorded files (a.jsonl, sub/a.jsonl) means this one only when it is this
+    # one from here.
+    return path, {f for f in files if _means(f, path, recorded)}
+
+
+def _means(name: str, path: str, recorded: list[str]) -> bool:
+    found = files_named(name, recorded)
+    return found == [path] or (path in found and os.path.abspath(name) == path)
+
+
+def remove_documents(
+    index_dir: str | Path,
+    *,
+    ids: Sequence[str] = (),
+    sources: Sequence[str] = (),
+    wait: bool = False,
+    merge_share: float = MERGE_SHARE,
+) -> RemoveSummary:
+    """Drop documents by id, and provenance by source file (documents left with none are dropped).
+
+    A later ``semsearch index`` over sources that still provide them brings them back.
+    """
+    started = time.perf_counter()
+    index_path = Path(index_dir)
+    if not ids and not sources:
+        raise InputError("name documents (ids) or --source files to remove")
+    current_version(index_path)  # no index here: fail before the lock file is created
+    with new_version(index_path, wait=wait) as writer:
+        previous = PreviousVersion.load(index_path)
+        assert previous is not None  # current_version above found it, and only writers (locked out) remove it
+        version, manifest = previous.path, previous.manifest
+        store = open_documents(version, manifest)
+        try:
+            drop: set[str] = set()
+            for key in ids:
+                doc = store.find(key)
+                if doc is None:
+                    raise UnknownDocumentError(f"no document {key!r} in {index_path}")
+                drop.add(doc.id)
+            files = {str(r[0]) for r in store.rows("SELECT DISTINCT file FROM provenance")}
+            gone_paths: set[str] = set()
+            gone_files: set[str] = set()
+            for given in sources:
+                path, names = _resolve_source(given, manifest, files)
+                gone_paths.add(path)
+                gone_files |= names
+            touched = _touched(store, drop, gone_files)
+            appended = _append(
+                writer, previous, touched, (drop, gone_files, gone_paths), bool(ids), started, merge_share
+            )
+            if appended is not None:
+                return appended
+            documents = list(store.iter_documents())
+        finally:
+            store.close()
+        kept: list[Document] = []
+        for doc in documents:
+            doc.sources = [p for p in doc.sources if p.file not in gone_files]
+            if doc.id not in drop and doc.sources:
+                kept.append(doc)
+
+        _, exact = open_version_vectors(version, manifest)
+        kept_vecs = exact.get([doc_num(d.id) for d in kept])
+
+        if (version / ENCODER_DIR).is_dir():
+            copy_encoder(version / ENCODER_DIR, writer.path / ENCODER_DIR)
+        ann = manifest.ann or {}
+        contents = write_contents(
+            writer.path,
+            kept,
+            kept_vecs,
+            ann=str(ann.get("requested", "auto")),
+            memory_budget=ann.get("memory_budget") or None,
+            previous=previous,
+        )
+        removed = len(documents) - len(kept)
+        counts = replace(
+            manifest.counts,
+            documents=len(kept),
+            vectors=len(kept),
+            title_only=sum(d.title_only for d in kept),
+            aliases=sum(len(d.aliases) for d in kept),
+        )
+        # Rewritten whole: one base again.
+        rewritten = {"format_version": FORMAT_VERSION, "segments": [], "hidden": 0, **contents}
+        final = writer.publish(_after_removal(manifest, counts, gone_paths, bool(ids), rewritten))
+    return RemoveSummary(removed, len(kept), final.name, round(time.perf_counter() - started, 3))
+
+
+def _after_removal(
+    manifest: Manifest, counts: Counts, gone_paths: set[str], by_id: bool, contents: dict[str, Any]
+) -> Manifest:
+    """The manifest of a version that removed documents by id or sources (``contents``: what was written)."""
+    return replace(
+        manifest,
+        built_at=utc_now(),
+        counts=counts,
+        sources=[s for s in manifest.sources if s.path not in gone_paths],
+        # Later refreshes from the recorded sources leave these out until they are named again.
+        excluded_sources=sorted(set(manifest.excluded_sources) | gone_paths),
+        removed_ids=manifest.removed_ids or by_id,
+        files={},
+        **contents,
+    )
+
+
+def _touched(store: DocumentStore, drop: set[str], gone_files: set[str]) -> list[Document]:
+    """The documents a removal changes: those named, and those with a source among the files removed."""
+    import json
+
+    nums = {doc_num(i) for i in drop}
+    if gone_files:
+        sql = "SELECT DISTINCT num FROM provenance WHERE file IN (SELECT value FROM json_each(?))"
+        nums |= {int(r[0]) for r in store.rows(sql, (json.dumps(sorted(gone_files)),))}
+    return list(store.get_many(sorted(nums)).values())
+
+
+def _append(
+    writer: VersionWriter,
+    previous: PreviousVersion,
+    touched: list[Document],
+    removal: tuple[set[str], set[str], set[str]],
+    by_id: bool,
+    started: float,
+    share: float,
+) -> RemoveSummary | None:
+    """Publish the removal as a segment of the live version (None when it is too big a change for one).
+
+    ``removal`` is (ids dropped by name, provenance file names removed, their recorded paths).
+    """
+    drop, gone_files, gone_paths = removal
+    from semsearch.store.corpus_map import can_append, usable_map
+    from semsearch.store.versions import next_sequence
+    from semsearch.write.segment_writer import SegmentChange, no_room, write_segment_version
+
+    manifest = previous.manifest
+    dropped: list[Document] = []
+    changed: list[Document] = []
+    for doc in touched:
+        doc.sources = [p for p in doc.sources if p.file not in gone_files]
+        (changed if doc.id not in drop and doc.sources else dropped).append(doc)
+    after = manifest.counts.documents - len(dropped)
+    if no_room(previous, len(touched), share):
+        return None
+    old_map = usable_map(previous.path)
+    if not can_append(old_map, after, len(dropped)):
+        return None
+    no_vectors = np.zeros((0, manifest.model.dimension), dtype=np.float32)
+    segment = SegmentChange([], no_vectors, changed, {doc_num(d.id) for d in dropped}, previous_map=old_map)
+    contents = write_segment_version(writer.path, previous, segment, next_sequence(writer.index_dir))
+    counts = replace(
+        manifest.counts,
+        documents=after,
+        vectors=after,
+        title_only=manifest.counts.title_only - sum(d.title_only for d in dropped),
+        aliases=manifest.counts.aliases - sum(len(d.aliases) for d in dropped),
+    )
+    final = writer.publish(_after_removal(manifest, counts, gone_paths, by_id, contents), linked_from=previous.path)
+    return RemoveSummary(len(dropped), after, final.name, round(time.perf_counter() - started, 3))

@@ -1,0 +1,150 @@
+"""Writing a version as the previous one plus a segment: shared files hard-linked, new documents appended.
+
+Used when a change is small against the corpus (``segments.MERGE_SHARE``): a refresh that brings new files,
+``remove`` by id or by source. The new version links every file of the previous one (no bytes copied), writes
+the documents that are new or changed into one new ``seg-<seq>/`` folder and records which older rows it no
+longer holds (``hidden.npy``). Vectors, the ANN structure of the base, documents and BM25 postings of unchanged
+documents are thus shared; only ``map.json`` and the manifest are written whole.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from semsearch.core.records import Document, NearKeys
+from semsearch.dedup.duplicates import save_near_keys
+from semsearch.store.documents import write_documents
+from semsearch.store.layout import DOCS, LEXICAL_DIR, MANIFEST, doc_id_from_num, doc_num
+from semsearch.store.lexical_build import TF_FILE, write_lexical
+from semsearch.store.segments import HIDDEN_FILE, MAX_SEGMENTS, MERGE_SHARE, SEGMENT_PREFIX, Segment, write_hidden
+from semsearch.store.vectors import IDS_FILE, write_vector_files
+from semsearch.store.versions import PreviousVersion
+
+# Written afresh by every version: never linked from the previous one.
+_OWN_FILES = {MANIFEST, HIDDEN_FILE, "map.json"}
+
+
+@dataclass
+class SegmentChange:
+    """What a new version changes against the previous one."""
+
+    added: list[Document]  # documents the previous version lacks
+    vectors: np.ndarray  # row i for added[i]
+    rewritten: list[Document]  # live documents written again under the same id; they keep their vectors
+    dropped: set[int]  # numbers of documents the version no longer holds
+    near_keys: NearKeys | None = None  # band keys of the texts the segment's documents gained (dedup.py)
+    previous_map: dict[str, Any] | None = None  # the previous version's map, as corpus_map.usable_map read it
+
+
+def no_room(previous: PreviousVersion, changed_rows: int, share: float = MERGE_SHARE) -> str:
+    """Why a change of this many rows cannot be appended as a segment ('' when it can)."""
+    manifest = previous.manifest
+    if len(manifest.segments) >= MAX_SEGMENTS:
+        return f"the index has {MAX_SEGMENTS} appended segments, the most it keeps"
+    if not (previous.path / LEXICAL_DIR / TF_FILE).is_file():
+        return "the index predates kept term frequencies (written by this build)"
+    if manifest.lexical.get("bm25", {}).get("method", "lucene") != "lucene":
+        return "its BM25 variant keeps no term frequencies to weigh at query time"
+    segments = manifest.version_segments(previous.path)
+    appended = sum(s.live_rows for s in segments[1:]) + sum(len(s.hidden) for s in segments)
+    if appended + changed_rows > share * max(1, manifest.counts.documents):
+        return f"{changed_rows} documents change: with the segments so far, more than {share:.0%} of the index"
+    return ""
+
+
+def link_version(previous: Path, target: Path) -> None:
+    """Hard-link every file of ``previous`` into ``target`` (copying where links fail), except per-version ones."""
+    for root, _dirs, files in os.walk(previous):
+        rel = Path(root).relative_to(previous)
+        for name in files:
+            if rel == Path(".") and name in _OWN_FILES:
+                continue
+            dst = target / rel / name
+            if dst.exists():  # the encoder export, already linked by the encoder's own loader
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(Path(root) / name, dst)
+            except OSError:
+                shutil.copy2(Path(root) / name, dst)
+
+
+def _segment_ids(segment: Segment) -> np.ndarray:
+    return np.load(segment.folder / IDS_FILE, allow_pickle=False)
+
+
+def hidden_after(segments: Sequence[Segment], gone: np.ndarray) -> dict[int, np.ndarray]:
+    """Each segment's hidden numbers once ``gone`` (numbers live somewhere in the version) are hidden too."""
+    hidden: dict[int, np.ndarray] = {}
+    for i, segment in enumerate(segments):
+        ids = _segment_ids(segment)
+        live = ids[segment.live(ids)]
+        newly = np.intersect1d(live, gone)
+        hidden[i] = np.union1d(segment.hidden, newly).astype(np.int64)
+    return hidden
+
+
+def write_segment_version(folder: Path, previous: PreviousVersion, change: SegmentChange, seq: int) -> dict[str, Any]:
+    """Write ``folder`` as ``previous`` plus one segment; returns the manifest fields that change.
+
+    The returned entries are ``format_version``, ``segments``, ``hidden``, ``lexical`` and ``map``; the caller
+    adds counts, sources and the rest.
+    """
+    from semsearch.store.ann import open_version_vectors
+    from semsearch.store.corpus_map import append_map
+    from semsearch.store.manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION
+
+    link_version(previous.path, folder)
+    manifest = previous.manifest
+    segments = manifest.version_segments(previous.path)
+    _, store = open_version_vectors(previous.path, manifest)
+    docs = [*change.added, *change.rewritten]
+    vectors = np.concatenate(
+        [
+            change.vectors.reshape(len(change.added), manifest.model.dimension),
+            store.get([doc_num(d.id) for d in change.rewritten]),
+        ]
+    )
+    nums = np.array([doc_num(d.id) for d in docs], dtype=np.int64)
+    gone = np.union1d(np.fromiter(change.dropped, dtype=np.int64, count=len(change.dropped)), nums)
+    hidden = hidden_after(segments, gone)
+    entries = list(manifest.segments)
+    if docs:
+        name = f"{SEGMENT_PREFIX}{seq:06d}"
+        seg = folder / name
+        seg.mkdir()
+        order = np.argsort(nums, kind="stable")
+        ordered = [docs[int(i)] for i in order]
+        write_vector_files(seg, nums[order], np.ascontiguousarray(vectors[order], dtype=np.float32))
+        write_documents(seg / DOCS, ordered)
+        write_lexical(seg / LEXICAL_DIR, nums[order], ordered)
+        if change.near_keys is not None:
+            save_near_keys(seg, change.near_keys)
+        entries.append({"name": name, "rows": len(ordered)})
+    hidden_rows = write_hidden(folder, hidden)
+    row_of = {d.id: i for i, d in enumerate(docs)}
+
+    def vectors_of(ids: list[str]) -> np.ndarray:
+        """The vectors of document ids: this segment's from this change, the others' from the previous version."""
+        out = np.empty((len(ids), manifest.model.dimension), dtype=np.float32)
+        mine = [i for i, doc_id in enumerate(ids) if doc_id in row_of]
+        theirs = [i for i, doc_id in enumerate(ids) if doc_id not in row_of]
+        out[mine] = vectors[[row_of[ids[i]] for i in mine]]
+        out[theirs] = store.get([doc_num(ids[i]) for i in theirs])
+        return out
+
+    dropped_ids = {doc_id_from_num(n) for n in change.dropped}
+    return {
+        "format_version": SEGMENTED_FORMAT_VERSION if entries or hidden_rows else FORMAT_VERSION,
+        "segments": entries,
+        "hidden": hidden_rows,
+        "lexical": {**manifest.lexical, "analysed": len(docs)},
+        "map": append_map(folder, change.previous_map, dropped_ids, docs, vectors_of),
+    }
