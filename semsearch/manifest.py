@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import IndexCorruptError, IndexFormatError, ModelMismatchError
 from .fileio import file_sha256
-from .layout import ENCODER_DIR, MANIFEST
+from .layout import ENCODER_DIR, INDEX_FORMAT, MANIFEST
 from .records import SourceFile
 
 if TYPE_CHECKING:
     from .segments import Segment
 
-FORMAT_NAME = "semsearch-index"
+FORMAT_NAME = INDEX_FORMAT
 FORMAT_VERSION = 2  # 2: vectors.npy + ids.npy beside an ANN index of any kind
 SEGMENTED_FORMAT_VERSION = 3  # a version with extra segments (segments.py): older releases cannot read it
 READABLE_FORMAT_VERSION = SEGMENTED_FORMAT_VERSION

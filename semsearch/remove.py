@@ -16,6 +16,7 @@ from .contents import write_contents
 from .documents import DocumentStore, open_documents
 from .encoder_choice import copy_encoder
 from .errors import InputError, UnknownDocumentError
+from .faults import barrier
 from .fileio import utc_now
 from .ingest import files_named
 from .layout import ENCODER_DIR, current_version, doc_num
@@ -93,7 +94,9 @@ def remove_documents(
                 path, names = _resolve_source(given, manifest, files)
                 gone_paths.add(path)
                 gone_files |= names
+            barrier("read")
             touched = _touched(store, drop, gone_files)
+            barrier("plan")
             appended = _append(
                 writer, previous, touched, (drop, gone_files, gone_paths), bool(ids), started, merge_share
             )

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import InputError, TagError, UnknownDocumentError
+from .faults import barrier
 from .fileio import utc_now, write_text_atomic
 from .records import Document
 
@@ -151,7 +152,9 @@ class TagStore:
         """Read under the tags lock, let the caller change the dict, then replace the file atomically."""
         with locked_state(self.index_dir):
             tags = self.read()
+            barrier("read")
             yield tags
+            barrier("publish")
             data = {
                 "format": FORMAT_NAME,
                 "format_version": FORMAT_VERSION,
