@@ -13,10 +13,10 @@ import pytest
 from conftest import PAPERS, FakeEmbedder
 
 from semsearch import BuildOptions, Index, IndexLockedError, build_index
-from semsearch.errors import IndexCorruptError, InputError, ModelLoadError
+from semsearch.errors import IndexCorruptError, IndexPointerError, InputError, ModelLoadError
 from semsearch.layout import CURRENT
 from semsearch.verify import verify_index
-from semsearch.versions import writer_lock
+from semsearch.versions import recover, writer_lock
 
 
 def opts(**kw: object) -> BuildOptions:
@@ -145,8 +145,9 @@ def test_unpublished_version_is_removed_and_not_kept_as_previous(
     first = build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake).version
     orphan = index / "v-000099-20991231T000000"  # a crash between rename and the CURRENT swap
     orphan.mkdir()
+    (index / ".publishing").write_text(orphan.name + "\n")  # the journal the killed writer left
     second = build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake).version
-    assert not orphan.exists()
+    assert not orphan.exists() and not (index / ".publishing").exists()
     assert sorted(p.name for p in index.glob("v-*")) == sorted([first, second])
 
 
@@ -177,7 +178,11 @@ def test_full_rebuild_recovers_a_corrupt_index(tmp_path: Path, small_corpus: Pat
     summary = build_index([str(small_corpus)], index, opts(full=True), embedder=fake)
     assert summary.documents == 5 and summary.encoded == 0  # the embedding cache survived
     assert verify_index(index) == []
+    # A dangling pointer is no damage --full repairs: nothing is deleted, the error says how to point back.
     (index / "CURRENT").write_text("v-gone\n")
+    with pytest.raises(IndexPointerError, match=f"newest sound version is {summary.version}.*--recover"):
+        build_index([str(small_corpus)], index, opts(full=True), embedder=fake)
+    assert recover(index).version == summary.version
     assert build_index([str(small_corpus)], index, opts(full=True), embedder=fake).documents == 5
 
 

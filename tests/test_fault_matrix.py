@@ -25,9 +25,9 @@ import faiss
 import numpy as np
 import pytest
 from conftest import PAPERS, FakeEmbedder
-from test_crash_safety import synthetic_abstracts
 from faultkit import ForkServer, Writer, assert_versions_intact, lock_held, versions_snapshot
 from test_cli import run
+from test_crash_safety import synthetic_abstracts
 
 import semsearch.documents
 import semsearch.lexical
