@@ -43,6 +43,7 @@ from .versions import (
     PreviousVersion,
     VersionWriter,
     check_pointer,
+    clear_dead_writers,
     next_sequence,
     version_writer,
     write_errors_explained,
@@ -164,7 +165,7 @@ class _Read:
             self.catalogue = apply_catalogue(self.dedup.documents, self.catalogue_args, near=self.near)
 
     def against(self, version: Path | None) -> None:
-        """Deduplicate again if the live version changed since the sources were read (another writer published)."""
+        """Deduplicate again if ``version`` is not the one the ids were kept against (a --full over damage)."""
         if (self.identity.version if self.identity is not None else None) != version:
             self.identity = read_identity(version) if version is not None else None
             self.dedup = deduplicate(self.ingested.records, near=self.near, previous=self.identity)
@@ -331,6 +332,7 @@ def build_index(
         # exclusions it plans from are the ones it publishes over (a removal cannot land in between).
         with write_errors_explained(index_path), writer_lock(index_path, wait=opts.wait):
             check_pointer(index_path, rebuild=opts.full and sources is not None)
+            clear_dead_writers(index_path)  # even when nothing is to be written: what they left is freed now
             return _build_locked(sources, index_path, opts, embedder, started)
     except IndexLockedError:
         raise

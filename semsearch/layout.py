@@ -122,7 +122,7 @@ def pointer_problem(index_dir: Path) -> str | None:
     except (OSError, UnicodeDecodeError) as exc:
         return f"is unreadable ({exc})"
     if _version_named(index_dir, name) is None:
-        return f"names {name[:80]!r}, which is no version of this index"
+        return f"points to a missing version {name[:80]!r}"
     return None
 
 
@@ -133,7 +133,7 @@ def pointer_error(index_dir: Path, problem: str) -> IndexPointerError:
     if newest is None:
         return IndexPointerError(
             f"{pointer} {problem}, and no version in {index_dir} is sound; nothing was deleted. "
-            f"Rebuild with: semsearch index SOURCES --full --index {index_dir}"
+            f"Rebuild with: semsearch index --full SOURCES --index {index_dir}"
         )
     return IndexPointerError(
         f"{pointer} {problem}; nothing was deleted. The newest sound version is {newest.name}: point back to it "

@@ -291,3 +291,17 @@ def test_a_build_in_the_one_text_regime_drops_the_batched_cache(tmp_path: Path, 
     build_index([str(small_corpus)], index, opts(), embedder=enc)
     assert not batched.exists() and other.exists()
     assert EmbeddingCache.path_for(folder, enc.fingerprint, "onnx-int8-alone").is_file()
+
+
+def test_full_rebuild_from_named_sources_when_no_version_is_sound(
+    tmp_path: Path, small_corpus: Path, fake: FakeEmbedder
+) -> None:
+    index = tmp_path / "idx"
+    first = build_index([str(small_corpus)], index, opts(), embedder=fake).version
+    (index / first / "manifest.json").write_text("{not json")
+    (index / CURRENT).write_text("v-gone\n")
+    with pytest.raises(IndexPointerError, match="no version in .* is sound"):
+        build_index(None, index, opts(full=True), embedder=fake)  # ./seeds would replace it: refused
+    summary = build_index([str(small_corpus)], index, opts(full=True), embedder=fake)
+    assert summary.documents == 5 and verify_index(index) == []
+    assert (index / first).is_dir()  # the damaged version is kept beside the new one (pruned later as replaced)

@@ -122,7 +122,7 @@ def test_current_never_points_outside_the_index(tmp_path: Path) -> None:
     for name in ("..", ".", "../idx", ""):
         (index / CURRENT).write_text(name + "\n", encoding="utf-8")
         assert live_version(index) is None
-        with pytest.raises(IndexCorruptError, match="which is no version of this index"):
+        with pytest.raises(IndexCorruptError, match="points to a missing version"):
             current_version(index)
     with pytest.raises(IndexNotFoundError, match="no index at"):
         current_version(tmp_path / "nowhere")
@@ -232,7 +232,7 @@ def _three_versions(index: Path) -> list[Path]:
 @pytest.mark.parametrize(
     ("damage", "problem"),
     [
-        (lambda p: p.write_text("v-00001"), "names 'v-00001', which is no version"),
+        (lambda p: p.write_text("v-00001"), "points to a missing version 'v-00001'"),
         (lambda p: p.unlink(), "is missing"),
         (lambda p: p.write_bytes(b"\xff\xfe garbage"), "is unreadable"),
     ],
