@@ -13,9 +13,9 @@ import pytest
 from conftest import PAPERS, FakeEmbedder
 
 from semsearch import BuildOptions, Index, IndexLockedError, build_index
-from semsearch.core.errors import IndexCorruptError, InputError, ModelLoadError
+from semsearch.core.errors import IndexCorruptError, IndexPointerError, InputError, ModelLoadError
 from semsearch.store.layout import CURRENT
-from semsearch.store.versions import writer_lock
+from semsearch.store.versions import recover, writer_lock
 from semsearch.write.verify import verify_index
 
 
@@ -145,8 +145,9 @@ def test_unpublished_version_is_removed_and_not_kept_as_previous(
     first = build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake).version
     orphan = index / "v-000099-20991231T000000"  # a crash between rename and the CURRENT swap
     orphan.mkdir()
+    (index / ".publishing").write_text(orphan.name + "\n")  # the journal the killed writer left
     second = build_index([str(small_corpus)], index, opts(rewrite=True), embedder=fake).version
-    assert not orphan.exists()
+    assert not orphan.exists() and not (index / ".publishing").exists()
     assert sorted(p.name for p in index.glob("v-*")) == sorted([first, second])
 
 
@@ -177,7 +178,11 @@ def test_full_rebuild_recovers_a_corrupt_index(tmp_path: Path, small_corpus: Pat
     summary = build_index([str(small_corpus)], index, opts(full=True), embedder=fake)
     assert summary.documents == 5 and summary.encoded == 0  # the embedding cache survived
     assert verify_index(index) == []
+    # A dangling pointer is no damage --full repairs: nothing is deleted, the error says how to point back.
     (index / "CURRENT").write_text("v-gone\n")
+    with pytest.raises(IndexPointerError, match=f"newest sound version is {summary.version}.*--recover"):
+        build_index([str(small_corpus)], index, opts(full=True), embedder=fake)
+    assert recover(index).version == summary.version
     assert build_index([str(small_corpus)], index, opts(full=True), embedder=fake).documents == 5
 
 
@@ -286,3 +291,17 @@ def test_a_build_in_the_one_text_regime_drops_the_batched_cache(tmp_path: Path, 
     build_index([str(small_corpus)], index, opts(), embedder=enc)
     assert not batched.exists() and other.exists()
     assert EmbeddingCache.path_for(folder, enc.fingerprint, "onnx-int8-alone").is_file()
+
+
+def test_full_rebuild_from_named_sources_when_no_version_is_sound(
+    tmp_path: Path, small_corpus: Path, fake: FakeEmbedder
+) -> None:
+    index = tmp_path / "idx"
+    first = build_index([str(small_corpus)], index, opts(), embedder=fake).version
+    (index / first / "manifest.json").write_text("{not json")
+    (index / CURRENT).write_text("v-gone\n")
+    with pytest.raises(IndexPointerError, match="no version in .* is sound"):
+        build_index(None, index, opts(full=True), embedder=fake)  # ./seeds would replace it: refused
+    summary = build_index([str(small_corpus)], index, opts(full=True), embedder=fake)
+    assert summary.documents == 5 and verify_index(index) == []
+    assert (index / first).is_dir()  # the damaged version is kept beside the new one (pruned later as replaced)

@@ -192,3 +192,38 @@ def test_interrupted_build_resumes_from_the_cache(tmp_path: Path, two_corpora: t
     summary = json.loads(resumed.stdout.read() if resumed.stdout else "{}")
     assert summary["encoded"] == 65 - done
     assert summary["documents"] == 65
+
+
+@pytest.mark.parametrize("point", ["read", "plan"])
+@pytest.mark.parametrize("first", ["refresh", "remove"])
+def test_a_removal_and_a_refresh_in_either_order_end_with_the_removal(tmp_path: Path, first: str, point: str) -> None:
+    """Issue 22: ``remove --source F --wait`` landing while a refresh reads its recorded sources must stay."""
+    from faultkit import ForkServer, Writer, lock_held
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write_seed(corpus / "a.txt", [PAPERS["fed"], PAPERS["vision"]])
+    write_seed(corpus / "f.txt", [PAPERS["graph"]])
+    index = tmp_path / "idx"
+    build_index([str(corpus)], index, BuildOptions(progress=False), embedder=FakeEmbedder())
+    write_seed(corpus / "a.txt", [PAPERS["fed"], PAPERS["vision"], PAPERS["rl"]])  # the refresh rewrites
+    refresh = ["index", "--index", str(index), "-q", "--wait"]
+    remove = ["remove", "--source", str(corpus / "f.txt"), "--index", str(index), "--wait"]
+    stopped_args, other_args = (refresh, remove) if first == "refresh" else (remove, refresh)
+    server = ForkServer()
+    try:
+        stopped = Writer(server, stopped_args, point, tmp_path / "barrier")
+        stopped.reached()
+        held = lock_held(index / ".lock")
+        other = Writer(server, other_args, None, tmp_path / "other")
+        if not held:
+            assert other.finish()[0] == 0  # lands while the stopped writer waits
+        stopped.release()
+        assert stopped.finish()[0] == 0
+        assert other.finish()[0] == 0
+    finally:
+        server.close()
+    manifest = Manifest.read(current_version(index))
+    assert str(corpus / "f.txt") in manifest.excluded_sources
+    assert PAPERS["graph"] not in doc_texts(index) and PAPERS["rl"] in doc_texts(index)
+    assert verify_index(index) == []

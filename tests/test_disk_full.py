@@ -189,6 +189,7 @@ def test_next_run_cleans_what_a_killed_writer_left(index: Path, corpus: Path, fa
     current = (index / "CURRENT").read_text().strip()
     unpublished = index / "v-999999-20000101T000000"  # renamed into place, CURRENT never swapped
     unpublished.mkdir()
+    (index / ".publishing").write_text(unpublished.name + "\n")  # the writer's journal says so
     assert run(["query", "privacy", "--index", str(index)], fake).exit_code == 0  # readers do not care
     assert (index / "CURRENT").read_text().strip() == current
     result = run(operation("refresh", index, corpus), fake)

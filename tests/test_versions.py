@@ -4,17 +4,33 @@ document store, each through its own public names."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from semsearch.core.errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
+from semsearch.core.errors import (
+    IndexCorruptError,
+    IndexFormatError,
+    IndexLockedError,
+    IndexNotFoundError,
+    IndexPointerError,
+)
 from semsearch.core.records import Document, Provenance, SourceFile
 from semsearch.store.documents import DocumentStore, write_documents
-from semsearch.store.layout import BUILD_PREFIX, CURRENT, MANIFEST, current_version, live_version, read_pointer
+from semsearch.store.layout import (
+    BUILD_PREFIX,
+    CURRENT,
+    MANIFEST,
+    PUBLISHING,
+    current_version,
+    live_version,
+    newest_sound_version,
+    read_pointer,
+)
 from semsearch.store.manifest import READABLE_FORMAT_VERSION, Counts, Manifest, ModelInfo
-from semsearch.store.versions import PreviousVersion, new_version, writer_lock
+from semsearch.store.versions import PreviousVersion, new_version, prune_versions, recover, writer_lock
 
 
 def _manifest(documents: int = 1) -> Manifest:
@@ -204,3 +220,123 @@ def test_store_that_is_not_sqlite_is_one_clear_error(tmp_path: Path) -> None:
 def test_store_opens_read_only(store: DocumentStore) -> None:
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         store.conn.execute("DELETE FROM documents")
+
+
+# ---------------------------------------------------------------- a pointer that cannot be trusted
+
+
+def _three_versions(index: Path) -> list[Path]:
+    return [_publish(index, [_doc(f"00000000000000a{i}", f"text {i}")]) for i in range(3)]
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda p: p.write_text("v-00001"), "points to a missing version 'v-00001'"),
+        (lambda p: p.unlink(), "is missing"),
+        (lambda p: p.write_bytes(b"\xff\xfe garbage"), "is unreadable"),
+    ],
+)
+def test_a_bad_pointer_stops_writers_and_deletes_nothing(tmp_path: Path, damage: object, problem: str) -> None:
+    index = tmp_path / "idx"
+    published = _three_versions(index)
+    (index / f"{BUILD_PREFIX}999999-deadbeef").mkdir()  # a dead writer's leftover: harmless to keep here
+    damage(index / CURRENT)  # type: ignore[operator]
+    newest = published[-1].name
+    expected = f"{problem}.*newest sound version is {newest}.*--recover"
+    with pytest.raises(IndexPointerError, match=expected), new_version(index):
+        pass
+    with pytest.raises(IndexPointerError, match=f"printf {newest} >"):
+        current_version(index)  # readers say the same
+    assert sorted(index.glob("v-*")) == published
+    prune_versions(index, grace_s=0.0)  # nor does pruning touch anything while the pointer is bad
+    assert sorted(index.glob("v-*")) == published
+
+
+def test_recover_points_at_the_newest_sound_version_and_deletes_nothing(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    published = _three_versions(index)
+    (published[-1] / "docs.sqlite").write_bytes(b"short")  # the newest is damaged: its size is wrong
+    (index / CURRENT).write_text("v-gone\n")
+    assert newest_sound_version(index) == published[1]
+    done = recover(index)
+    assert done.recovered and done.version == published[1].name and "v-gone" in done.problem
+    assert read_pointer(index) == published[1].name and sorted(index.glob("v-*")) == published
+    again = recover(index)  # a sound pointer is left as it is, even when it names an older version
+    assert not again.recovered and again.version == published[1].name
+    for version in published[:2]:
+        (version / MANIFEST).write_text("{not json", encoding="utf-8")
+    (index / CURRENT).unlink()
+    with pytest.raises(IndexPointerError, match="no version in .* is sound.*--full"):
+        recover(index)
+    with pytest.raises(IndexNotFoundError, match="no index at"):
+        recover(tmp_path / "nowhere")
+
+
+def test_a_pointer_rolled_back_by_hand_keeps_the_newer_versions(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    published = _three_versions(index)
+    (index / CURRENT).write_text(published[0].name + "\n")  # printf OLDER > CURRENT
+    fourth = _publish(index, [_doc("00000000000000b1", "beta")])
+    assert set(published) | {fourth} == set(index.glob("v-*"))  # within the grace period nothing goes
+
+
+def test_a_version_a_killed_writer_renamed_but_never_published_is_removed(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    first = _publish(index, [_doc("00000000000000a1", "alpha")])
+    # Killed between the rename and the CURRENT swap: the journal names the folder, CURRENT the old one.
+    orphan = index / "v-000002-20990101T000000"
+    orphan.mkdir()
+    (orphan / MANIFEST).write_text("{}", encoding="utf-8")
+    (index / PUBLISHING).write_text(orphan.name + "\n")
+    second = _publish(index, [_doc("00000000000000a3", "gamma")])
+    assert not orphan.exists() and not (index / PUBLISHING).exists()
+    assert {first, second} == set(index.glob("v-*"))
+
+
+def test_a_dead_writers_build_folder_is_removed_before_the_next_build_starts(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    _publish(index, [_doc("00000000000000a1", "alpha")])
+    dead = index / f"{BUILD_PREFIX}{os.getpid()}-0badf00d"  # even one with this pid: the lock says it is dead
+    dead.mkdir()
+    (dead / "vectors.npy").write_bytes(b"\0" * 4096)
+    with new_version(index) as writer:
+        assert not dead.exists()  # freed before this build writes anything
+        assert [p.name for p in index.glob(f"{BUILD_PREFIX}*")] == [writer.path.name]
+
+
+def test_reader_commands_name_the_newest_sound_version(tmp_path: Path) -> None:
+    from conftest import FakeEmbedder
+    from test_cli import assert_one_line_error, run
+
+    index = tmp_path / "idx"
+    published = _three_versions(index)
+    (index / CURRENT).write_text("v-00001")
+    for args in (["query", "privacy"], ["info"], ["export"], ["tag", "add", "liked", "00000000000000a1"]):
+        result = run([*args, "--index", str(index)], FakeEmbedder())
+        assert_one_line_error(result, published[-1].name, "semsearch index --recover")
+    checked = run(["verify", "--index", str(index)], FakeEmbedder())
+    assert checked.exit_code == 1 and published[-1].name in checked.output and "--recover" in checked.output
+
+
+def test_index_recover_says_what_it_did(tmp_path: Path) -> None:
+    from conftest import FakeEmbedder
+    from test_cli import assert_one_line_error, run
+
+    index = tmp_path / "idx"
+    published = _three_versions(index)
+    (index / CURRENT).unlink()
+    result = run(["index", "--recover", "--index", str(index)], FakeEmbedder())
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == (
+        f"recovered: CURRENT is missing; CURRENT now names {published[-1].name} (nothing was deleted)"
+    )
+    again = run(["index", "--recover", "--index", str(index), "--json"], FakeEmbedder())
+    assert json.loads(again.output) == {
+        "index": str(index),
+        "version": published[-1].name,
+        "problem": "",
+        "recovered": False,
+    }
+    assert_one_line_error(run(["index", "seeds", "--recover", "--index", str(index)]), "--recover takes no SOURCES")
+    assert_one_line_error(run(["index", "--recover", "--index", str(tmp_path / "none")]), "no index at")

@@ -25,6 +25,10 @@ class IndexCorruptError(SemsearchError):
     """An index file is missing, truncated or inconsistent."""
 
 
+class IndexPointerError(IndexCorruptError):
+    """CURRENT is unreadable, missing or names no version: writers stop, nothing is deleted (``--recover``)."""
+
+
 class IndexFormatError(SemsearchError):
     """The index was written by a newer, unknown format version."""
 

@@ -191,6 +191,12 @@ def cli() -> None:
 )
 @click.option("--no-catalogue", is_flag=True, help="Drop the catalogue the index remembers.")
 @click.option("--list-uncatalogued", is_flag=True, help="List the documents no catalogue record matched.")
+@click.option(
+    "--recover",
+    is_flag=True,
+    help="Point a damaged, missing or dangling CURRENT back at the newest sound version (atomically; deletes "
+    "nothing, builds nothing).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the build summary as one JSON line.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_context
@@ -216,6 +222,7 @@ def index(
     catalogues: tuple[str, ...],
     no_catalogue: bool,
     list_uncatalogued: bool,
+    recover: bool,
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -247,6 +254,9 @@ def index(
     from semsearch.store.ann import parse_size
     from semsearch.write.build import BuildOptions, build_index
 
+    if recover:
+        _recover(sources, index_dir, wait, as_json)
+        return
     if batch_size < 1:
         raise SemsearchCliError(f"--batch-size must be a positive integer, got {batch_size}")
     if no_catalogue and catalogues:
@@ -318,6 +328,21 @@ def index(
     click.echo(f"vectors: {summary.ann}{appended}")
     on_ray = ", encoded on ray" if summary.engine == "ray" else ""
     click.echo(f"index: {summary.index} ({summary.version}, {summary.backend}{on_ray}) in {summary.seconds:.1f} s")
+
+
+def _recover(sources: tuple[str, ...], index_dir: Path, wait: bool, as_json: bool) -> None:
+    """``semsearch index --recover``: re-point CURRENT, say what was done."""
+    from semsearch.store.versions import recover
+
+    if sources:
+        raise SemsearchCliError("--recover takes no SOURCES: it only points CURRENT back at a version")
+    done = recover(index_dir, wait=wait)
+    if as_json:
+        click.echo(json.dumps(done.to_dict()))
+    elif done.recovered:
+        click.echo(f"recovered: {done.problem}; CURRENT now names {done.version} (nothing was deleted)")
+    else:
+        click.echo(f"nothing to recover: CURRENT names {done.version}, a version of {index_dir}")
 
 
 @cli.command()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from semsearch.core.errors import InputError, QueryError, TagError, UnknownDocumentError
+from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now, write_text_atomic
 from semsearch.core.records import Document
 
@@ -155,7 +156,9 @@ class TagStore:
         """Read under the tags lock, let the caller change the dict, then replace the file atomically."""
         with locked_state(self.index_dir):
             tags = self.read()
+            barrier("read")
             yield tags
+            barrier("publish")
             data = {
                 "format": FORMAT_NAME,
                 "format_version": FORMAT_VERSION,

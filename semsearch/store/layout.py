@@ -18,15 +18,17 @@ Layout of an index directory (``indexes/default``)::
     cache/               embedding caches, one SQLite file per model fingerprint and precision (cache.py)
     .lock                held by the one writer (flock; versions.py)
     .build-*             a half-written version; removed by the next writer (versions.py)
+    .publishing          the version a writer is moving into place; a leftover names one never published
 
 Readers resolve CURRENT once and read only that folder, so they always see a complete version.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from semsearch.core.errors import IndexCorruptError, IndexNotFoundError
+from semsearch.core.errors import IndexNotFoundError, IndexPointerError
 
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
@@ -36,6 +38,9 @@ LEXICAL_DIR = "lexical"
 CACHE_DIR = "cache"
 LOCK = ".lock"
 BUILD_PREFIX = ".build-"
+PUBLISHING = ".publishing"
+VERSION_PREFIX = "v-"
+INDEX_FORMAT = "semsearch-index"
 
 
 def doc_num(doc_id: str) -> int:
@@ -69,20 +74,84 @@ def live_version(index_dir: Path) -> Path | None:
     return _version_named(index_dir, read_pointer(index_dir))
 
 
-def current_version(index_dir: Path) -> Path:
-    """The folder of the live version of an index; raises IndexNotFoundError when there is none."""
+def version_folders(index_dir: Path) -> list[Path]:
+    """The ``v-*`` folders of an index, newest (highest publication number) first."""
+    folders = [p for p in index_dir.glob(f"{VERSION_PREFIX}*") if p.is_dir()] if index_dir.is_dir() else []
+    return sorted(folders, key=lambda p: _sequence(p.name), reverse=True)
+
+
+def _sequence(name: str) -> int:
+    parts = name.split("-")
+    return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else -1
+
+
+def sound_version(version: Path) -> bool:
+    """Whether a version folder looks whole: its manifest loads and every file it lists has its recorded size.
+
+    A quick check (no checksums; ``semsearch verify`` reads every byte) used to choose where CURRENT may point.
+    """
+    try:
+        data = json.loads((version / MANIFEST).read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
+            return False
+        files = data.get("files", {})
+        return isinstance(files, dict) and all(
+            (version / name).stat().st_size == entry["size"] for name, entry in files.items()
+        )
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
+        return False
+
+
+def newest_sound_version(index_dir: Path) -> Path | None:
+    """The highest-numbered version folder that passes ``sound_version``, or None."""
+    return next((v for v in version_folders(index_dir) if sound_version(v)), None)
+
+
+def pointer_problem(index_dir: Path) -> str | None:
+    """What is wrong with CURRENT (unreadable, missing beside versions, naming no version), or None.
+
+    An index folder without CURRENT and without versions has no problem: it is new (or a bare version folder).
+    """
     pointer = index_dir / CURRENT
     if not pointer.is_file():
-        if index_dir.is_dir() and (index_dir / MANIFEST).is_file():
-            return index_dir  # a bare version folder (e.g. copied out of an index) opens too
-        raise IndexNotFoundError(
-            f"no index at {index_dir} (build one with: semsearch index SOURCES --index {index_dir})"
-        )
+        if pointer.exists() or version_folders(index_dir):
+            return "is missing" if not pointer.exists() else "is not a file"
+        return None
     try:
         name = pointer.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
-        raise IndexCorruptError(f"{pointer} is unreadable ({exc}); rebuild with: semsearch index --full") from exc
-    version = _version_named(index_dir, name)
-    if version is None:
-        raise IndexCorruptError(f"{pointer} points to a missing version {name!r}; rebuild with: semsearch index --full")
-    return version
+        return f"is unreadable ({exc})"
+    if _version_named(index_dir, name) is None:
+        return f"points to a missing version {name[:80]!r}"
+    return None
+
+
+def pointer_error(index_dir: Path, problem: str) -> IndexPointerError:
+    """The one-line error for a bad CURRENT: what is wrong, the newest sound version and how to point back."""
+    pointer = index_dir / CURRENT
+    newest = newest_sound_version(index_dir)
+    if newest is None:
+        return IndexPointerError(
+            f"{pointer} {problem}, and no version in {index_dir} is sound; nothing was deleted. "
+            f"Rebuild with: semsearch index --full SOURCES --index {index_dir}"
+        )
+    return IndexPointerError(
+        f"{pointer} {problem}; nothing was deleted. The newest sound version is {newest.name}: point back to it "
+        f"with: semsearch index --recover --index {index_dir} (or by hand: printf {newest.name} > {pointer})"
+    )
+
+
+def current_version(index_dir: Path) -> Path:
+    """The folder of the live version of an index; raises IndexNotFoundError when there is none.
+
+    A CURRENT that is unreadable, missing beside versions, or names no version raises IndexPointerError.
+    """
+    problem = pointer_problem(index_dir)
+    if problem is not None:
+        raise pointer_error(index_dir, problem)
+    version = live_version(index_dir)
+    if version is not None:
+        return version
+    if index_dir.is_dir() and (index_dir / MANIFEST).is_file():
+        return index_dir  # a bare version folder (e.g. copied out of an index) opens too
+    raise IndexNotFoundError(f"no index at {index_dir} (build one with: semsearch index SOURCES --index {index_dir})")

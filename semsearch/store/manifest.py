@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from semsearch.core.errors import IndexCorruptError, IndexFormatError, ModelMismatchError
 from semsearch.core.fileio import file_sha256
 from semsearch.core.records import SourceFile
-from semsearch.store.layout import ENCODER_DIR, MANIFEST
+from semsearch.store.layout import ENCODER_DIR, INDEX_FORMAT, MANIFEST
 
 if TYPE_CHECKING:
     from semsearch.store.segments import Segment
 
-FORMAT_NAME = "semsearch-index"
+FORMAT_NAME = INDEX_FORMAT
 FORMAT_VERSION = 2  # 2: vectors.npy + ids.npy beside an ANN index of any kind
 SEGMENTED_FORMAT_VERSION = 3  # a version with extra segments (segments.py): older releases cannot read it
 READABLE_FORMAT_VERSION = SEGMENTED_FORMAT_VERSION

@@ -1,8 +1,12 @@
 """The life of an index version: one writer at a time, written beside the live one, published atomically.
 
 ``new_version`` is the one sequence every writer (``build_index``, ``remove_documents``) follows: take the
-lock, start a hidden ``.build-*`` folder, let the caller write into it and publish it (manifest, fsync, rename,
-swap CURRENT); a folder that was not published is removed on the way out.
+lock, check that CURRENT names a version, start a hidden ``.build-*`` folder, let the caller write into it and
+publish it (manifest, fsync, journal, rename, swap CURRENT); a folder that was not published is removed on the
+way out. A writer deletes only what it can account for: under the lock, half-written ``.build-*`` folders (their
+writer is dead), the version a leftover ``.publishing`` journal names (renamed into place, never published),
+and after publishing, versions replaced long enough ago. With CURRENT unreadable, missing or naming no version
+nothing is deleted: the writer stops and says how to point back (``recover``).
 """
 
 from __future__ import annotations
@@ -22,11 +26,25 @@ from semsearch.core.errors import (
     IndexFormatError,
     IndexLockedError,
     IndexNotFoundError,
+    IndexPointerError,
     SemsearchError,
 )
+from semsearch.core.faults import barrier
 from semsearch.core.fileio import file_sha256, fsync_path, write_text_atomic
 from semsearch.store.documents import open_documents
-from semsearch.store.layout import BUILD_PREFIX, CURRENT, LOCK, MANIFEST, current_version, read_pointer
+from semsearch.store.layout import (
+    BUILD_PREFIX,
+    CURRENT,
+    LOCK,
+    MANIFEST,
+    PUBLISHING,
+    current_version,
+    newest_sound_version,
+    pointer_error,
+    pointer_problem,
+    read_pointer,
+    version_folders,
+)
 from semsearch.store.manifest import Manifest
 
 # Versions kept besides the live one, so a reader that resolved CURRENT just before a swap can finish.
@@ -60,6 +78,10 @@ class PreviousVersion:
                 store.close()
         except IndexNotFoundError:
             return None
+        except IndexPointerError:
+            if tolerate_damage and newest_sound_version(index_dir) is None:
+                return None  # nothing sound to build on: a rebuild from named sources (check_pointer allowed it)
+            raise
         except (IndexCorruptError, IndexFormatError):
             if tolerate_damage:
                 return None
@@ -75,11 +97,61 @@ def new_version(index_dir: Path, *, wait: bool = False) -> Iterator[VersionWrite
     never touched.
     """
     with write_errors_explained(index_dir), writer_lock(index_dir, wait=wait):
-        writer = VersionWriter.create(index_dir)
-        try:
+        check_pointer(index_dir)
+        with version_writer(index_dir) as writer:
             yield writer
-        finally:
-            writer.abandon()
+
+
+@contextlib.contextmanager
+def version_writer(index_dir: Path) -> Iterator[VersionWriter]:
+    """A new version folder for a caller that holds the writer lock and checked the pointer (``check_pointer``)."""
+    writer = VersionWriter.create(index_dir)
+    try:
+        yield writer
+    finally:
+        writer.abandon()
+
+
+def check_pointer(index_dir: Path, *, rebuild: bool = False) -> None:
+    """Raise IndexPointerError (deleting nothing) unless CURRENT names a version or the index is new.
+
+    ``rebuild`` (``--full`` from named sources) may go on when no version at all is sound: there is nothing
+    to point back to, and the rebuild publishes a new version beside the damaged ones without deleting them.
+    """
+    problem = pointer_problem(index_dir)
+    if problem is None or (rebuild and newest_sound_version(index_dir) is None):
+        return
+    raise pointer_error(index_dir, problem)
+
+
+@dataclass
+class Recovery:
+    """What ``semsearch index --recover`` did."""
+
+    index: str
+    version: str  # the version CURRENT names now
+    problem: str  # what was wrong with CURRENT ("" when nothing was)
+    recovered: bool  # CURRENT was rewritten
+
+    def to_dict(self) -> dict[str, object]:
+        return {"index": self.index, "version": self.version, "problem": self.problem, "recovered": self.recovered}
+
+
+def recover(index_dir: Path, *, wait: bool = False) -> Recovery:
+    """Point a bad CURRENT at the newest sound version, atomically, under the writer lock; delete nothing."""
+    if not index_dir.is_dir() or (pointer_problem(index_dir) is None and read_pointer(index_dir) == ""):
+        raise IndexNotFoundError(
+            f"no index at {index_dir} (build one with: semsearch index SOURCES --index {index_dir})"
+        )
+    with write_errors_explained(index_dir), writer_lock(index_dir, wait=wait):
+        problem = pointer_problem(index_dir)
+        if problem is None:
+            return Recovery(str(index_dir), read_pointer(index_dir), "", False)
+        newest = newest_sound_version(index_dir)
+        if newest is None:
+            raise pointer_error(index_dir, problem)
+        write_text_atomic(index_dir / CURRENT, newest.name + "\n")
+    return Recovery(str(index_dir), newest.name, f"CURRENT {problem}", True)
 
 
 @contextlib.contextmanager
@@ -105,13 +177,9 @@ class VersionWriter:
 
     @classmethod
     def create(cls, index_dir: Path) -> VersionWriter:
+        """Start a new version folder; the caller holds the writer lock, so whatever a writer left is dead."""
         index_dir.mkdir(parents=True, exist_ok=True)
-        # A version numbered above the live one was renamed into place but never published (a crash
-        # between the rename and the CURRENT swap): drop it before numbering the next one.
-        live_seq = sequence_of(read_pointer(index_dir))
-        for orphan in index_dir.glob("v-*"):
-            if sequence_of(orphan.name) > live_seq:
-                shutil.rmtree(orphan, ignore_errors=True)
+        clear_dead_writers(index_dir)
         path = index_dir / f"{BUILD_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         path.mkdir()
         return cls(index_dir, path)
@@ -148,10 +216,17 @@ class VersionWriter:
         fsync_path(self.path)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         final = self.index_dir / f"v-{next_sequence(self.index_dir):06d}-{stamp}"
+        barrier("publish")
+        # The journal names the folder before it takes its place: a writer killed before the swap leaves a
+        # version the next one knows was never published (and a rollback of CURRENT by hand is no such thing).
+        write_text_atomic(self.index_dir / PUBLISHING, final.name + "\n")
         os.rename(self.path, final)
         fsync_path(self.index_dir)
+        barrier("swap")
         write_text_atomic(self.index_dir / CURRENT, final.name + "\n")
         self.path = final  # published: abandon() must never touch it now
+        with contextlib.suppress(OSError):
+            (self.index_dir / PUBLISHING).unlink()
         with contextlib.suppress(OSError):  # leftovers only cost disk; the next writer prunes again
             prune_versions(self.index_dir)
         return final
@@ -181,31 +256,52 @@ def next_sequence(index_dir: Path) -> int:
     return 1 + max((sequence_of(p.name) for p in index_dir.glob("v-*")), default=0)
 
 
+def clear_dead_writers(index_dir: Path) -> None:
+    """Remove what dead writers left (under the writer lock): half-written builds, temporary pointers and the
+    version a ``.publishing`` journal names when CURRENT never came to name it. Versions are touched only when
+    CURRENT names a version: otherwise which one was published is unknown."""
+    for stale in index_dir.glob(f"{BUILD_PREFIX}*"):
+        shutil.rmtree(stale, ignore_errors=True)  # freed before this build needs the room
+    for tmp in index_dir.glob(f".{CURRENT}.*.tmp"):
+        tmp.unlink(missing_ok=True)
+    journal = index_dir / PUBLISHING
+    if not journal.is_file() or pointer_problem(index_dir) is not None:
+        return
+    try:
+        named = journal.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        named = ""
+    live = read_pointer(index_dir)
+    if named.startswith("v-") and "/" not in named and named != live and sequence_of(named) > sequence_of(live):
+        shutil.rmtree(index_dir / named, ignore_errors=True)
+    journal.unlink(missing_ok=True)
+
+
 def prune_versions(index_dir: Path, *, grace_s: float | None = None) -> None:
     """Remove replaced versions, temporary files and half-written builds of dead writers.
 
-    Kept: the live version, the one it replaced, and any replaced within ``grace_s`` seconds, so a
-    reader that resolved CURRENT just before a swap (or an open Index loading files lazily) can finish.
-    Versions numbered above the live one were never published (a crash between rename and swap).
+    Kept: the live version, the one it replaced, any replaced within ``grace_s`` seconds (a reader that resolved
+    CURRENT just before a swap, or an open Index loading files lazily, can finish), and any numbered above the
+    live one (CURRENT was pointed back at an older version). Nothing is removed unless CURRENT names a version.
     """
     grace_s = PRUNE_GRACE_S if grace_s is None else grace_s
+    if pointer_problem(index_dir) is not None or not read_pointer(index_dir):
+        return
     live = read_pointer(index_dir)
     live_seq = sequence_of(live)
-    replaced = (p for p in index_dir.glob("v-*") if p.is_dir() and p.name != live)
-    older = sorted(replaced, key=lambda p: sequence_of(p.name))
-    previous = [p for p in older if sequence_of(p.name) < live_seq][-KEEP_OLD_VERSIONS:]
+    published = sorted(version_folders(index_dir), key=lambda p: sequence_of(p.name))
+    older = [p for p in published if sequence_of(p.name) < live_seq]
+    previous = older[-KEEP_OLD_VERSIONS:]
     # A version was replaced when its successor was published; the successor's folder time says when
     # (a version's own time is its build, which may be long before anyone stopped reading it).
-    versions = (p for p in index_dir.glob("v-*") if p.is_dir() and sequence_of(p.name) <= live_seq)
-    published = sorted(versions, key=lambda p: sequence_of(p.name))
     replaced_at: dict[Path, float] = {}
-    for old, successor in zip(published, published[1:], strict=False):
+    below = [p for p in published if sequence_of(p.name) <= live_seq]
+    for old, successor in zip(below, below[1:], strict=False):
         with contextlib.suppress(OSError):
             replaced_at[old] = successor.stat().st_mtime
     now = time.time()
     for old in older:
-        unpublished = sequence_of(old.name) > live_seq
-        if old in previous or (not unpublished and now - replaced_at.get(old, 0.0) < grace_s):
+        if old in previous or now - replaced_at.get(old, 0.0) < grace_s:
             continue
         shutil.rmtree(old, ignore_errors=True)
     for tmp in index_dir.glob(f".{CURRENT}.*.tmp"):

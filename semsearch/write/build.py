@@ -16,9 +16,11 @@ from semsearch.core.errors import (
     IndexFormatError,
     IndexLockedError,
     IndexNotFoundError,
+    InputError,
     ModelMismatchError,
     SemsearchError,
 )
+from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now
 from semsearch.core.options import DEFAULT_BATCH_SIZE, encoder_regime
 from semsearch.core.records import DedupResult, Document, IngestResult
@@ -32,14 +34,16 @@ from semsearch.encode.encoding import encode_with_cache
 from semsearch.encode.models import DEFAULT_MODEL
 from semsearch.ingest.sources import expand_sources, read_sources
 from semsearch.store.ann import AnnSpec, query_like_texts
-from semsearch.store.layout import CACHE_DIR, CURRENT, current_version
+from semsearch.store.layout import CACHE_DIR, CURRENT, current_version, version_folders
 from semsearch.store.manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION, Counts, Manifest, ModelInfo
 from semsearch.store.segments import MERGE_SHARE
 from semsearch.store.versions import (
     PreviousVersion,
     VersionWriter,
-    new_version,
+    check_pointer,
+    clear_dead_writers,
     next_sequence,
+    version_writer,
     write_errors_explained,
     writer_lock,
 )
@@ -161,7 +165,7 @@ class _Read:
             self.catalogue = apply_catalogue(self.dedup.documents, self.catalogue_args, near=self.near)
 
     def against(self, version: Path | None) -> None:
-        """Deduplicate again if the live version changed since the sources were read (another writer published)."""
+        """Deduplicate again if ``version`` is not the one the ids were kept against (a --full over damage)."""
         if (self.identity.version if self.identity is not None else None) != version:
             self.identity = read_identity(version) if version is not None else None
             self.dedup = deduplicate(self.ingested.records, near=self.near, previous=self.identity)
@@ -200,6 +204,12 @@ def _read_input(sources: Sequence[str] | None, index_path: Path, opts: BuildOpti
         sources = list(recorded.source_args) if recorded else []
         # Files taken out with `semsearch remove --source` stay out of refreshes until named again.
         excluded = list(recorded.excluded_sources) if recorded and sources else []
+        if not sources and version_folders(index_path):
+            # Never replace an index that holds versions by whatever ./seeds holds here.
+            raise InputError(
+                f"{index_path}'s live version records no sources that can be read again; "
+                f"name the SOURCES: semsearch index SOURCES --index {index_path}"
+            )
         sources = sources or [DEFAULT_SOURCE]
     if opts.engine != "local" or opts.address is not None or opts.actors is not None:
         from semsearch.encode.ray_engine import check_options
@@ -208,11 +218,13 @@ def _read_input(sources: Sequence[str] | None, index_path: Path, opts: BuildOpti
     skip = set(excluded)
     files = [str(p) for p in expand_sources(sources) if str(p) not in skip] if skip else list(sources)
     ingested = read_sources(files, skip_bad=opts.skip_bad)
+    barrier("read")
     # The live version's documents keep their ids when copies of their texts arrive (see identity.py).
     identity = load_previous_identity(index_path)
     dedup = deduplicate(ingested.records, near=opts.near, previous=identity)
     read = _Read(list(sources), excluded, ingested, dedup, identity, opts.near, catalogues)
     read.join_catalogue()
+    barrier("plan")
     return read
 
 
@@ -314,51 +326,59 @@ def build_index(
     opts = options or BuildOptions()
     started = time.perf_counter()
     index_path = Path(index_dir)
+    existed = index_path.exists()
+    try:
+        # One lock around everything the build reads and writes: the live version, the recorded sources and
+        # exclusions it plans from are the ones it publishes over (a removal cannot land in between).
+        with write_errors_explained(index_path), writer_lock(index_path, wait=opts.wait):
+            check_pointer(index_path, rebuild=opts.full and sources is not None)
+            clear_dead_writers(index_path)  # even when nothing is to be written: what they left is freed now
+            return _build_locked(sources, index_path, opts, embedder, started)
+    except IndexLockedError:
+        raise
+    except SemsearchError:
+        if not existed and not version_folders(index_path):
+            # A first build that failed (bad input, a model that does not load) leaves no empty index behind.
+            shutil.rmtree(index_path, ignore_errors=True)
+        raise
+
+
+def _build_locked(
+    sources: Sequence[str] | None, index_path: Path, opts: BuildOptions, embedder: Embedder | None, started: float
+) -> BuildSummary:
+    """``build_index`` under the writer lock: nothing to do, append a segment, or write the index whole."""
     rewrite_reason = ""
     if not opts.full and not opts.rewrite and (index_path / CURRENT).is_file():
-        # Under the writer lock: while another writer publishes, "up to date" would describe a passing version.
-        with write_errors_explained(index_path), writer_lock(index_path, wait=opts.wait):
-            live = _unchanged_version(sources, index_path, opts, embedder)
+        live = _unchanged_version(sources, index_path, opts, embedder)
         if live is not None:
             return _unchanged_summary(live, index_path, opts, started)
         appended = _append(sources, index_path, opts, embedder, started)
         if isinstance(appended, BuildSummary):
             return appended
         rewrite_reason = appended or ""
-    # Everything that can fail on bad input happens before the index directory is touched.
     read = _read_input(sources, index_path, opts)
-
-    fresh = not index_path.exists()
-    try:
-        with new_version(index_path, wait=opts.wait) as writer:
-            previous = PreviousVersion.load(index_path, tolerate_damage=opts.full)
-            read.against(previous.path if previous is not None else None)
-            documents = read.dedup.documents
-            choice = _open_encoder(opts, previous, writer, embedder)
-            vectors, encoded = _encode(choice, documents, index_path, writer, opts)
-            _stamp_arrivals(documents, vectors, previous, index_path)
-            ann, budget = _ann_settings(opts, previous.manifest if previous is not None else None)
-            contents = write_contents(
-                writer.path,
-                documents,
-                vectors,
-                ann=ann,
-                memory_budget=budget,
-                previous=previous,
-                retrain=opts.full,
-                relayout=opts.full or opts.relayout,
-                tuning_queries=lambda: choice.embedder.encode(query_like_texts(documents), batch_size=opts.batch_size),
-                near_keys=read.dedup.near_keys,
-            )
-            previous_ids = previous.ids if previous is not None else set()
-            final = writer.publish(_manifest(read, choice, contents, started))
-    except IndexLockedError:
-        raise
-    except SemsearchError:
-        if fresh:
-            # A first build that failed (a model that does not load, say) leaves no empty index behind.
-            shutil.rmtree(index_path, ignore_errors=True)
-        raise
+    with version_writer(index_path) as writer:
+        previous = PreviousVersion.load(index_path, tolerate_damage=opts.full)
+        read.against(previous.path if previous is not None else None)
+        documents = read.dedup.documents
+        choice = _open_encoder(opts, previous, writer, embedder)
+        vectors, encoded = _encode(choice, documents, index_path, writer, opts)
+        _stamp_arrivals(documents, vectors, previous, index_path)
+        ann, budget = _ann_settings(opts, previous.manifest if previous is not None else None)
+        contents = write_contents(
+            writer.path,
+            documents,
+            vectors,
+            ann=ann,
+            memory_budget=budget,
+            previous=previous,
+            retrain=opts.full,
+            relayout=opts.full or opts.relayout,
+            tuning_queries=lambda: choice.embedder.encode(query_like_texts(documents), batch_size=opts.batch_size),
+            near_keys=read.dedup.near_keys,
+        )
+        previous_ids = previous.ids if previous is not None else set()
+        final = writer.publish(_manifest(read, choice, contents, started))
 
     new_ids = {d.id for d in documents}
     return BuildSummary(
@@ -403,16 +423,18 @@ def _append(
         arrived = plan_files(sources, manifest, skip_bad=opts.skip_bad)
     except FullBuild as why:
         return str(why)
+    barrier("read")
     if arrived is None:
         return None
-    with new_version(index_path, wait=opts.wait) as writer:
+    with version_writer(index_path) as writer:
         previous = PreviousVersion.load(index_path)
         if previous is None or previous.manifest.built_at != manifest.built_at:
-            return None  # another writer published meanwhile
+            return None  # the live version is not the one planned from (cannot happen under the lock)
         try:
             change = decide(arrived, previous, near=opts.near, share=opts.merge_share)
         except FullBuild as why:
             return str(why)
+        barrier("plan")
         choice = _open_encoder(opts, previous, writer, embedder)
         vectors, encoded = _encode(choice, change.new, index_path, writer, opts)
         done = write_appended(change, arrived, previous, writer, vectors, started)

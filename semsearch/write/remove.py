@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from semsearch.core.errors import InputError, UnknownDocumentError
+from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now
 from semsearch.core.records import Document
 from semsearch.encode.encoder_choice import copy_encoder
@@ -93,7 +94,9 @@ def remove_documents(
                 path, names = _resolve_source(given, manifest, files)
                 gone_paths.add(path)
                 gone_files |= names
+            barrier("read")
             touched = _touched(store, drop, gone_files)
+            barrier("plan")
             appended = _append(
                 writer, previous, touched, (drop, gone_files, gone_paths), bool(ids), started, merge_share
             )
