@@ -1,4 +1,8 @@
-"""Digests: what arrived since a digest last ran, per tag and per saved query, as Markdown, HTML, JSON or Atom.
+"""Digests: what arrived since a digest last ran, as Markdown, HTML, JSON or Atom.
+
+Every arrival is listed once: the ones that fit an interest (a positive tag or a saved query; see
+``semsearch.whats_new``) first, grouped by the interest they fit best, then "also new" (titles only, at most
+``ALSO_NEW_CAP``, with the count of the rest).
 
 ``semsearch digest --since last --name daily`` reports the papers that arrived after the version the digest
 named ``daily`` last reported, then moves its bookmark to the live version, so a daily cron job lists each
@@ -10,26 +14,26 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
-from .arrivals import MIN_COSINE, live_seq, new_since, set_bookmark
+from .arrivals import live_seq, new_since, set_bookmark
 from .errors import QueryError
 from .fileio import utc_now
-from .whats_new import NewPaper, Section, sections
+from .whats_new import MIN_FIT, NewPaper, Section, explain, fitted_arrivals, grouped, reader_of
 
 if TYPE_CHECKING:
     from .search import Index
 
 FORMATS = ("md", "html", "json", "atom")
 LINK_FIELDS = ("url", "venue_url", "openreview_url", "pdf_url", "doi")
-DIGEST_MIN_COSINE = MIN_COSINE  # a paper is listed under a tag or saved query only this close to it
+ALSO_NEW_CAP = 50  # "also new" titles shown; the count says how many more arrived
 
 
 @dataclass
 class Digest:
-    """One digest: where it started and stopped (versions), and its sections."""
+    """One digest: where it started and stopped (versions), its sections, and the other arrivals."""
 
     name: str
     index: str
@@ -38,6 +42,14 @@ class Digest:
     generated: str
     arrived: int
     sections: list[Section]
+    also_new: list[NewPaper] = field(default_factory=list)  # at most the cap, best fit first
+    also_new_count: int = 0  # every arrival not in a section, shown or not
+    min_fit: float = MIN_FIT
+
+    @property
+    def also_new_more(self) -> int:
+        """Arrivals outside the sections that the cap left out (counted, not listed)."""
+        return self.also_new_count - len(self.also_new)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,8 +59,15 @@ class Digest:
             "version": self.version,
             "generated": self.generated,
             "arrived": self.arrived,
+            "min_fit": self.min_fit,
             "sections": [s.to_dict() for s in self.sections],
+            "also_new": [_title_row(p) for p in self.also_new],
+            "also_new_count": self.also_new_count,
         }
+
+
+def _title_row(paper: NewPaper) -> dict[str, Any]:
+    return {"id": paper.hit.id, "title": paper.hit.title or paper.hit.label, "fit": round(paper.fit, 4)}
 
 
 def make_digest(
@@ -56,27 +75,35 @@ def make_digest(
     *,
     name: str = "default",
     since: str | None = "last",
-    k: int = 5,
+    k: int = 10,
     where: Sequence[str] = (),
     bookmark: bool = True,
-    min_cosine: float = DIGEST_MIN_COSINE,
+    min_fit: float = MIN_FIT,
+    also_max: int = ALSO_NEW_CAP,
 ) -> Digest:
     """The digest of what arrived since ``since`` (``last``: the bookmark of digest ``name``).
 
-    ``bookmark`` moves the digest's bookmark to the live version afterwards.
+    ``k`` caps each section (matches beyond it join "also new"); ``min_fit`` is the fit a paper needs to be
+    listed under an interest rather than as "also new". ``bookmark`` moves the digest's bookmark afterwards.
     """
     from .tags import check_name
 
     check_name(name, "digest")
     if k < 1 or k > 100:
         raise QueryError(f"k must be 1..100 for a digest, got {k}")
+    if not 0 <= also_max <= 10_000:
+        raise QueryError(f"the 'also new' cap must be 0..10000, got {also_max}")
     clauses = new_since(index, since, name=name) if since is not None else []
-    allowed = index._allowed(list(where) + clauses)
-    arrived = len(index) if allowed is None else len(allowed)
-    threshold = min_cosine if min_cosine > 0 else None  # 0 (or below): the best k, whatever their cosine
-    found = sections(index, clauses, k=k, where=where, min_cosine=threshold) if arrived else []
-    found = [s for s in found if s.papers]
-    digest = Digest(name, str(index.path), since or "all", index.version.name, utc_now(), arrived, found)
+    reader = reader_of(index)
+    papers = fitted_arrivals(index, clauses, where=where, reader=reader)
+    found, rest = grouped(papers, min_fit=min_fit, per_section=k)
+    for section in found:
+        for paper in section.papers:
+            explain(paper, reader, index)
+    digest = Digest(
+        name, str(index.path), since or "all", index.version.name, utc_now(), len(papers), found,
+        rest[:also_max], len(rest), min_fit,
+    )  # fmt: skip
     if bookmark:
         set_bookmark(index.path, name, live_seq(index))
     return digest
@@ -100,6 +127,22 @@ def authors(paper: NewPaper) -> str:
     return str(value) if value else ""
 
 
+def _note(digest: Digest) -> str:
+    """The line under the count: why there are no sections, when there are none."""
+    if not digest.arrived:
+        return "Nothing arrived."
+    if not digest.sections:
+        return (
+            f"None of them fits your tags and saved queries closely (fit {digest.min_fit:g} or more); "
+            "they are all below."
+        )
+    return ""
+
+
+def _also_heading(digest: Digest) -> str:
+    return f"Also new ({digest.also_new_count})" if digest.sections else f"New ({digest.also_new_count})"
+
+
 def _heading(section: Section) -> str:
     return f"Tag: {section.name}" if section.kind == "tag" else f"Saved query: {section.name}"
 
@@ -118,8 +161,9 @@ def to_json(digest: Digest) -> str:
 def to_markdown(digest: Digest) -> str:
     lines = [f"# semsearch digest: {digest.name}", ""]
     lines.append(f"{digest.arrived} papers arrived in {digest.index} since {digest.since} (now {digest.version}).")
-    if not digest.sections:
-        lines += ["", "Nothing new for your tags and saved queries."]
+    note = _note(digest)
+    if note:
+        lines += ["", note]
     for section in digest.sections:
         lines += ["", f"## {_heading(section)}", ""]
         for n, paper in enumerate(section.papers, start=1):
@@ -132,6 +176,11 @@ def to_markdown(digest: Digest) -> str:
             if paper.best_sentence:
                 lines.append(f"   > {paper.best_sentence}")
             lines.append(f"   `{paper.hit.id}`")
+    if digest.also_new_count:
+        lines += ["", f"## {_also_heading(digest)}", ""]
+        lines += [f"- {p.hit.title or p.hit.label} `{p.hit.id}`" for p in digest.also_new]
+        if digest.also_new_more:
+            lines.append(f"- … and {digest.also_new_more} more")
     return "\n".join(lines) + "\n"
 
 
@@ -144,8 +193,9 @@ def to_html(digest: Digest) -> str:
         f"<p>{digest.arrived} papers arrived in {e(digest.index)} since {e(digest.since)}"
         f" (now {e(digest.version)}).</p>",
     ]
-    if not digest.sections:
-        parts.append("<p>Nothing new for your tags and saved queries.</p>")
+    note = _note(digest)
+    if note:
+        parts.append(f"<p>{e(note)}</p>")
     for section in digest.sections:
         parts.append(f"<h2>{e(_heading(section))}</h2><ol>")
         for paper in section.papers:
@@ -157,6 +207,12 @@ def to_html(digest: Digest) -> str:
                 f" <code>{e(paper.hit.id)}</code></li>"
             )
         parts.append("</ol>")
+    if digest.also_new_count:
+        parts.append(f"<h2>{e(_also_heading(digest))}</h2><ul>")
+        parts += [f"<li>{e(p.hit.title or p.hit.label)} <code>{e(p.hit.id)}</code></li>" for p in digest.also_new]
+        if digest.also_new_more:
+            parts.append(f"<li>… and {digest.also_new_more} more</li>")
+        parts.append("</ul>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -192,5 +248,14 @@ def to_atom(digest: Digest) -> str:
             if who:
                 out.append(f"<author><name>{escape(who)}</name></author>")
             out += [f"<summary>{escape(paper.best_sentence or paper.hit.text[:300])}</summary>", "</entry>"]
+    for paper in digest.also_new:
+        out += [
+            "<entry>",
+            f"<title>{escape(paper.hit.title or paper.hit.label)}</title>",
+            f"<id>urn:semsearch:{paper.hit.id}</id>",
+            f"<updated>{escape(paper.added.at if paper.added else digest.generated)}</updated>",
+            "<category term='also-new'/>",
+            "</entry>",
+        ]
     out.append("</feed>")
     return "\n".join(out) + "\n"

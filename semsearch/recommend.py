@@ -261,6 +261,16 @@ def recommend(
     if method not in METHODS:
         raise QueryError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
     texts = [check_text(t, "liked abstract") for t in like_texts]
+    store = TagStore(index.path)
+    negative_tags = store.negative_names()
+    for key in like:
+        if key in negative_tags:
+            raise QueryError(
+                f"tag {key!r} is a negative tag (papers not for you): name it in --not, or make it an interest "
+                f"with: semsearch tag create {key} --positive"
+            )
+    # A negative tag always counts against: a dislike recorded once steers every recommendation.
+    not_like = list(dict.fromkeys([*not_like, *negative_tags]))
     pos_docs = resolve_liked(index, like)
     neg_docs = resolve_liked(index, not_like)
     if not pos_docs and not texts:
@@ -288,7 +298,7 @@ def recommend(
         keep &= np.isin(nums, allowed)
     leave_out = {d.id for d in pos_docs} | {d.id for d in neg_docs}
     if not include_tagged:
-        leave_out |= TagStore(index.path).tagged_ids()
+        leave_out |= store.tagged_ids()
     if leave_out:
         keep &= ~np.isin(nums, [doc_num(i) for i in leave_out])
     if texts:
