@@ -273,3 +273,44 @@ def test_bad_settings_fail_before_the_digest_and_keep_the_bookmark(index: Path, 
         index, ["digest", "--mail-to", "a@b", "--smtp-config", str(tmp_path / "no.toml")], clean_env(tmp_path)
     )
     assert missing.exit_code == 2 and "no mail settings file" in missing.output
+
+
+@pytest.mark.slow
+def test_a_digest_of_the_real_seeds_is_mailed(
+    smtp: tuple[Inbox, int, str], cert: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The real model on the seeds: a file re-added under a tag and a saved query, mailed over STARTTLS.
+
+    With SEMSEARCH_SAVE_MAIL_HTML=PATH the received HTML part is saved there (to look at it).
+    """
+    inbox, port, _ = smtp
+    seeds = Path(shutil.copytree(SEEDS, tmp_path / "seeds"))
+    index = tmp_path / "idx"
+    aside = tmp_path / "aside.txt"
+    shutil.move(seeds / "004_f68119e40157f770.txt", aside)
+    build_index([str(seeds)], index, BuildOptions(progress=False))
+
+    def cli_run(args: list[str], env: dict[str, str]) -> Result:
+        return CliRunner(env=env).invoke(cli, [*args, "--index", str(index)], obj={"embedder": None})
+
+    env = clean_env(tmp_path, SEMSEARCH_SMTP_PASSWORD=PASSWORD)
+    from semsearch import Index as Idx
+
+    with Idx.open(index) as idx:
+        fed = next(d.id for d in idx.store.iter_documents() if "federated" in d.text.lower())
+    assert cli_run(["tag", "add", "liked", fed], env).exit_code == 0
+    assert (
+        cli_run(["watch", "add", "dp", "differentially private training of large language models"], env).exit_code == 0
+    )
+    assert cli_run(["digest", "--name", "daily", "--format", "json"], env).exit_code == 0  # the bookmark
+    shutil.move(aside, seeds / "004_f68119e40157f770.txt")
+    build_index(None, index, BuildOptions(progress=False))
+    result = cli_run(mail_args(port, "starttls", cert), env)
+    assert result.exit_code == 0, result.output
+    msg = inbox.messages[-1]
+    html_part = next(p for p in msg.walk() if p.get_content_type() == "text/html")
+    text = html_part.get_payload(decode=True).decode("utf-8")
+    assert "19 papers arrived" in text and "<h2>Saved query: dp</h2>" in text
+    saved = os.environ.get("SEMSEARCH_SAVE_MAIL_HTML")
+    if saved:
+        Path(saved).write_text(text, encoding="utf-8")
