@@ -14,8 +14,7 @@ from typing import Any
 import click
 
 from .cli_options import SemsearchCliError, embedder_of, index_option, k_option
-from .digest import ALSO_NEW_CAP
-from .whats_new import MIN_FIT
+from .options import ALSO_NEW_CAP, MIN_FIT
 
 FOR_YOU_HELP = "Tag names or paper ids (ids, external ids such as citation keys, unambiguous prefixes, DOIs)."
 

@@ -21,14 +21,14 @@ from xml.sax.saxutils import escape
 from .arrivals import live_seq, new_since, set_bookmark
 from .errors import QueryError
 from .fileio import utc_now
-from .whats_new import MIN_FIT, NewPaper, Section, explain, fitted_arrivals, grouped, reader_of
+from .options import ALSO_NEW_CAP, MIN_FIT
+from .whats_new import NewPaper, Section, explain, fitted_arrivals, grouped, reader_of
 
 if TYPE_CHECKING:
     from .search import Index
 
 FORMATS = ("md", "html", "json", "atom")
 LINK_FIELDS = ("url", "venue_url", "openreview_url", "pdf_url", "doi")
-ALSO_NEW_CAP = 50  # "also new" titles shown; the count says how many more arrived
 
 
 @dataclass

@@ -36,3 +36,9 @@ MAP_RELAYOUT_SHARE = 0.2
 DEFAULT_BATCH_SIZE = 32  # texts per torch encoder batch (ONNX encodes each text alone: one text, one vector)
 DEFAULT_HOST = "127.0.0.1"  # a server listens on this machine only unless told otherwise
 DEFAULT_PORT = 8000
+
+# The reader's loop (semsearch.whats_new, semsearch.digest), here so that the CLI's help needs no numpy:
+# a paper fits an interest from this z-score on (about the best 7 % of the index for that interest),
+MIN_FIT = 1.5
+# and a digest shows at most this many "also new" titles (the count covers the rest).
+ALSO_NEW_CAP = 50

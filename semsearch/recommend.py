@@ -209,6 +209,7 @@ class _Liked:
 
 def resolve_liked(index: Index, keys: Sequence[str]) -> list[Document]:
     """Documents named by tags (their live members) or by ids / external ids / prefixes / DOIs."""
+    from .errors import UnknownDocumentError
     from .tags import TagStore, members, resolve_papers
 
     store = TagStore(index.path)
@@ -220,7 +221,13 @@ def resolve_liked(index: Index, keys: Sequence[str]) -> list[Document]:
             live = [m.live_id for m in members(index, store, key, repoint=False) if m.live_id is not None]
             out.extend(index.store.find(i) or _missing(i) for i in live)
         else:
-            out.extend(resolve_papers(index, [key]))
+            try:
+                out.extend(resolve_papers(index, [key]))
+            except UnknownDocumentError as exc:
+                known = ", ".join(sorted(tags)) or "none yet"
+                raise UnknownDocumentError(
+                    f"{key!r} is neither a tag (tags: {known}) nor a paper of {index.path} (an id, external id or DOI)"
+                ) from exc
     seen: set[str] = set()
     return [d for d in out if not (d.id in seen or seen.add(d.id))]  # type: ignore[func-returns-value]
 

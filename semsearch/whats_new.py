@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .arrivals import RRF_K, read_watches
+from .options import MIN_FIT
 from .records import Arrival, Document, Hit
 
 if TYPE_CHECKING:
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
 
 FIT_METHODS = ("max", "sum", "rrf")
 FIT_METHOD = "max"  # chosen by scripts/bench_new.py (see the README)
-# A paper "fits" an interest from this z-score on: about the best 7 % of the index for that interest.
-MIN_FIT = 1.5
 NEGATIVE_SHARE = 0.5
 
 

@@ -31,6 +31,8 @@ from semsearch.cli import cli  # noqa: E402
 from semsearch.mail import MailError, resolve_settings  # noqa: E402
 
 USER, PASSWORD = "reader", "s3cret-word"
+# The implicit-TLS server sets auth_require_tls=False (aiosmtpd only counts STARTTLS as TLS) and warns about it.
+pytestmark = pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")
 
 
 class Inbox:
