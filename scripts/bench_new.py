@@ -46,6 +46,7 @@ from semsearch.whats_new import FIT_METHOD, FIT_METHODS, Interest, Reader, combi
 
 K = 10
 LIKED = 3
+FLOORS = (1.0, 1.5, 2.0, 2.5, 3.0)  # candidate --min-fit values: who lands in a digest's sections
 VARIANTS = ("tag", "tag+dislike", "tag+watch", "tag+watch+dislike")
 
 
@@ -89,6 +90,8 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
     per: dict[str, dict[str, list[float]]] = {v: defaultdict(list) for v in VARIANTS}
+    floor_rel: list[float] = []  # the library's fit of each relevant arrival (tag+watch+dislike)
+    floor_other: list[float] = []  # and of each random arrival
     with Index.open(args.index) as idx:
         nums = idx.vectors.ids
         docs = idx.store.get_many([int(n) for n in nums])
@@ -132,6 +135,10 @@ def main() -> None:
                     ranked[method] = arrivals[np.lexsort((arrivals, -fit))]
                 for method, ranking in ranked.items():
                     per[variant][method].append(recall_at(ranking, relevant))
+                if variant == VARIANTS[-1]:
+                    fit = dict(zip(arrivals.tolist(), combine(new_scores[use], arrivals).tolist(), strict=True))
+                    floor_rel += [fit[r] for r in relevant]
+                    floor_other += [fit[r] for r in filler[1:]]
             if done % 10 == 0:
                 log(f"{done}/{len(chosen)} requests, {time.perf_counter() - started:.0f} s")
     out: dict[str, Any] = {
@@ -153,6 +160,14 @@ def main() -> None:
                 diff = [a - b for a, b in zip(methods[lead], methods[base], strict=True)]
                 table[f"{lead}_minus_{base}"] = {"mean": round(float(np.mean(diff)), 4), "ci95": bootstrap(diff, boot)}
         out[variant] = table
+    rel, oth = np.asarray(floor_rel), np.asarray(floor_other)
+    out["min_fit"] = {
+        str(t): {
+            "relevant_in_sections": round(float((rel >= t).mean()), 4),
+            "random_in_sections": round(float((oth >= t).mean()), 4),
+        }
+        for t in FLOORS
+    }
     out["best"] = max(FIT_METHODS, key=lambda m: float(np.mean([np.mean(per[v][m]) for v in VARIANTS])))
     out["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(out))

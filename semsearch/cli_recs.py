@@ -398,7 +398,7 @@ def _mail_options(fn: Any) -> Any:
     """The SMTP settings of ``digest --mail-to`` (each also from the environment or the mail settings file)."""
     from .mail import SECURITIES
 
-    specs = [
+    specs: list[tuple[str, dict[str, Any]]] = [
         ("--smtp-config", dict(type=click.Path(dir_okay=False, path_type=Path), help="Mail settings (TOML).")),
         ("--smtp-cafile", dict(help="Trust this CA file (a private or self-signed server certificate).")),
         ("--smtp-password-file", dict(help="Read the SMTP password from this file (or SEMSEARCH_SMTP_PASSWORD).")),
@@ -413,7 +413,7 @@ def _mail_options(fn: Any) -> Any:
         ),
     ]
     for flag, kwargs in specs:
-        fn = click.option(flag, **kwargs)(fn)  # type: ignore[call-overload]
+        fn = click.option(flag, **kwargs)(fn)
     return fn
 
 
