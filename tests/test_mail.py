@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import SEEDS, FakeEmbedder
+from conftest import SEEDS, SHARED, FakeEmbedder
 
 pytest.importorskip("aiosmtpd", reason="the dev extra (aiosmtpd) is not installed")
 
@@ -290,7 +290,10 @@ def test_a_digest_of_the_real_seeds_is_mailed(
     index = tmp_path / "idx"
     aside = tmp_path / "aside.txt"
     shutil.move(seeds / "004_f68119e40157f770.txt", aside)
-    build_index([str(seeds)], index, BuildOptions(progress=False))
+    # With the NeurIPS catalogue when it is there (titles, authors and links, as a reader's index has them).
+    catalogue = SHARED / "data" / "mlanthology" / "neurips2025.jsonl.gz"
+    options = BuildOptions(progress=False, catalogues=[str(catalogue)] if catalogue.is_file() else [])
+    build_index([str(seeds)], index, options)
 
     def cli_run(args: list[str], env: dict[str, str]) -> Result:
         return CliRunner(env=env).invoke(cli, [*args, "--index", str(index)], obj={"embedder": None})
@@ -306,7 +309,7 @@ def test_a_digest_of_the_real_seeds_is_mailed(
     )
     assert cli_run(["digest", "--name", "daily", "--format", "json"], env).exit_code == 0  # the bookmark
     shutil.move(aside, seeds / "004_f68119e40157f770.txt")
-    build_index(None, index, BuildOptions(progress=False))
+    build_index(None, index, options)
     result = cli_run(mail_args(port, "starttls", cert), env)
     assert result.exit_code == 0, result.output
     msg = inbox.messages[-1]
