@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .arrivals import RRF_K, read_watches
+from .errors import QueryError
 from .options import MIN_FIT
 from .records import Arrival, Document, Hit
 
@@ -141,7 +142,10 @@ def interest_scores(index: Index, reader: Reader) -> np.ndarray:
             if sparse_x is None and DEFAULT_METHOD in ("svm-bm25", "fused"):
                 sparse_x, _ = _sparse_inputs(index, nums, [])
             pos_rows = vectors.rows_of([doc_num(d.id) for d in interest.papers]).tolist()
-            out[i] = zscore(method_scores(DEFAULT_METHOD, X, pos_rows, neg_rows, sparse_features=sparse_x))
+            try:
+                out[i] = zscore(method_scores(DEFAULT_METHOD, X, pos_rows, neg_rows, sparse_features=sparse_x))
+            except QueryError:  # every paper of the index is in the tag: nothing to tell apart, no fit
+                out[i] = 0.0
         else:
             dense = np.asarray(X @ index.encode_query(interest.query).reshape(-1), dtype=np.float64)
             lex = index.lexical

@@ -183,3 +183,16 @@ def test_mcp_tools_use_negative_tags(index: Path) -> None:
             live.close()
 
     anyio.run(go)
+
+
+def test_new_when_every_paper_is_liked(tmp_path: Path) -> None:
+    """A tag holding the whole index gives no fit (nothing to tell apart) instead of an error."""
+    src = tmp_path / "one.txt"
+    src.write_text("One\n\nA single abstract about federated learning with differential privacy guarantees.\n")
+    index = tmp_path / "idx"
+    build_index([str(src)], index, BuildOptions(progress=False), embedder=FakeEmbedder())
+    only = ids(index, 1)[0]
+    assert run(index, "tag", "add", "liked", only).exit_code == 0
+    result = run(index, "new", "--json")
+    assert result.exit_code == 0, result.output
+    assert [r["id"] for r in json.loads(result.output)] == [only]
