@@ -108,6 +108,8 @@ def resolve_settings(
     user = get("user")
     if user and not password:
         raise MailError(f"SMTP user {user!r} but no password: set {ENV_PREFIX}PASSWORD or password_file")
+    if user and security == "none" and host not in ("localhost", "127.0.0.1", "::1"):
+        raise MailError(f"refusing to send the SMTP password unencrypted to {host}: use starttls or ssl")
     sender = get("from") or user or f"semsearch@{socket.gethostname()}"
     cafile = get("cafile")
     if cafile and not Path(cafile).expanduser().is_file():

@@ -249,6 +249,12 @@ def test_settings_from_the_environment_and_a_config_file(
         ({"host": "h", "security": "tls9"}, {}, "", "unknown SMTP security 'tls9'"),
         ({"host": "h", "port": "99999"}, {}, "", "bad SMTP port"),
         ({"host": "h", "user": "u"}, {}, "", "no password"),
+        (
+            {"host": "mail.example", "user": "u", "security": "none"},
+            {"SEMSEARCH_SMTP_PASSWORD": "p"},
+            "",
+            "unencrypted",
+        ),
         ({"host": "h", "cafile": "/nonexistent/ca.pem"}, {}, "", "no CA file"),
         ({}, {}, 'host = "h"\npassword = "x"\n', "keep the password in its own file"),
         ({}, {}, 'host = "h"\nhots = "x"\n', "unknown setting 'hots'"),
