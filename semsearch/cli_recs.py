@@ -304,7 +304,7 @@ def new(
 
     Your interests are your positive tags and saved queries (watch); negative tags such as
     not-for-me count against. Each paper's fit is its best interest's score (a z-score over the
-    index: 2 is about the best 3 %), and it names the interests it fits; with none, the newest
+    index; 2 or more fits), and it names the interests it fits; with none, the newest
     come first. A reformatted copy of an abstract the index already held is not new.
 
     \b
