@@ -121,8 +121,12 @@ def test_new_defaults_to_the_latest_arrivals_and_digest_sections_stay_on_subject
     run(["watch", "add", "soil", "soil moisture forecasting satellite radar irrigation", "--index", str(index)], fake)
     made = json.loads(run(["digest", "--since", "1", "--format", "json", "--index", str(index)], fake).output)
     assert [[p["text"] for p in s["papers"]] for s in made["sections"]] == [[NEW[2]]]
-    loose = run(["digest", "--since", "1", "--format", "json", "--min-cosine", "0", "--index", str(index)], fake)
+    assert made["also_new_count"] == 2 and {p["id"] for p in made["also_new"]} == new_ids(index) - {
+        made["sections"][0]["papers"][0]["id"]
+    }
+    loose = run(["digest", "--since", "1", "--format", "json", "--min-fit", "-100", "--index", str(index)], fake)
     assert len(json.loads(loose.output)["sections"][0]["papers"]) == 3
+    assert json.loads(loose.output)["also_new_count"] == 0
 
 
 def test_new_is_ranked_for_tags_and_saved_queries(arrived: tuple[Path, Path, list[str]], fake: FakeEmbedder) -> None:
@@ -177,7 +181,7 @@ def test_digest_formats(arrived: tuple[Path, Path, list[str]], tmp_path: Path, f
     index, _, _ = arrived
     run(["watch", "add", "soil", "soil moisture irrigation", "--index", str(index)], fake)
     out = tmp_path / f"digest.{fmt}"
-    args = ["digest", "--since", "1", "--format", fmt, "--out", str(out), "--min-cosine", "0"]
+    args = ["digest", "--since", "1", "--format", fmt, "--out", str(out)]
     result = run([*args, "--index", str(index)], fake)
     assert result.exit_code == 0, result.output
     text = out.read_text(encoding="utf-8")
@@ -203,6 +207,7 @@ def test_digest_formats(arrived: tuple[Path, Path, list[str]], tmp_path: Path, f
         (["digest", "--name", "no/slash"], "invalid digest name"),
         (["digest", "--format", "pdf"], "Invalid value for '--format'"),
         (["digest", "-k", "0"], "k must be 1..100"),
+        (["digest", "--also-max", "-1"], "'also new' cap must be 0..10000"),
     ],
 )
 def test_bad_input_is_one_line(

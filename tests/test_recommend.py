@@ -180,7 +180,7 @@ def test_cli_table_and_bibtex(index: Path, fake: FakeEmbedder) -> None:
     ("args", "fragment"),
     [
         ([], "at least one liked paper"),
-        (["--like", "nope-0"], "no document 'nope-0'"),
+        (["--like", "nope-0"], "'nope-0' is neither a tag (tags: none yet) nor a paper"),
         (["--like", "rl-0", "--method", "magic"], "unknown method"),
         (["--like", "rl-0", "-k", "0"], "k must be a positive integer"),
         (["--like", "rl-0", "--since", "yesterday"], "--since 'yesterday'"),

@@ -83,7 +83,10 @@ def test_remove_and_list_all(index: Path, fake: FakeEmbedder) -> None:
     result = run(["tag", "remove", "liked", "key-fed", "--index", str(index)], fake)
     assert result.exit_code == 0 and "untagged 1" in result.output
     overview = json.loads(run(["tag", "list", "--index", str(index), "--json"], fake).output)
-    assert overview == {"boring": {"papers": 1, "dangling": 0}, "liked": {"papers": 1, "dangling": 0}}
+    assert overview == {
+        "boring": {"papers": 1, "dangling": 0, "polarity": "positive"},
+        "liked": {"papers": 1, "dangling": 0, "polarity": "positive"},
+    }
     # The last paper out removes the tag.
     run(["tag", "remove", "boring", "key-vision", "--index", str(index)], fake)
     assert TagStore(index).names() == ["liked"]

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from semsearch.core.options import ALSO_NEW_CAP, MIN_FIT
 from semsearch.faces.cli_options import SemsearchCliError, embedder_of, index_option, k_option
 
 BECAUSE_CHARS = 60  # of the liked paper's title in a "because" line
@@ -86,6 +87,26 @@ def tag_add(name: str, ids: tuple[str, ...], index_dir: Path) -> None:
     click.echo(f"{name}: tagged {added} papers ({len(docs) - added} were already)")
 
 
+@tag.command(name="create")
+@click.argument("name")
+@click.option("--negative", "polarity", flag_value="negative", help="Papers not for you: counter-examples everywhere.")
+@click.option("--positive", "polarity", flag_value="positive", default=True, help="An interest (the default).")
+@index_option
+def tag_create(name: str, polarity: str, index_dir: Path) -> None:
+    """Create the tag NAME (or change its polarity): an interest, or with --negative papers not for you.
+
+    \b
+    "liked" is positive and "not-for-me" negative without being created. A negative tag is never
+    an interest of its own: recommend, new, digest, the page and MCP use its papers as counter-examples.
+    """
+    from semsearch.reader.tags import TagStore
+    from semsearch.store.layout import current_version
+
+    current_version(index_dir)
+    changed = TagStore(index_dir).create(name, negative=polarity == "negative")
+    click.echo(f"{name}: {polarity}" + ("" if changed else " (unchanged)"))
+
+
 @tag.command(name="remove")
 @click.argument("name")
 @click.argument("ids", nargs=-1, required=True)
@@ -147,14 +168,22 @@ def tag_list(name: str | None, index_dir: Path, as_json: bool) -> None:
         if name:
             click.echo(json_text(json.dumps([m.to_dict() for m in resolved[name]], ensure_ascii=False, indent=2)))
         else:
-            summary = {n: {"papers": len(ms), "dangling": sum(m.dangling for m in ms)} for n, ms in resolved.items()}
+            polarity = store.polarities()
+            summary = {
+                n: {"papers": len(ms), "dangling": sum(m.dangling for m in ms), "polarity": polarity.get(n)}
+                for n, ms in resolved.items()
+            }
             click.echo(json.dumps(summary, ensure_ascii=False, indent=2))
         return
     if not resolved:
         click.echo("no tags yet (semsearch tag add NAME ID...)")
+    polarities = store.polarities()
     for n, ms in resolved.items():
         dangling = sum(m.dangling for m in ms)
-        click.echo(f"{n}: {len(ms)} papers" + (f", {dangling} dangling (not in the live index)" if dangling else ""))
+        sign = " (negative: not for me)" if polarities.get(n) == "negative" else ""
+        click.echo(
+            f"{n}{sign}: {len(ms)} papers" + (f", {dangling} dangling (not in the live index)" if dangling else "")
+        )
         if name:
             for m in ms:
                 state = "dangling " if m.dangling else ""
@@ -278,10 +307,12 @@ def new(
     as_json: bool,
     as_jsonl: bool,
 ) -> None:
-    """Papers that arrived since a version or date, ranked for your tags and saved queries.
+    """Papers that arrived since a version or date, ranked by how well they fit your interests.
 
-    A reformatted copy of an abstract the index already held is not new. Each paper names the
-    tags and saved queries (watch) that rank it; with neither, the newest come first.
+    Your interests are your positive tags and saved queries (watch); negative tags such as
+    not-for-me count against. Each paper's fit is its best interest's score (a z-score over the
+    index; 2 or more fits), and it names the interests it fits; with none, the newest
+    come first. A reformatted copy of an abstract the index already held is not new.
 
     \b
       semsearch index                    # re-read the sources: new abstracts arrive
@@ -313,7 +344,7 @@ def _new_table(papers: Sequence[Any]) -> str:
     out = []
     for block, paper in zip(blocks, papers, strict=True):
         when = f"added {paper.added.at} (version {paper.added.seq})" if paper.added else "added: unknown"
-        why = f"  ·  for {', '.join(paper.reasons[:3])}" if paper.reasons else ""
+        why = f"  ·  fit {paper.fit:.2f}" + (f" for {', '.join(paper.reasons[:3])}" if paper.reasons else "")
         out.append(f"{block}\n    {when}{why}")
     return "\n\n".join(out)
 
@@ -370,6 +401,29 @@ def watch_remove(name: str, index_dir: Path) -> None:
     click.echo(f"removed saved query {name}")
 
 
+def _mail_options(fn: Any) -> Any:
+    """The SMTP settings of ``digest --mail-to`` (each also from the environment or the mail settings file)."""
+    from semsearch.reader.mail import SECURITIES
+
+    specs: list[tuple[str, dict[str, Any]]] = [
+        ("--smtp-config", dict(type=click.Path(dir_okay=False, path_type=Path), help="Mail settings (TOML).")),
+        ("--smtp-cafile", dict(help="Trust this CA file (a private or self-signed server certificate).")),
+        ("--smtp-password-file", dict(help="Read the SMTP password from this file (or SEMSEARCH_SMTP_PASSWORD).")),
+        ("--smtp-user", dict(help="SMTP login (or SEMSEARCH_SMTP_USER).")),
+        ("--smtp-from", dict(help="The sender address [default: the user].")),
+        ("--smtp-security", dict(type=click.Choice(SECURITIES), help="starttls (default), ssl, or none.")),
+        ("--smtp-port", dict(type=int, help="[default: 587 starttls, 465 ssl, 25 none]")),
+        ("--smtp-host", dict(help="SMTP server (or SEMSEARCH_SMTP_HOST, or host in the mail settings).")),
+        (
+            "--mail-to",
+            dict(multiple=True, metavar="ADDR", help="Mail the digest (text + HTML) to ADDR (repeatable)."),
+        ),
+    ]
+    for flag, kwargs in specs:
+        fn = click.option(flag, **kwargs)(fn)
+    return fn
+
+
 @click.command()
 @click.option(
     "--since",
@@ -380,17 +434,25 @@ def watch_remove(name: str, index_dir: Path) -> None:
 )
 @click.option("--name", default="default", show_default=True, help="The digest's name: each keeps its own bookmark.")
 @click.option("--format", "fmt", type=click.Choice(["md", "html", "json", "atom"]), default="md", show_default=True)
-@click.option("-k", "k", type=int, default=5, show_default=True, help="Papers per tag and per saved query.")
+@click.option("-k", "k", type=int, default=10, show_default=True, help="Papers per interest at most (more: also new).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
 @click.option("--no-bookmark", is_flag=True, help="Do not move the bookmark (a preview).")
 @click.option(
-    "--min-cosine",
+    "--min-fit",
     type=float,
-    default=0.3,
+    default=MIN_FIT,
     show_default=True,
-    help="List a paper under a tag or saved query only when its cosine to the nearest liked paper (or the "
-    "query) reaches this; 0 lists the best k whatever they are.",
+    help="The fit (z-score for an interest) a paper needs to be listed under it; the others are listed as "
+    "'also new'. Nothing is dropped.",
 )
+@click.option(
+    "--also-max",
+    type=int,
+    default=ALSO_NEW_CAP,
+    show_default=True,
+    help="'Also new' titles to show (the count includes the rest).",
+)
+@_mail_options
 @index_option
 @click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help="Metadata filters, as for query.")
 @click.pass_context
@@ -402,38 +464,76 @@ def digest(
     k: int,
     out: Path | None,
     no_bookmark: bool,
-    min_cosine: float,
+    min_fit: float,
+    also_max: int,
+    mail_to: tuple[str, ...],
+    smtp_host: str | None,
+    smtp_port: int | None,
+    smtp_security: str | None,
+    smtp_from: str | None,
+    smtp_user: str | None,
+    smtp_password_file: str | None,
+    smtp_cafile: str | None,
+    smtp_config: Path | None,
     index_dir: Path,
     where: tuple[str, ...],
 ) -> None:
-    """A report of what arrived, per tag and per saved query: title, authors, link, best sentence.
+    """A report of every paper that arrived: those that fit your interests first, grouped by interest
+    (title, authors, link, best sentence), then the others as titles.
 
     With --since last (the default) the digest remembers where it stopped, so a daily cron job
-    reports each paper once:
+    reports each paper once; the bookmark moves only once the digest is written or mailed:
 
     \b
       0 7 * * *  semsearch index --index ~/papers -q &&
-                 semsearch digest --index ~/papers --name daily --format html --out ~/digest.html
+                 semsearch digest --index ~/papers --name daily --mail-to me@example.org
+    With --mail-to, the SMTP settings come from the --smtp-* options, SEMSEARCH_SMTP_* variables
+    or ~/.config/semsearch/mail.toml; the password only from SEMSEARCH_SMTP_PASSWORD or a file.
     """
     from semsearch.query.search import Index
     from semsearch.reader.digest import make_digest, render
 
+    settings = None
+    if mail_to:
+        from semsearch.reader.mail import resolve_settings
+
+        options = {
+            "host": smtp_host,
+            "port": smtp_port,
+            "security": smtp_security,
+            "from": smtp_from,
+            "user": smtp_user,
+            "password_file": smtp_password_file,
+            "cafile": smtp_cafile,
+        }
+        settings = resolve_settings(options, config=smtp_config)  # bad settings fail before any work
     with Index.open(index_dir, embedder=embedder_of(ctx)) as idx:
-        made = make_digest(idx, name=name, since=since, k=k, where=where, bookmark=False, min_cosine=min_cosine)
-        text = render(made, fmt)
+        made = make_digest(
+            idx, name=name, since=since, k=k, where=where, bookmark=False, min_fit=min_fit, also_max=also_max
+        )
+        if settings is not None:
+            from semsearch.reader.mail import build_message, send
+
+            shown = sum(len(s.papers) for s in made.sections)
+            subject = f"semsearch digest {name}: {made.arrived} new, {shown} for you"
+            message = build_message(subject, settings.sender, list(mail_to), render(made, "md"), render(made, "html"))
+            send(settings, message)
         if out is not None:
             from semsearch.core.fileio import write_text_atomic
 
-            write_text_atomic(out, text)
-        else:
-            click.echo(text, nl=False)
+            write_text_atomic(out, render(made, fmt))
+        elif settings is None:
+            click.echo(render(made, fmt), nl=False)
         if not no_bookmark:  # only once the digest is out
             from semsearch.reader.arrivals import live_seq, set_bookmark
 
             set_bookmark(idx.path, name, live_seq(idx))
+    papers = sum(len(s.papers) for s in made.sections)
+    summary = f"digest {name}: {made.arrived} arrived, {papers} in {len(made.sections)} sections"
+    if settings is not None:
+        click.echo(f"{summary}, mailed to {', '.join(mail_to)} via {settings.host}:{settings.port}", err=True)
     if out is not None:
-        papers = sum(len(s.papers) for s in made.sections)
-        click.echo(f"digest {name}: {papers} papers in {len(made.sections)} sections -> {out}", err=True)
+        click.echo(f"{summary} -> {out}", err=True)
 
 
 def register(group: click.Group) -> None:

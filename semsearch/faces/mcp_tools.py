@@ -72,11 +72,18 @@ FormatArg = Annotated[
 ]
 LikeArg = Annotated[
     tuple[Annotated[str, Field(min_length=1, max_length=200)], ...],
-    Field(min_length=1, max_length=100, description="Paper ids or tag names the user likes (e.g. the tag 'liked')."),
+    Field(
+        min_length=1,
+        max_length=100,
+        description="Paper ids or positive tag names the user likes (e.g. the tag 'liked'); never a negative tag.",
+    ),
 ]
 NotLikeArg = Annotated[
     tuple[Annotated[str, Field(min_length=1, max_length=200)], ...],
-    Field(max_length=100, description="Paper ids or tag names to steer away from (e.g. the tag 'not-for-me')."),
+    Field(
+        max_length=100,
+        description="Paper ids or tag names to steer away from; the negative tags (e.g. 'not-for-me') always are.",
+    ),
 ]
 SinceArg = Annotated[
     str,
@@ -212,8 +219,9 @@ def create_server(live: LiveIndex, *, budget: int = DEFAULT_BUDGET) -> MCPServer
         info: "Describe the local index: how many papers, which model, which source files, which version.",
         recommend: "Recommend papers of the index like the ones the user likes (ids or tags) and unlike the "
         "not_like ones, as one page of cards, each saying which liked paper it is near.",
-        whats_new: "List the papers that arrived in the index since a version or date, ranked for the user's tags "
-        "and saved queries, as one page of cards, each saying which tag or query it is for.",
+        whats_new: "List the papers that arrived in the index since a version or date, ranked by their fit to the "
+        "user's interests (positive tags and saved queries; negative tags count against), as one page of cards, "
+        "each saying which tag or query it fits.",
         export: "Get papers as citations to paste into a reference manager or a LaTeX file (whole entries; ids "
         "that did not fit come back in rest).",
     }

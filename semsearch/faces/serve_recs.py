@@ -61,7 +61,7 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
             [],
             alias="not",
             max_length=MAX_KEYS,
-            description="Tags or ids to steer away from.",
+            description="Tags or ids to steer away from (the negative tags, such as not-for-me, always are).",
         ),
         k: int = Query(10, ge=1, le=max_k),
         where: list[str] = Query([], max_length=max_where, json_schema_extra=WHERE_SCHEMA),
@@ -78,6 +78,8 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
         since = (since or "").strip() or None  # empty: the default
         if since == "last":
             raise QueryError("since=last is for the command line (it follows a bookmark); give a version or date")
+        from semsearch.reader.tags import TagStore
+
         with live.use() as loaded:
             recs = recommend_papers(
                 loaded.index,
@@ -89,9 +91,11 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
                 include_tagged=include_tagged,
                 method=method,
             )
+            # The negative tags count against whether or not the request names them (the page's "For you").
+            against = list(dict.fromkeys([*not_, *TagStore(loaded.index.path).negative_names()]))
         return {
             "like": like,
-            "not": not_,
+            "not": against,
             "k": k,
             "version": loaded.name,
             "method": recs[0].method if recs else method,
@@ -126,10 +130,12 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
         with live.use() as loaded:
             store = TagStore(loaded.index.path)
             found = {n: members(loaded.index, store, n, repoint=False) for n in store.names()}
+            polarity = store.polarities()
         return {
             "writable": allow_tags,
             "tags": {
                 n: {
+                    "polarity": polarity.get(n, "positive"),
                     "papers": len(ms),
                     "dangling": sum(m.dangling for m in ms),
                     "ids": [m.live_id or m.entry.id for m in ms],

@@ -1,4 +1,8 @@
-"""Digests: what arrived since a digest last ran, per tag and per saved query, as Markdown, HTML, JSON or Atom.
+"""Digests: what arrived since a digest last ran, as Markdown, HTML, JSON or Atom.
+
+Every arrival is listed once: the ones that fit an interest (a positive tag or a saved query; see
+``semsearch.reader.whats_new``) first, grouped by the interest they fit best, then "also new" (titles only, at most
+``ALSO_NEW_CAP``, with the count of the rest).
 
 ``semsearch digest --since last --name daily`` reports the papers that arrived after the version the digest
 named ``daily`` last reported, then moves its bookmark to the live version, so a daily cron job lists each
@@ -11,27 +15,27 @@ import html
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from semsearch.core.errors import QueryError
 from semsearch.core.fileio import utc_now
+from semsearch.core.options import ALSO_NEW_CAP, MIN_FIT
 from semsearch.core.paperinfo import authors_of, link_of, plain_text
 from semsearch.core.safe_text import clean_text, json_text, markdown_text, markdown_url
-from semsearch.reader.arrivals import MIN_COSINE, live_seq, new_since, set_bookmark
-from semsearch.reader.whats_new import NewPaper, Section, sections
+from semsearch.reader.arrivals import live_seq, new_since, set_bookmark
+from semsearch.reader.whats_new import NewPaper, Section, explain, fitted_arrivals, grouped, reader_of
 
 if TYPE_CHECKING:
     from semsearch.query.search import Index
 
 FORMATS = ("md", "html", "json", "atom")
 ATOM = "http://www.w3.org/2005/Atom"
-DIGEST_MIN_COSINE = MIN_COSINE  # a paper is listed under a tag or saved query only this close to it
 
 
 @dataclass
 class Digest:
-    """One digest: where it started and stopped (versions), and its sections."""
+    """One digest: where it started and stopped (versions), its sections, and the other arrivals."""
 
     name: str
     index: str
@@ -40,6 +44,14 @@ class Digest:
     generated: str
     arrived: int
     sections: list[Section]
+    also_new: list[NewPaper] = field(default_factory=list)  # at most the cap, best fit first
+    also_new_count: int = 0  # every arrival not in a section, shown or not
+    min_fit: float = MIN_FIT
+
+    @property
+    def also_new_more(self) -> int:
+        """Arrivals outside the sections that the cap left out (counted, not listed)."""
+        return self.also_new_count - len(self.also_new)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,8 +61,15 @@ class Digest:
             "version": self.version,
             "generated": self.generated,
             "arrived": self.arrived,
+            "min_fit": self.min_fit,
             "sections": [s.to_dict() for s in self.sections],
+            "also_new": [_title_row(p) for p in self.also_new],
+            "also_new_count": self.also_new_count,
         }
+
+
+def _title_row(paper: NewPaper) -> dict[str, Any]:
+    return {"id": paper.hit.id, "title": paper.hit.title or paper.hit.label, "fit": round(paper.fit, 4)}
 
 
 def make_digest(
@@ -58,27 +77,35 @@ def make_digest(
     *,
     name: str = "default",
     since: str | None = "last",
-    k: int = 5,
+    k: int = 10,
     where: Sequence[str] = (),
     bookmark: bool = True,
-    min_cosine: float = DIGEST_MIN_COSINE,
+    min_fit: float = MIN_FIT,
+    also_max: int = ALSO_NEW_CAP,
 ) -> Digest:
     """The digest of what arrived since ``since`` (``last``: the bookmark of digest ``name``).
 
-    ``bookmark`` moves the digest's bookmark to the live version afterwards.
+    ``k`` caps each section (matches beyond it join "also new"); ``min_fit`` is the fit a paper needs to be
+    listed under an interest rather than as "also new". ``bookmark`` moves the digest's bookmark afterwards.
     """
     from semsearch.reader.tags import check_name
 
     check_name(name, "digest")
     if k < 1 or k > 100:
         raise QueryError(f"k must be 1..100 for a digest, got {k}")
+    if not 0 <= also_max <= 10_000:
+        raise QueryError(f"the 'also new' cap must be 0..10000, got {also_max}")
     clauses = new_since(index, since, name=name) if since is not None else []
-    allowed = index.allowed_rows(list(where) + clauses)
-    arrived = len(index) if allowed is None else len(allowed)
-    threshold = min_cosine if min_cosine > 0 else None  # 0 (or below): the best k, whatever their cosine
-    found = sections(index, clauses, k=k, where=where, min_cosine=threshold) if arrived else []
-    found = [s for s in found if s.papers]
-    digest = Digest(name, str(index.path), since or "all", index.version.name, utc_now(), arrived, found)
+    reader = reader_of(index)
+    papers = fitted_arrivals(index, clauses, where=where, reader=reader)
+    found, rest = grouped(papers, min_fit=min_fit, per_section=k)
+    for section in found:
+        for paper in section.papers:
+            explain(paper, reader, index)
+    digest = Digest(
+        name, str(index.path), since or "all", index.version.name, utc_now(), len(papers), found,
+        rest[:also_max], len(rest), min_fit,
+    )  # fmt: skip
     if bookmark:
         set_bookmark(index.path, name, live_seq(index))
     return digest
@@ -100,6 +127,22 @@ def _title(paper: NewPaper) -> str:
 
 def _sentence(paper: NewPaper) -> str:
     return plain_text(paper.best_sentence or "")
+
+
+def _note(digest: Digest) -> str:
+    """The line under the count: why there are no sections, when there are none."""
+    if not digest.arrived:
+        return "Nothing arrived."
+    if not digest.sections:
+        return (
+            f"None of them fits your tags and saved queries closely (fit {digest.min_fit:g} or more); "
+            "they are all below."
+        )
+    return ""
+
+
+def _also_heading(digest: Digest) -> str:
+    return f"Also new ({digest.also_new_count})" if digest.sections else f"New ({digest.also_new_count})"
 
 
 def _heading(section: Section) -> str:
@@ -127,8 +170,9 @@ def to_markdown(digest: Digest) -> str:
     lines.append(
         f"{digest.arrived} papers arrived in {m(digest.index)} since {m(digest.since)} (now {m(digest.version)})."
     )
-    if not digest.sections:
-        lines += ["", "Nothing new for your tags and saved queries."]
+    note = _note(digest)
+    if note:
+        lines += ["", m(note)]
     for section in digest.sections:
         lines += ["", f"## {m(_heading(section))}", ""]
         for n, paper in enumerate(section.papers, start=1):
@@ -141,6 +185,11 @@ def to_markdown(digest: Digest) -> str:
             if paper.best_sentence:
                 lines.append(f"   > {m(_sentence(paper))}")
             lines.append(f"   `{clean_text(paper.hit.id, one_line=True).replace('`', '')}`")  # no escapes in code
+    if digest.also_new_count:
+        lines += ["", f"## {m(_also_heading(digest))}", ""]
+        lines += [f"- {m(_title(p))} `{clean_text(p.hit.id, one_line=True).replace('`', '')}`" for p in digest.also_new]
+        if digest.also_new_more:
+            lines.append(f"- … and {digest.also_new_more} more")
     return "\n".join(lines) + "\n"
 
 
@@ -155,8 +204,9 @@ def to_html(digest: Digest) -> str:
         f"<p>{digest.arrived} papers arrived in {e(digest.index)} since {e(digest.since)}"
         f" (now {e(digest.version)}).</p>",
     ]
-    if not digest.sections:
-        parts.append("<p>Nothing new for your tags and saved queries.</p>")
+    note = _note(digest)
+    if note:
+        parts.append(f"<p>{e(note)}</p>")
     for section in digest.sections:
         parts.append(f"<h2>{e(_heading(section))}</h2><ol>")
         for paper in section.papers:
@@ -168,6 +218,12 @@ def to_html(digest: Digest) -> str:
                 f" <code>{e(paper.hit.id)}</code></li>"
             )
         parts.append("</ol>")
+    if digest.also_new_count:
+        parts.append(f"<h2>{e(_also_heading(digest))}</h2><ul>")
+        parts += [f"<li>{e(_title(p))} <code>{e(p.hit.id)}</code></li>" for p in digest.also_new]
+        if digest.also_new_more:
+            parts.append(f"<li>… and {digest.also_new_more} more</li>")
+        parts.append("</ul>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -208,5 +264,14 @@ def to_atom(digest: Digest) -> str:
             if who:
                 add(add(entry, "author"), "name", who)
             add(entry, "summary", _sentence(paper) or plain_text(paper.hit.text[:300]))
+    for paper in digest.also_new:
+        if paper.hit.id in seen:
+            continue
+        seen.add(paper.hit.id)
+        entry = add(feed, "entry")
+        add(entry, "title", _title(paper))
+        add(entry, "id", f"urn:semsearch:{paper.hit.id}")
+        add(entry, "updated", paper.added.at if paper.added else digest.generated)
+        add(entry, "category", term="also-new")
     ET.indent(feed, space="")
     return "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(feed, encoding="unicode") + "\n"

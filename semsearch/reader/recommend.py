@@ -209,6 +209,7 @@ class _Liked:
 
 def resolve_liked(index: Index, keys: Sequence[str]) -> list[Document]:
     """Documents named by tags (their live members) or by ids / external ids / prefixes / DOIs."""
+    from semsearch.core.errors import UnknownDocumentError
     from semsearch.reader.tags import TagStore, members, resolve_papers
 
     store = TagStore(index.path)
@@ -220,7 +221,13 @@ def resolve_liked(index: Index, keys: Sequence[str]) -> list[Document]:
             live = [m.live_id for m in members(index, store, key, repoint=False) if m.live_id is not None]
             out.extend(index.store.find(i) or _missing(i) for i in live)
         else:
-            out.extend(resolve_papers(index, [key]))
+            try:
+                out.extend(resolve_papers(index, [key]))
+            except UnknownDocumentError as exc:
+                known = ", ".join(sorted(tags)) or "none yet"
+                raise UnknownDocumentError(
+                    f"{key!r} is neither a tag (tags: {known}) nor a paper of {index.path} (an id, external id or DOI)"
+                ) from exc
     seen: set[str] = set()
     return [d for d in out if not (d.id in seen or seen.add(d.id))]  # type: ignore[func-returns-value]
 
@@ -271,6 +278,16 @@ def recommend(
     if method not in METHODS:
         raise QueryError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
     texts = [check_text(t, "liked abstract") for t in like_texts]
+    store = TagStore(index.path)
+    negative_tags = store.negative_names()
+    for key in like:
+        if key in negative_tags:
+            raise QueryError(
+                f"tag {key!r} is a negative tag (papers not for you): name it in --not, or make it an interest "
+                f"with: semsearch tag create {key} --positive"
+            )
+    # A negative tag always counts against: a dislike recorded once steers every recommendation.
+    not_like = list(dict.fromkeys([*not_like, *negative_tags]))
     pos_docs = resolve_liked(index, like)
     neg_docs = resolve_liked(index, not_like)
     if not pos_docs and not texts:
@@ -298,7 +315,7 @@ def recommend(
         keep &= np.isin(nums, allowed)
     leave_out = {d.id for d in pos_docs} | {d.id for d in neg_docs}
     if not include_tagged:
-        leave_out |= TagStore(index.path).tagged_ids()
+        leave_out |= store.tagged_ids()
     if leave_out:
         keep &= ~np.isin(nums, [doc_num(i) for i in leave_out])
     if texts:

@@ -35,6 +35,10 @@ TAGS_FILE = "tags.json"
 TAGS_LOCK = ".state.lock"  # tags, saved queries and digest bookmarks
 FORMAT_NAME = "semsearch-tags"
 FORMAT_VERSION = 1
+# Tags that say "not for me" unless ``tag create NAME --positive`` says otherwise; every other tag is an
+# interest unless created ``--negative``.
+DEFAULT_NEGATIVE = frozenset({"not-for-me"})
+POLARITIES = ("positive", "negative")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 _DOI = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)?(10\.\d{4,9}/\S+)$", re.IGNORECASE)
 
@@ -113,13 +117,42 @@ class TagStore:
     def __init__(self, index_dir: str | Path) -> None:
         self.index_dir = Path(index_dir)
         self.path = self.index_dir / TAGS_FILE
+        self._stated: dict[str, str] = {}  # the polarities read by the edit in progress
 
     def read(self) -> dict[str, list[TagEntry]]:
         """Every tag and its entries (an empty dict when nothing was tagged yet)."""
+        return self._read_all()[0]
+
+    def polarities(self) -> dict[str, str]:
+        """Each known tag's polarity (``positive``: an interest, ``negative``: counter-examples)."""
+        tags, stated = self._read_all()
+        return {name: _polarity(name, stated) for name in sorted(set(tags) | set(stated))}
+
+    def polarity(self, name: str) -> str:
+        return _polarity(name, self._read_all()[1])
+
+    def positive_names(self) -> list[str]:
+        return [n for n, p in self.polarities().items() if p == "positive" and n in self.read()]
+
+    def negative_names(self) -> list[str]:
+        return [n for n, p in self.polarities().items() if p == "negative" and n in self.read()]
+
+    def create(self, name: str, *, negative: bool) -> bool:
+        """Create a tag (or set an existing one's polarity); returns True when the polarity changed."""
+        check_name(name)
+        want = "negative" if negative else "positive"
+        with self._editing() as tags:
+            tags.setdefault(name, [])
+            stated = self._stated
+            before = _polarity(name, stated)
+            stated[name] = want
+        return before != want
+
+    def _read_all(self) -> tuple[dict[str, list[TagEntry]], dict[str, str]]:
         try:
             raw = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return {}
+            return {}, {}
         except (OSError, UnicodeDecodeError) as exc:
             raise TagError(f"{self.path} is unreadable ({exc})") from exc
         try:
@@ -128,9 +161,14 @@ class TagStore:
                 raise ValueError("not a semsearch tags file")
             if int(data.get("format_version", 0)) > FORMAT_VERSION:
                 raise TagError(f"{self.path} was written by a newer semsearch; upgrade semsearch")
-            return {
+            tags = {
                 str(name): [TagEntry.from_dict(e) for e in entries] for name, entries in data.get("tags", {}).items()
             }
+            # Files from before polarities simply lack the key: every tag then has its default polarity.
+            stated = {str(n): str(p) for n, p in data.get("polarity", {}).items() if p in POLARITIES}
+            for name in stated:
+                tags.setdefault(name, [])  # a created tag with no papers yet
+            return tags, stated
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise TagError(f"{self.path} is malformed ({exc}); fix or delete it") from exc
 
@@ -155,15 +193,22 @@ class TagStore:
     def _editing(self) -> Iterator[dict[str, list[TagEntry]]]:
         """Read under the tags lock, let the caller change the dict, then replace the file atomically."""
         with locked_state(self.index_dir):
-            tags = self.read()
+            tags, self._stated = self._read_all()
             barrier("read")
             yield tags
             barrier("publish")
-            data = {
+            stated = {n: p for n, p in sorted(self._stated.items()) if n in tags}
+            data: dict[str, Any] = {
                 "format": FORMAT_NAME,
-                "format_version": FORMAT_VERSION,
-                "tags": {name: [e.to_dict() for e in entries] for name, entries in sorted(tags.items()) if entries},
+                "format_version": FORMAT_VERSION,  # "polarity" is an optional key: older readers ignore it
+                "tags": {
+                    name: [e.to_dict() for e in entries]
+                    for name, entries in sorted(tags.items())
+                    if entries or name in stated
+                },
             }
+            if stated:
+                data["polarity"] = stated
             write_text_atomic(self.path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
     def add(self, name: str, docs: Sequence[Document]) -> int:
@@ -231,6 +276,10 @@ class TagStore:
         """Replace entries (old id -> the live document they now resolve to) after an edited abstract returned."""
         with self._editing() as tags:
             tags[name] = [TagEntry.of(moves[e.id]) if e.id in moves else e for e in tags.get(name, [])]
+
+
+def _polarity(name: str, stated: dict[str, str]) -> str:
+    return stated.get(name) or ("negative" if name in DEFAULT_NEGATIVE else "positive")
 
 
 def _match_entry(entries: Sequence[TagEntry], key: str) -> TagEntry | None:

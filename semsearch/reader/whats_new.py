@@ -1,8 +1,18 @@
-"""What arrived, ranked for the user: per tag and saved query the best new papers, and one fused list.
+"""What arrived, ranked for the reader: one *fit* per paper from the reader's interests, with its reasons.
 
-``arrivals.py`` records when each document arrived and what ``--since`` means; this module ranks what arrived
-with the user's tags (``recommend.py``) and saved queries (``Index.search``), for ``semsearch new``, the
-digests, the page and the MCP server.
+The reader's interests are the positive tags (each an interest of its own) and the saved queries; the
+negative tags (``not-for-me`` by default, ``tag create NAME --negative``) are never an interest, only
+counter-examples for all of them. Each interest scores every document of the index on one scale, a z-score
+over the whole index (0 = an average paper; at ``options.MIN_FIT`` = 2 a paper fits):
+
+- a positive tag: the recommendation score (``recommend.DEFAULT_METHOD``) with the tag's papers as positives
+  and every negative tag's papers as negatives;
+- a saved query: 0.5·z(cosine to the query) + 0.5·z(BM25), minus ``NEGATIVE_SHARE`` times how far above
+  average the paper's cosine to its nearest disliked paper is.
+
+A paper's fit is the best of its interests' scores (``FIT_METHOD``; ``scripts/bench_new.py`` measured it
+against fusing ranks and summing), and its reasons are the interests it reaches ``MIN_FIT`` for, best first.
+``semsearch new``, the digests, the page and the MCP server all rank what arrived by it.
 """
 
 from __future__ import annotations
@@ -14,35 +24,77 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from semsearch.core.errors import QueryError
-from semsearch.core.records import Arrival, Hit
-from semsearch.reader.arrivals import MIN_COSINE, RRF_K, read_watches
+from semsearch.core.options import MIN_FIT
+from semsearch.core.records import Arrival, Document, Hit
+from semsearch.reader.arrivals import RRF_K, read_watches
 
 if TYPE_CHECKING:
     from semsearch.query.search import Index
 
+FIT_METHODS = ("max", "sum", "rrf")
+# Chosen by scripts/bench_new.py (NeurIPS 2025, 136 group requests, Recall@10 with a tag and a saved query):
+# max 0.748, sum 0.730, rrf 0.446 (rank fusion buries a paper that only one interest ranks high).
+FIT_METHOD = "max"
+NEGATIVE_SHARE = 0.5
+
+
+@dataclass
+class Interest:
+    """One thing the reader follows: a positive tag (its live papers) or a saved query."""
+
+    kind: str  # "tag" or "watch"
+    name: str
+    query: str = ""
+    papers: list[Document] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+@dataclass
+class Reader:
+    """The reader's interests and counter-examples (the live papers of the negative tags)."""
+
+    interests: list[Interest]
+    negatives: list[Document] = field(default_factory=list)
+    negative_tags: list[str] = field(default_factory=list)
+
 
 @dataclass
 class NewPaper:
-    """A paper that arrived, with why it is listed (the tag or saved query that ranks it best)."""
+    """A paper that arrived, its fit, and why (the interests it fits, best first)."""
 
     hit: Hit
     added: Arrival | None
     reasons: list[str] = field(default_factory=list)  # "tag:liked", "watch:privacy", best first
     best_sentence: str = ""
+    fit: float = 0.0
+    fit_by: dict[str, float] = field(default_factory=dict)  # every interest's score for this paper
+    because: str = ""  # the liked paper it is nearest to, for a tag
+
+    @property
+    def interest(self) -> str | None:
+        """The interest it fits best (None when it fits none)."""
+        return self.reasons[0] if self.reasons else None
 
     def to_dict(self) -> dict[str, Any]:
         out = self.hit.to_dict()
         out["added"] = self.added.to_dict() if self.added else None
+        out["fit"] = round(self.fit, 6)
         out["for"] = self.reasons
+        out["fit_by"] = {k: round(v, 4) for k, v in self.fit_by.items()}
+        if self.because:
+            out["because"] = self.because
         out["best_sentence"] = self.best_sentence
         return out
 
 
 @dataclass
 class Section:
-    """One part of a digest: a tag's or a saved query's best new papers."""
+    """One part of a digest: the arrivals that fit one interest best."""
 
-    kind: str  # "tag", "watch" or "all"
+    kind: str  # "tag" or "watch"
     name: str
     papers: list[NewPaper]
 
@@ -50,97 +102,164 @@ class Section:
         return {"kind": self.kind, "name": self.name, "papers": [p.to_dict() for p in self.papers]}
 
 
-def sections(
-    index: Index, clauses: Sequence[str], *, k: int = 5, where: Sequence[str] = (), min_cosine: float | None = None
-) -> list[Section]:
-    """Per tag and per saved query, the best of the documents the clauses select (arrived since).
+# ---------------------------------------------------------------- the reader and the scores
 
-    ``min_cosine`` drops papers whose cosine to the query (or to the nearest liked paper) is below it, so a
-    section lists only papers on its subject even when few arrived.
-    """
-    from semsearch.reader.recommend import recommend
+
+def reader_of(index: Index) -> Reader:
+    """The reader kept beside the index: positive tags and saved queries as interests, negative tags against."""
+    from semsearch.reader.recommend import resolve_liked
     from semsearch.reader.tags import TagStore
 
-    allowed_where = list(where) + list(clauses)
-    allowed = index.allowed_rows(allowed_where)
-    if allowed is not None and not len(allowed):
-        return []
-    out: list[Section] = []
     store = TagStore(index.path)
-    for tag in store.names():
-        try:
-            recs = recommend(index, [tag], k=k, where=allowed_where)
-        except QueryError:  # a tag whose papers all left the index recommends nothing
-            continue
-        if min_cosine is not None:
-            recs = [r for r in recs if r.because.cosine >= min_cosine]
-        out.append(Section("tag", tag, [_paper(r.hit, f"tag:{tag}", r.because.label) for r in recs]))
-    for watch in read_watches(index.path):
-        hits = index.search(watch.query, k, where=allowed_where)
-        if min_cosine is not None:
-            hits = [h for h in hits if h.scores.get("dense", 1.0) >= min_cosine]
-        out.append(Section("watch", watch.name, [_paper(h, f"watch:{watch.name}") for h in hits]))
+    interests = []
+    for tag in store.positive_names():
+        papers = resolve_liked(index, [tag])
+        if papers:  # a tag whose papers all left the index likes nothing
+            interests.append(Interest("tag", tag, papers=papers))
+    interests += [Interest("watch", w.name, query=w.query) for w in read_watches(index.path)]
+    negative_tags = store.negative_names()
+    return Reader(interests, resolve_liked(index, negative_tags) if negative_tags else [], negative_tags)
+
+
+def interest_scores(index: Index, reader: Reader) -> np.ndarray:
+    """One row per interest, one column per vector row of the index: the interest's z-score for the paper."""
+    from semsearch.reader.recommend import DEFAULT_METHOD, _sparse_inputs, method_scores, zscore
     from semsearch.store.layout import doc_num
 
-    arrivals = index.store.get_many([doc_num(p.hit.id) for s in out for p in s.papers])
-    for section in out:
-        for paper in section.papers:
-            paper.added = arrivals[doc_num(paper.hit.id)].added
+    vectors = index.vectors
+    X = np.asarray(vectors.matrix, dtype=np.float32)
+    nums = vectors.ids
+    out = np.zeros((len(reader.interests), len(nums)), dtype=np.float64)
+    if not reader.interests:
+        return out
+    neg_rows = vectors.rows_of([doc_num(d.id) for d in reader.negatives]).tolist()
+    penalty = np.zeros(len(nums))
+    if neg_rows:
+        near_bad = np.asarray(X @ X[neg_rows].T).max(axis=1)
+        penalty = NEGATIVE_SHARE * np.clip(zscore(near_bad), 0.0, None)
+    sparse_x = None
+    lex_rows = None
+    for i, interest in enumerate(reader.interests):
+        if interest.kind == "tag":
+            if sparse_x is None and DEFAULT_METHOD in ("svm-bm25", "fused"):
+                sparse_x, _ = _sparse_inputs(index, nums, [])
+            pos_rows = vectors.rows_of([doc_num(d.id) for d in interest.papers]).tolist()
+            try:
+                out[i] = zscore(method_scores(DEFAULT_METHOD, X, pos_rows, neg_rows, sparse_features=sparse_x))
+            except QueryError:  # every paper of the index is in the tag: nothing to tell apart, no fit
+                out[i] = 0.0
+        else:
+            dense = np.asarray(X @ index.encode_query(interest.query).reshape(-1), dtype=np.float64)
+            lex = index.lexical
+            if lex_rows is None:
+                lex_rows = lex.rows_of(nums)
+            bm25, matched = lex.scores(interest.query)
+            lexical = np.where(lex_rows >= 0, np.where(matched, bm25, 0.0)[lex_rows], 0.0)
+            out[i] = zscore(0.5 * zscore(dense) + 0.5 * zscore(lexical)) - penalty
     return out
 
 
-def _paper(hit: Hit, reason: str, like_title: str = "") -> NewPaper:
-    """A listed paper with its best sentence: for a query the highlighted one, for a tag the sentence that
-    best covers the title of the liked paper it is nearest to."""
-    from semsearch.query.highlight import best_sentences
-    from semsearch.store.lexical import Analyzer
+def combine(scores: np.ndarray, rows: np.ndarray, method: str = FIT_METHOD) -> np.ndarray:
+    """The fit of each candidate row from the interests' scores (``scores[:, rows]``)."""
+    if method not in FIT_METHODS:
+        raise ValueError(f"unknown fit method {method!r} (choose from {', '.join(FIT_METHODS)})")
+    part = scores[:, rows]
+    if not len(part):
+        return np.zeros(len(rows))
+    if method == "max":
+        return np.asarray(part.max(axis=0))
+    if method == "sum":
+        return np.asarray(part.sum(axis=0))
+    ranks = np.argsort(np.argsort(-part, axis=1, kind="stable"), axis=1) + 1
+    return np.asarray((1.0 / (RRF_K + ranks)).sum(axis=0))
 
-    if hit.highlights:
-        sentence = hit.highlights[0]
-    else:
-        found = best_sentences(hit.text, Analyzer()(like_title), n=1)
-        sentence = found[0] if found else ""
-    return NewPaper(hit, None, [reason] if reason else [], sentence)
+
+# ---------------------------------------------------------------- what arrived, ranked
 
 
-def ranked_new(index: Index, clauses: Sequence[str], *, k: int = 20, where: Sequence[str] = ()) -> list[NewPaper]:
-    """The arrived documents, ranked by reciprocal-rank fusion over the tags' and saved queries' rankings.
-
-    With no tags and no saved queries, newest first. Each paper names the tags / queries it is for (those whose
-    liked paper or query it is within ``MIN_COSINE`` of), best first.
-    """
-
+def fitted_arrivals(
+    index: Index, clauses: Sequence[str], *, where: Sequence[str] = (), reader: Reader | None = None
+) -> list[NewPaper]:
+    """Every document the clauses select (what arrived), best fit first (then newest, then id)."""
     allowed = index.allowed_rows(list(where) + list(clauses))
     if allowed is None:  # no clause at all (`--since last` before any bookmark): everything arrived
         allowed = np.asarray(index.vectors.ids, dtype=np.int64)
-    total = len(allowed)
-    if not total:
+    if not len(allowed):
         return []
-    fused: dict[str, float] = {}
-    reasons: dict[str, list[tuple[float, str]]] = {}
-    hits: dict[str, Hit] = {}
-    from semsearch.core.options import MAX_K
-
-    for section in sections(index, clauses, k=min(total, MAX_K), where=where):
-        for rank, paper in enumerate(section.papers, start=1):
-            doc_id = paper.hit.id
-            share = 1.0 / (RRF_K + rank)
-            fused[doc_id] = fused.get(doc_id, 0.0) + share
-            if paper.hit.scores.get("dense", 0.0) >= MIN_COSINE:
-                reasons.setdefault(doc_id, []).append((share, f"{section.kind}:{section.name}"))
-            hits.setdefault(doc_id, paper.hit)
-    docs = index.store.get_many([int(n) for n in allowed])
-    by_id = {d.id: d for d in docs.values()}
-    newest = {
-        d.id: n for n, d in enumerate(sorted(by_id.values(), key=lambda d: (-(d.added.seq if d.added else 0), d.id)))
-    }
-    order = sorted(by_id, key=lambda i: (-fused.get(i, 0.0), newest[i]))[:k]
+    reader = reader if reader is not None else reader_of(index)
+    scores = interest_scores(index, reader)
+    rows = index.vectors.rows_of(np.asarray(allowed, dtype=np.int64))
+    rows = rows[rows >= 0]
+    nums = index.vectors.ids[rows]
+    fit = combine(scores, rows) if reader.interests else np.zeros(len(rows))
+    docs = index.store.get_many([int(n) for n in nums])
+    keys = [it.key for it in reader.interests]
+    entries = []
+    for j, num in enumerate(nums.tolist()):
+        doc = docs[int(num)]
+        seq = doc.added.seq if doc.added else 0
+        entries.append((-float(fit[j]), -seq, doc.id, j, doc))
+    entries.sort(key=lambda e: e[:3])
     out = []
-    for rank, doc_id in enumerate(order, start=1):
-        doc = by_id[doc_id]
-        hit = Hit.of(rank, round(fused.get(doc_id, 0.0), 6), doc, "new")
-        why = [r for _, r in sorted(reasons.get(doc_id, []), key=lambda x: -x[0])]
-        out.append(_paper(hit, ""))
-        out[-1].added = doc.added
-        out[-1].reasons = why
+    for rank, (_, _, _, j, doc) in enumerate(entries, start=1):
+        by = {key: float(scores[i, rows[j]]) for i, key in enumerate(keys)}
+        reasons = [key for key, s in sorted(by.items(), key=lambda kv: -kv[1]) if s >= MIN_FIT]
+        hit = Hit.of(rank, round(float(fit[j]), 6), doc, "new")
+        out.append(NewPaper(hit, doc.added, reasons, "", float(fit[j]), by))
     return out
+
+
+def explain(paper: NewPaper, reader: Reader, index: Index) -> NewPaper:
+    """Fill in the paper's best sentence (and, for a tag, the liked paper it is nearest to)."""
+    from semsearch.query.highlight import best_sentences
+    from semsearch.store.lexical import Analyzer
+
+    top = max(paper.fit_by.items(), key=lambda kv: kv[1], default=("", 0.0))[0]
+    best = next((it for it in reader.interests if it.key == top), None)
+    terms_of = ""
+    if best is not None and best.kind == "watch":
+        terms_of = best.query
+    elif best is not None and best.papers:
+        from semsearch.store.layout import doc_num
+
+        vectors = index.vectors
+        rows = vectors.rows_of([doc_num(d.id) for d in best.papers] + [doc_num(paper.hit.id)])
+        X = np.asarray(vectors.matrix, dtype=np.float32)
+        cos = X[rows[:-1]] @ X[rows[-1]]
+        near = best.papers[int(cos.argmax())]
+        paper.because = f"near {near.label()} (cosine {float(cos.max()):.3f})"
+        terms_of = near.title or near.label()
+    found = best_sentences(paper.hit.text, Analyzer()(terms_of), n=1) if terms_of else []
+    paper.best_sentence = found[0] if found else ""
+    return paper
+
+
+def ranked_new(index: Index, clauses: Sequence[str], *, k: int = 20, where: Sequence[str] = ()) -> list[NewPaper]:
+    """The k arrivals that fit the reader best (newest first when the reader follows nothing), explained."""
+    reader = reader_of(index)
+    return [explain(p, reader, index) for p in fitted_arrivals(index, clauses, where=where, reader=reader)[:k]]
+
+
+def grouped(
+    papers: Sequence[NewPaper], *, min_fit: float = MIN_FIT, per_section: int | None = None
+) -> tuple[list[Section], list[NewPaper]]:
+    """Sections of the papers that fit an interest (at least ``min_fit``), grouped by their best interest in
+    order of their best paper, and the rest ("also new"), best fit first: every paper lands in exactly one.
+
+    ``per_section`` caps a section; a match beyond the cap joins the rest (it still counts, never vanishes).
+    """
+    sections: dict[str, Section] = {}
+    rest: list[NewPaper] = []
+    for paper in papers:
+        best = max(paper.fit_by.items(), key=lambda kv: kv[1], default=None)
+        if best is None or best[1] < min_fit:
+            rest.append(paper)
+            continue
+        kind, name = best[0].split(":", 1)
+        section = sections.setdefault(best[0], Section(kind, name, []))
+        if per_section is not None and len(section.papers) >= per_section:
+            rest.append(paper)
+        else:
+            section.papers.append(paper)
+    rest.sort(key=lambda p: (-p.fit, p.hit.id))
+    return list(sections.values()), rest
