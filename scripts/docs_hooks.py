@@ -70,7 +70,10 @@ def _cell(text: str) -> str:
 
 def openapi_markdown(doc: dict[str, Any]) -> str:
     """Every path, method and parameter of the OpenAPI document, with its responses."""
-    out = [f"Generated from the OpenAPI document of semsearch {doc['info']['version']} ([openapi.json](openapi.json)).", ""]
+    out = [
+        f"Generated from the OpenAPI document of semsearch {doc['info']['version']} ([openapi.json](openapi.json)).",
+        "",
+    ]
     for path, methods in doc["paths"].items():
         for method, op in methods.items():
             out += [f"### `{method.upper()} {path}`", ""]
@@ -90,7 +93,9 @@ def openapi_markdown(doc: dict[str, Any]) -> str:
                 content = op["requestBody"].get("content", {})
                 for media, body in content.items():
                     out += [f"Request body: `{media}`, {_cell(_schema_type(body.get('schema', {})))}.", ""]
-            codes = ", ".join(f"{code} ({_cell(r.get('description', ''))})" for code, r in op.get("responses", {}).items())
+            codes = ", ".join(
+                f"{code} ({_cell(r.get('description', ''))})" for code, r in op.get("responses", {}).items()
+            )
             out += [f"Responses: {codes}.", ""]
     return "\n".join(out)
 

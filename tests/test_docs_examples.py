@@ -19,12 +19,10 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SEEDS, SHARED
 
 TOLERANCE = 0.02  # scores move in the third decimal between ONNX Runtime builds; ids and ranks must not move
@@ -188,52 +186,61 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def _workspace(root: Path, name: str, *, with_index: Path | None) -> Path:
-    """A folder holding seeds/ (and the seed index when given), with ../shared beside it when it exists."""
-    home = root / name
-    if home.exists():
-        shutil.rmtree(home)
-    work = home / "work"
-    work.mkdir(parents=True)
-    shutil.copytree(SEEDS, work / "seeds")
-    if with_index is not None:
-        shutil.copytree(with_index, work / "indexes" / "default")
-    if SHARED.exists():
-        (home / "shared").symlink_to(SHARED, target_is_directory=True)
+def _workspace(root: Path, *, snapshot: Path | None) -> Path:
+    """``root/work`` afresh: seeds/ alone, or the snapshot of the seed workspace; ../shared beside it when it exists.
+
+    Always the same path, because an index records its sources' absolute paths: a copy elsewhere would see
+    every source as changed.
+    """
+    work = root / "work"
+    if work.exists():
+        shutil.rmtree(work)
+    if snapshot is None:
+        work.mkdir(parents=True)
+        shutil.copytree(SEEDS, work / "seeds")
+    else:
+        shutil.copytree(snapshot, work, symlinks=True)
+    shared = root / "shared"
+    if SHARED.exists() and not shared.exists():
+        shared.symlink_to(SHARED, target_is_directory=True)
     return work
 
 
+@dataclass
+class Workspaces:
+    """The one working folder the examples run in, which page it holds, and the seed snapshot."""
+
+    root: Path
+    snapshot: Path
+    page: Path | None = None
+
+
 @pytest.fixture(scope="session")
-def seed_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The seed index, built once per session by the command the README shows."""
-    work = _workspace(tmp_path_factory.mktemp("docs-base"), "base", with_index=None)
+def workspaces(tmp_path_factory: pytest.TempPathFactory) -> Workspaces:
+    """The seed index, built once per session by the command the README shows, kept as a snapshot."""
+    root = tmp_path_factory.mktemp("docs")
+    work = _workspace(root, snapshot=None)
     subprocess.run(
         ["semsearch", "index", "seeds/", "-q"], cwd=work, env=_environment(), check=True, capture_output=True
     )
-    return work / "indexes" / "default"
-
-
-@pytest.fixture(scope="session")
-def workspaces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[Path, Path]]:
-    """One workspace per page, shared by its blocks in order (a page's examples build on each other)."""
-    yield {}
+    snapshot = root / "snapshot"
+    shutil.copytree(work, snapshot, symlinks=True)
+    return Workspaces(root, snapshot)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.name for block in BLOCKS])
-def test_console_example(
-    block: Block, seed_index: Path, workspaces: dict[Path, Path], tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def test_console_example(block: Block, workspaces: Workspaces) -> None:
     """Each command of the block exits as shown and prints what the page shows."""
     if block.directive == "needs-shared" and not SHARED.exists():
         pytest.skip(f"{block.name} reads ../shared, which is absent here")
-    root = tmp_path_factory.getbasetemp() / "docs-pages"
-    page = str(block.path.relative_to(REPO)).replace("/", "_")
     if block.directive == "fresh":
-        workspaces[block.path] = _workspace(root, page, with_index=None)
-    elif block.path not in workspaces:
-        workspaces[block.path] = _workspace(root, page, with_index=seed_index)
-    work = workspaces[block.path]
+        work = _workspace(workspaces.root, snapshot=None)
+    elif workspaces.page != block.path:
+        work = _workspace(workspaces.root, snapshot=workspaces.snapshot)
+    else:
+        work = workspaces.root / "work"
+    workspaces.page = block.path
     for step in block.steps:
         done = subprocess.run(
             ["bash", "-c", step.command],
@@ -246,7 +253,9 @@ def test_console_example(
             timeout=600,
         )
         shown = done.stdout.splitlines()
-        assert done.returncode == step.exit_code, f"{block.name}: $ {step.command}\nexit {done.returncode}:\n{done.stdout}"
+        assert done.returncode == step.exit_code, (
+            f"{block.name}: $ {step.command}\nexit {done.returncode}:\n{done.stdout}"
+        )
         assert output_matches(step.expected, shown), (
             f"{block.name}: $ {step.command}\n--- the page shows:\n"
             + "\n".join(step.expected)
@@ -257,12 +266,11 @@ def test_console_example(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["tag", "recommend"])
-def test_help_examples_run_on_the_seed_index(
-    command: str, seed_index: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def test_help_examples_run_on_the_seed_index(command: str, workspaces: Workspaces) -> None:
     """The examples ``semsearch tag --help`` and ``recommend --help`` show that name papers run on the seed index."""
     env = _environment()
-    work = _workspace(tmp_path_factory.mktemp("help"), command, with_index=seed_index)
+    work = _workspace(workspaces.root, snapshot=workspaces.snapshot)
+    workspaces.page = None
     shown = subprocess.run(
         ["semsearch", command, "--help"], cwd=work, env=env, check=True, capture_output=True, text=True
     ).stdout
