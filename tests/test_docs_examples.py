@@ -8,7 +8,10 @@ line that is only ``…`` matches any number of lines (none included). A command
 ``# exits N``. An HTML comment just above a block changes how it runs:
 
 - ``<!-- example: fresh -->``: the page's workspace starts again from ``seeds/`` alone (no index);
+- ``<!-- example: seed -->``: the page's workspace starts again from the seed index;
 - ``<!-- example: needs-shared -->``: the block reads ``../shared``; skipped, saying so, when it is absent.
+
+The workspace mirrors the repository root where the examples need it: ``seeds/`` and ``tests/fixtures/``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ _FENCE = re.compile(r"^```console\s*$")
 _DIRECTIVE = re.compile(r"^<!-- example: ([a-z-]+) -->$")
 _EXITS = re.compile(r"#\s*exits (\d+)\s*$")
 _NUMBER = re.compile(r"[-+]?\d+\.\d+")
-DIRECTIVES = {"fresh", "needs-shared"}
+DIRECTIVES = {"fresh", "seed", "needs-shared"}
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,7 @@ def _workspace(root: Path, *, snapshot: Path | None) -> Path:
     if snapshot is None:
         work.mkdir(parents=True)
         shutil.copytree(SEEDS, work / "seeds")
+        shutil.copytree(REPO / "tests" / "fixtures", work / "tests" / "fixtures")
     else:
         shutil.copytree(snapshot, work, symlinks=True)
     shared = root / "shared"
@@ -236,7 +240,7 @@ def test_console_example(block: Block, workspaces: Workspaces) -> None:
         pytest.skip(f"{block.name} reads ../shared, which is absent here")
     if block.directive == "fresh":
         work = _workspace(workspaces.root, snapshot=None)
-    elif workspaces.page != block.path:
+    elif block.directive == "seed" or workspaces.page != block.path:
         work = _workspace(workspaces.root, snapshot=workspaces.snapshot)
     else:
         work = workspaces.root / "work"
