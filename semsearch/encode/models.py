@@ -50,7 +50,7 @@ class UnknownModelError(SemsearchError):
 
 @dataclass(frozen=True)
 class Measured:
-    """Figures from the README's model table (SciFact test, int8 ONNX, this project's 2-core machine)."""
+    """Figures of docs/guides/models.md's table (SciFact test, int8 ONNX, this project's 2-core machine)."""
 
     ndcg10_dense: float | None
     ndcg10_hybrid: float | None

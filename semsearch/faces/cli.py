@@ -650,7 +650,7 @@ def mcp(ctx: click.Context, index_dir: Path, http: bool, host: str, port: int, b
     \b
     Tools: search, related, get_paper, info; papers are also resources paper://ID.
     Read-only; a version published by `semsearch index` is picked up on the next call.
-    A desktop client launches it over stdio (see the README for its configuration):
+    A desktop client launches it over stdio (docs: How-to guides, An agent over MCP):
       semsearch mcp --index indexes/default
       semsearch mcp --http --port 8765          # http://127.0.0.1:8765/mcp
     """

@@ -19,7 +19,7 @@ def models(ctx: click.Context, as_json: bool) -> None:
     \b
     Each row: name, embedding dimension, folder size, whether it is installed here, and the figures
     measured on SciFact test (nDCG@10 dense / hybrid, abstracts encoded per second on 2 cores; see the
-    README's model table). Any model is then chosen per index by its short name:
+    model table in docs/guides/models.md). Any model is then chosen per index by its short name:
       semsearch models
       semsearch models install all-mpnet-base-v2
       semsearch index seeds --model all-mpnet-base-v2 --index indexes/mpnet

@@ -64,7 +64,7 @@ def tag() -> None:
     \b
     Tags survive rebuilds, --full and remove. A tagged paper that leaves the sources stays
     in the tag as a dangling entry (tag list shows it) and is live again when its text returns.
-      semsearch tag add liked 6a24ce769ac8de0d wang2025neurips-timeo1
+      semsearch tag add liked 6a24ce769ac8de0d 447e10ab   # ids, prefixes, citation keys, DOIs
       semsearch tag import liked my_papers.txt      # one id, citation key or DOI a line
       semsearch tag list liked
       semsearch recommend --like liked
@@ -233,9 +233,9 @@ def recommend(
 
     \b
       semsearch recommend --like liked                       # a tag's papers
-      semsearch recommend --like 6a24ce769ac8 --like wang2025neurips-timeo1 --not boring
+      semsearch recommend --like 6a24ce769ac8 --like 447e10ab --not 4fec9eb5
       semsearch recommend --like-text my_abstract.txt --since 2026-12-01 --format bibtex
-    The default method is the one scripts/bench_recommend.py measured best (see the README).
+    The default method is the one scripts/bench_recommend.py measured best (docs: Explanations, Quality).
     """
     from semsearch.query.search import Index
     from semsearch.reader.recommend import recommend as recommend_papers

@@ -13,7 +13,7 @@ vectors ``N`` and returns one score per candidate row, higher is better:
 - ``fused``: 0.5·z(svm) + 0.5·z(svm-bm25), each z-scored over the candidates (the hybrid search's recipe).
 - ``related``: cosine to the first positive only (what ``semsearch related`` gives): the floor.
 
-``DEFAULT_METHOD`` is the one ``scripts/bench_recommend.py`` measured best (see the README's table).
+``DEFAULT_METHOD`` is the one ``scripts/bench_recommend.py`` measured best (see docs/explanation/quality.md).
 """
 
 from __future__ import annotations

@@ -1,0 +1,156 @@
+"""MkDocs hook: the reference pages read the code itself (OpenAPI document, MCP tool list, index layout)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+from unittest import mock
+
+# A marker in a page's Markdown that this hook replaces with text generated from the code.
+MARKERS = ("<!-- semsearch:openapi -->", "<!-- semsearch:mcp-tools -->", "<!-- semsearch:layout -->")
+
+
+class _NoIndex:
+    """Stands in for a LiveIndex: routes and tools are declared without opening an index."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI document of ``semsearch serve --allow-tags`` (every route), as FastAPI generates it."""
+    from semsearch import serve
+
+    with mock.patch.object(serve, "LiveIndex", _NoIndex):
+        return serve.create_app("unused", allow_tags=True).openapi()
+
+
+def mcp_tools() -> list[dict[str, Any]]:
+    """The tools ``semsearch mcp`` lists to a client, with their input and output schemas."""
+    from semsearch import mcp_tools as tools_module
+
+    server = tools_module.create_server(_NoIndex())  # type: ignore[arg-type]
+    return [tool.model_dump(mode="json", exclude_none=True) for tool in asyncio.run(server.list_tools())]
+
+
+def _schema_type(schema: dict[str, Any]) -> str:
+    """A short type for a JSON schema: ``integer``, ``array of string``, ``hybrid | dense``."""
+    if "enum" in schema:
+        return " | ".join(f"`{v}`" for v in schema["enum"])
+    if "anyOf" in schema:
+        return " or ".join(_schema_type(s) for s in schema["anyOf"])
+    kind = schema.get("type", schema.get("$ref", "").rsplit("/", 1)[-1] or "any")
+    if kind == "array":
+        return f"array of {_schema_type(schema.get('items', {}))}"
+    return str(kind)
+
+
+def _bounds(schema: dict[str, Any]) -> str:
+    """Bounds and default of a JSON schema, in a few words."""
+    parts = []
+    for key, word in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<")):
+        if key in schema:
+            parts.append(f"{word} {schema[key]}")
+    for key, word in (("minLength", "length ≥"), ("maxLength", "length ≤"), ("maxItems", "items ≤")):
+        if key in schema:
+            parts.append(f"{word} {schema[key]}")
+    if "default" in schema:
+        parts.append(f"default `{json.dumps(schema['default'])}`")
+    return "; ".join(parts)
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def openapi_markdown(doc: dict[str, Any]) -> str:
+    """Every path, method and parameter of the OpenAPI document, with its responses."""
+    out = [
+        f"Generated from the OpenAPI document of semsearch {doc['info']['version']} ([openapi.json](openapi.json)).",
+        "",
+    ]
+    for path, methods in doc["paths"].items():
+        for method, op in methods.items():
+            out += [f"### `{method.upper()} {path}`", ""]
+            if op.get("summary") or op.get("description"):
+                out += [_cell(op.get("description") or op.get("summary")), ""]
+            params = op.get("parameters", [])
+            if params:
+                out += ["| parameter | in | type | bounds, default | required | meaning |", "|---|---|---|---|---|---|"]
+                for p in params:
+                    schema = p.get("schema", {})
+                    out.append(
+                        f"| `{p['name']}` | {p['in']} | {_cell(_schema_type(schema))} | {_cell(_bounds(schema))} | "
+                        f"{'yes' if p.get('required') else 'no'} | {_cell(p.get('description', ''))} |"
+                    )
+                out.append("")
+            if "requestBody" in op:
+                content = op["requestBody"].get("content", {})
+                for media, body in content.items():
+                    out += [f"Request body: `{media}`, {_cell(_schema_type(body.get('schema', {})))}.", ""]
+            codes = ", ".join(
+                f"{code} ({_cell(r.get('description', ''))})" for code, r in op.get("responses", {}).items()
+            )
+            out += [f"Responses: {codes}.", ""]
+    return "\n".join(out)
+
+
+def mcp_markdown(tools: list[dict[str, Any]]) -> str:
+    """Each MCP tool: its description, arguments (from the input schema) and the fields it returns."""
+    out = ["Generated from the tool list `semsearch mcp` sends a client (`tools/list`).", ""]
+    for tool in tools:
+        out += [f"### `{tool['name']}`", "", _cell(tool.get("description", "")), ""]
+        props = tool.get("input_schema", {}).get("properties", {})
+        required = set(tool.get("input_schema", {}).get("required", []))
+        if props:
+            out += ["| argument | type | bounds, default | required | meaning |", "|---|---|---|---|---|"]
+            for name, schema in props.items():
+                out.append(
+                    f"| `{name}` | {_cell(_schema_type(schema))} | {_cell(_bounds(schema))} | "
+                    f"{'yes' if name in required else 'no'} | {_cell(schema.get('description', ''))} |"
+                )
+            out.append("")
+        else:
+            out += ["No arguments.", ""]
+        returned = tool.get("output_schema", {}).get("properties", {})
+        if returned:
+            out += ["Returns: " + ", ".join(f"`{name}`" for name in returned) + ".", ""]
+    return "\n".join(out)
+
+
+def layout_markdown() -> str:
+    """The layout docstring of the module that names an index directory's files."""
+    from semsearch import layout
+
+    head, _, rest = (layout.__doc__ or "").partition("::")
+    lines = rest.splitlines()
+    # The indented block ends at the first unindented, non-empty line after it.
+    cut = next((i for i, ln in enumerate(lines) if i > 1 and ln and not ln.startswith(" ")), len(lines))
+    tree = "\n".join(ln[4:] for ln in lines[:cut]).strip("\n")
+    after = "\n".join(lines[cut:]).strip()
+    return f"{head.strip()}:\n\n```text\n{tree}\n```\n\n{after}\n"
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    """Replace each marker with the text generated from the code."""
+    if MARKERS[0] in markdown:
+        markdown = markdown.replace(MARKERS[0], openapi_markdown(openapi_document()))
+    if MARKERS[1] in markdown:
+        markdown = markdown.replace(MARKERS[1], mcp_markdown(mcp_tools()))
+    if MARKERS[2] in markdown:
+        markdown = markdown.replace(MARKERS[2], layout_markdown())
+    return markdown
+
+
+def on_files(files: Any, config: Any) -> Any:
+    """Publish the OpenAPI document itself beside the HTTP API page."""
+    from mkdocs.structure.files import File
+
+    content = json.dumps(openapi_document(), indent=2, sort_keys=True)
+    files.append(File.generated(config, "reference/openapi.json", content=content))
+    return files
