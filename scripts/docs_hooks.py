@@ -23,7 +23,7 @@ class _NoIndex:
 
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI document of ``semsearch serve --allow-tags`` (every route), as FastAPI generates it."""
-    from semsearch import serve
+    from semsearch.faces import serve
 
     with mock.patch.object(serve, "LiveIndex", _NoIndex):
         return serve.create_app("unused", allow_tags=True).openapi()
@@ -31,7 +31,7 @@ def openapi_document() -> dict[str, Any]:
 
 def mcp_tools() -> list[dict[str, Any]]:
     """The tools ``semsearch mcp`` lists to a client, with their input and output schemas."""
-    from semsearch import mcp_tools as tools_module
+    from semsearch.faces import mcp_tools as tools_module
 
     server = tools_module.create_server(_NoIndex())  # type: ignore[arg-type]
     return [tool.model_dump(mode="json", exclude_none=True) for tool in asyncio.run(server.list_tools())]
@@ -125,7 +125,7 @@ def mcp_markdown(tools: list[dict[str, Any]]) -> str:
 
 def layout_markdown() -> str:
     """The layout docstring of the module that names an index directory's files."""
-    from semsearch import layout
+    from semsearch.store import layout
 
     head, _, rest = (layout.__doc__ or "").partition("::")
     lines = rest.splitlines()

@@ -44,7 +44,7 @@ def test_mcp_reference_lists_every_tool() -> None:
 
 def test_layout_reference_is_the_layout_docstring() -> None:
     """The index-format page shows every entry of the layout docstring, in a code block."""
-    from semsearch import layout
+    from semsearch.store import layout
 
     page = _hooks().layout_markdown()
     assert page.count("```") == 2

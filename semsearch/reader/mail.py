@@ -20,7 +20,7 @@ from email.utils import formatdate, make_msgid
 from pathlib import Path
 from typing import Any
 
-from .errors import SemsearchError
+from semsearch.core.errors import SemsearchError
 
 SECURITIES = ("starttls", "ssl", "none")
 PORTS = {"starttls": 587, "ssl": 465, "none": 25}
