@@ -17,7 +17,7 @@ from .documents import DocumentStore, open_documents
 from .encoder_choice import copy_encoder
 from .errors import InputError, UnknownDocumentError
 from .fileio import utc_now
-from .ingest import files_named
+from .ingest import PathLookup
 from .layout import ENCODER_DIR, current_version, doc_num
 from .manifest import FORMAT_VERSION, Counts, Manifest
 from .records import Document
@@ -40,9 +40,9 @@ class RemoveSummary:
 
 def _resolve_source(given: str, manifest: Manifest, files: set[str]) -> tuple[str, set[str]]:
     """The recorded absolute path a user's path names, and the provenance file names that mean it."""
-    recorded = [s.path for s in manifest.sources]
+    recorded = PathLookup(s.path for s in manifest.sources)
     wanted = os.path.abspath(given)
-    matches = [p for p in recorded if p == wanted] or (files_named(given, recorded) if given in files else [])
+    matches = recorded.named(wanted) or (recorded.named(given) if given in files else [])
     if not matches:
         raise InputError(f"no document in the index comes from {given}")
     path = matches[0]
@@ -52,8 +52,8 @@ def _resolve_source(given: str, manifest: Manifest, files: set[str]) -> tuple[st
     return path, {f for f in files if _means(f, path, recorded)}
 
 
-def _means(name: str, path: str, recorded: list[str]) -> bool:
-    found = files_named(name, recorded)
+def _means(name: str, path: str, recorded: PathLookup) -> bool:
+    found = recorded.named(name)
     return found == [path] or (path in found and os.path.abspath(name) == path)
 
 
