@@ -84,7 +84,7 @@ def plan_files(sources: Sequence[str] | None, manifest: Manifest, *, skip_bad: b
     new = [p for p in current if p not in recorded]
     listed = set(current)
     gone = [p for p in recorded if p not in listed]
-    changed = next((p for p in kept if recorded[p].format == "zotero" or file_changed(Path(p), recorded[p])), None)
+    changed = next((p for p in kept if recorded[p].format == "zotero" or file_changed(p, recorded[p])), None)
     if changed is not None:
         raise FullBuild(f"{changed} changed")
     if not new and not gone:
@@ -237,12 +237,14 @@ class _Ranks:
 
     def __init__(self, order: Sequence[str]) -> None:
         self._place = {path: i for i, path in enumerate(order)}
-        self._paths = PathLookup(self._place)
+        self._paths: PathLookup | None = None  # made on first use: most refreshes rank nothing
         self._known: dict[str, int] = {}
 
     def __call__(self, p: Provenance) -> tuple[int, int]:
         place = self._known.get(p.file)
         if place is None:
+            if self._paths is None:
+                self._paths = PathLookup(self._place)
             path = _file_of(p.file, self._paths)
             place = self._known[p.file] = self._place[path] if path is not None else -1
         return place, p.number

@@ -115,7 +115,7 @@ def link_files(src: Path, dst: Path) -> None:
 
 
 @contextlib.contextmanager
-def _locked(root: Path, key: str, model: str, notify: Notify) -> Iterator[None]:
+def _locked(root: Path, key: str, model: str, progress: Notify) -> Iterator[None]:
     """Hold KEY's lock file; says so when another process holds it (it is exporting the same model)."""
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -128,7 +128,7 @@ def _locked(root: Path, key: str, model: str, notify: Notify) -> Iterator[None]:
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise StoreUnavailable(f"{root}: cannot lock ({exc.strerror or exc})") from exc
-            notify(f"waiting for another semsearch exporting {model} to {root}...")
+            progress(f"waiting for another semsearch exporting {model} to {root}...")
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
@@ -157,16 +157,19 @@ def provide(
     export: Export,
     *,
     notify: Notify,
+    progress: Notify | None = None,
     root: Path | None = None,
 ) -> None:
     """Put a checked export of ``model`` at ``precision`` into ``target``: linked from the store, exported once.
 
+    ``notify`` says what went wrong (a damaged shared copy); ``progress`` (default ``notify``) what takes time.
     Raises StoreUnavailable (nothing written to ``target``) when the store folder cannot be used.
     """
+    progress = notify if progress is None else progress
     root = store_dir() if root is None else root
     key = store_key(model, fingerprint, precision)
     shared = root / key
-    with _locked(root, key, model, notify):
+    with _locked(root, key, model, progress):
         _clear_leftovers(root, key)
         if shared.exists():
             link_files(shared, target)
@@ -176,18 +179,18 @@ def provide(
             shutil.rmtree(target, ignore_errors=True)
             notify(f"the shared ONNX export {shared} is damaged; exporting {model} again")
             _discard(shared)
-        _export_into_store(model, precision, shared, export, notify)
+        _export_into_store(model, precision, shared, export, progress)
         link_files(shared, target)
         if not intact(target, fingerprint, precision):
             shutil.rmtree(target, ignore_errors=True)
             raise IndexCorruptError(f"the ONNX export of {model} in {shared} does not match its own checksums")
 
 
-def _export_into_store(model: str, precision: str, shared: Path, export: Export, notify: Notify) -> None:
+def _export_into_store(model: str, precision: str, shared: Path, export: Export, progress: Notify) -> None:
     """Export into a temp folder beside ``shared`` and rename it into place once complete."""
     tmp = shared.with_name(f".{shared.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    notify(export_notice(model, precision))
+    progress(export_notice(model, precision))
     started = time.perf_counter()
     try:
         export(model, tmp, precision)
@@ -196,12 +199,12 @@ def _export_into_store(model: str, precision: str, shared: Path, export: Export,
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     fsync_path(shared.parent)
-    notify(f"exported {model} ({precision}) in {time.perf_counter() - started:.0f} s to {shared}")
+    progress(f"exported {model} ({precision}) in {time.perf_counter() - started:.0f} s to {shared}")
 
 
-def export_direct(model: str, precision: str, target: Path, export: Export, *, notify: Notify) -> None:
+def export_direct(model: str, precision: str, target: Path, export: Export, *, progress: Notify) -> None:
     """Export into ``target`` alone (no store), with the same progress lines."""
-    notify(export_notice(model, precision))
+    progress(export_notice(model, precision))
     started = time.perf_counter()
     export(model, target, precision)
-    notify(f"exported {model} ({precision}) in {time.perf_counter() - started:.0f} s")
+    progress(f"exported {model} ({precision}) in {time.perf_counter() - started:.0f} s")

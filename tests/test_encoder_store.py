@@ -21,8 +21,11 @@ FINGERPRINT = "0123456789abcdef"
 class FakeExport:
     """Writes a complete export folder (arbitrary bytes, true checksums) and counts its calls in a file."""
 
-    def __init__(self, calls: Path, *, seconds: float = 0.0, fail: bool = False) -> None:
+    def __init__(
+        self, calls: Path, *, seconds: float = 0.0, fail: bool = False, fingerprint: str = FINGERPRINT
+    ) -> None:
         self.calls = calls
+        self.fingerprint = fingerprint
         self.seconds = seconds
         self.fail = fail
 
@@ -41,7 +44,7 @@ class FakeExport:
         }
         spec = EncoderSpec(
             source_model=model,
-            source_fingerprint=FINGERPRINT,
+            source_fingerprint=self.fingerprint,
             dimension=8,
             max_seq_length=16,
             pooling="mean",
@@ -166,6 +169,41 @@ def test_an_unusable_store_is_reported_and_nothing_written(tmp_path: Path) -> No
     with pytest.raises(StoreUnavailable):
         _provide(blocker / "store", tmp_path / "a", FakeExport(tmp_path / "calls"))
     assert not (tmp_path / "a").exists()
+
+
+def test_a_build_exports_into_the_index_when_the_store_cannot_be_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from semsearch import encoder_choice
+    from semsearch.onnx_backend import source_fingerprint
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("SEMSEARCH_ENCODERS_DIR", str(blocker / "store"))
+    export = FakeExport(tmp_path / "calls", fingerprint=str(source_fingerprint("all-MiniLM-L6-v2")))
+    monkeypatch.setattr(encoder_choice, "_export", export)
+    notes: list[str] = []
+    encoder_choice.shared_export("all-MiniLM-L6-v2", "int8", tmp_path / "idx" / "encoder", notify=notes.append)
+    assert export.count == 1 and intact(tmp_path / "idx" / "encoder")
+    assert notes[0].startswith("cannot use the shared encoder store (") and "exporting into this index only" in notes[0]
+    assert notes[1].startswith("exporting all-MiniLM-L6-v2 to ONNX int8")
+
+
+def test_quiet_builds_say_nothing_of_the_export_but_still_warn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from semsearch import encoder_choice
+    from semsearch.onnx_backend import source_fingerprint
+
+    monkeypatch.setenv("SEMSEARCH_ENCODERS_DIR", str(tmp_path / "store"))
+    export = FakeExport(tmp_path / "calls", fingerprint=str(source_fingerprint("all-MiniLM-L6-v2")))
+    monkeypatch.setattr(encoder_choice, "_export", export)
+    notes: list[str] = []
+    encoder_choice.shared_export("all-MiniLM-L6-v2", "int8", tmp_path / "a", notify=notes.append, progress=False)
+    assert export.count == 1 and notes == []
+    shared = next(p for p in (tmp_path / "store").iterdir() if p.is_dir())
+    (shared / TOKENIZER_FILE).write_text('{"tokenizer": false}')  # same size, other bytes
+    encoder_choice.shared_export("all-MiniLM-L6-v2", "int8", tmp_path / "b", notify=notes.append, progress=False)
+    assert export.count == 2 and len(notes) == 1 and "is damaged" in notes[0]
+    assert intact(tmp_path / "b")
 
 
 def test_store_dir_is_in_the_model_folder_unless_set(tmp_path: Path) -> None:
