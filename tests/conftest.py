@@ -48,6 +48,17 @@ class FakeEmbedder:
         return out / norms
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_encoder_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Shared ONNX exports go to a folder of this test session, never the user's cache (subprocesses inherit it).
+
+    One folder for the session: tests that build with the real model export it once between them, as users do.
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SEMSEARCH_ENCODERS_DIR", str(tmp_path_factory.mktemp("encoder-store")))
+        yield
+
+
 @pytest.fixture
 def fake() -> FakeEmbedder:
     return FakeEmbedder()

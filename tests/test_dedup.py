@@ -497,3 +497,26 @@ def test_band_keys_kept_for_every_text_find_a_later_near_copy(tmp_path: Path) ->
     doc7 = next(d for d in result.documents if d.text == texts[7])
     assert {(num, origin) for _, num, origin in hits} == {(int(doc7.id, 16), True)}
     assert load_near_keys(tmp_path / "missing") is None
+
+
+def test_minhash_parameters_are_datasketchs_without_importing_it() -> None:
+    import subprocess
+    import sys
+
+    from datasketch import MinHash
+
+    from semsearch.dedup.duplicates import MINHASH_SEED, NUM_PERM, affine32_permutations
+
+    for num_perm, seed in ((NUM_PERM, MINHASH_SEED), (7, 3)):
+        theirs = MinHash(num_perm=num_perm, seed=seed).permutations
+        ours = affine32_permutations(num_perm, seed)
+        assert all(np.array_equal(t, o) and t.dtype == o.dtype for t, o in zip(theirs, ours, strict=True))
+    # Deduplicating must not pull in datasketch (and scipy behind it): seconds of every build and refresh.
+    code = (
+        "import sys; from semsearch.dedup.duplicates import deduplicate; "
+        "from semsearch.core.records import Record, Provenance; "
+        "deduplicate([Record(text=f'some words of abstract number {i} ' * 5, provenance=Provenance('f', 'line', i))"
+        " for i in range(3)]); print('datasketch' in sys.modules, 'scipy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]

@@ -23,11 +23,11 @@ pytest.importorskip("aiosmtpd", reason="the dev extra (aiosmtpd) is not installe
 
 from aiosmtpd.controller import Controller  # noqa: E402
 from aiosmtpd.smtp import AuthResult, LoginPassword  # noqa: E402
-from semsearch.reader.mail import MailError, resolve_settings  # noqa: E402
 
 from semsearch import build_index  # noqa: E402
 from semsearch.faces.cli import cli  # noqa: E402
 from semsearch.reader.arrivals import BOOKMARKS_FILE  # noqa: E402
+from semsearch.reader.mail import MailError, resolve_settings  # noqa: E402
 from semsearch.write.build import BuildOptions  # noqa: E402
 
 USER, PASSWORD = "reader", "s3cret-word"

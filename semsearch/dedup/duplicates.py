@@ -152,6 +152,18 @@ def _span_hashes(
     return _fmix64(h ^ (hi - lo).astype(np.uint64) * _K2)
 
 
+def affine32_permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """datasketch 2's affine32 MinHash parameters (odd a, any b), drawn as it draws them.
+
+    Drawn here rather than read from ``datasketch.MinHash``: importing datasketch pulls in scipy (seconds on a
+    loaded machine, paid by every build and refresh). tests/test_dedup.py checks they equal datasketch's.
+    """
+    gen = np.random.RandomState(seed)
+    a = gen.randint(0, 1 << 31, num_perm, dtype=np.uint32) * np.uint32(2) + np.uint32(1)
+    b = gen.randint(0, 1 << 32, num_perm, dtype=np.uint32)
+    return a, b
+
+
 def minhash_signatures(
     shingles: ShingleSets,
     *,
@@ -161,11 +173,9 @@ def minhash_signatures(
     """(texts, num_perm) uint32 MinHash signatures of the shingle sets; all-0xFFFFFFFF for empty ones."""
     # Bit-identical to datasketch MinHash(num_perm, seed) (scheme "affine32") updated with the top 32 bits
     # of each shingle hash, but vectorised over all texts at once instead of a Python call per shingle.
-    from datasketch import MinHash  # imported here: it pulls in scipy, which the query path must not pay for
-
-    perm_a, perm_b = MinHash(num_perm=num_perm, seed=seed).permutations  # datasketch's affine32 parameters
-    a = perm_a.astype(np.uint32)[:, None]
-    b = perm_b.astype(np.uint32)[:, None]
+    perm_a, perm_b = affine32_permutations(num_perm, seed)
+    a = perm_a[:, None]
+    b = perm_b[:, None]
     n_texts = len(shingles.offsets) - 1
     sig = np.full((n_texts, num_perm), np.uint32(0xFFFFFFFF), dtype=np.uint32)
     nonempty = np.flatnonzero(np.diff(shingles.offsets) > 0)

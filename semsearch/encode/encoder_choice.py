@@ -109,6 +109,40 @@ def _reusable_export(previous_version: Path | None, model_name: str, precision: 
     return folder
 
 
+def _export(model_name: str, folder: Path, precision: str) -> None:
+    from semsearch.encode.onnx_backend import export_onnx
+
+    export_onnx(model_name, folder, precisions=(precision,))
+
+
+def _silent(message: str) -> None:
+    """A notify that says nothing (``-q``)."""
+
+
+def shared_export(
+    model_name: str, precision: str, target: Path, *, notify: Notify = stderr_notice, progress: bool = True
+) -> None:
+    """Put the model's ONNX export into ``target``, from the shared encoder store (exported there once).
+
+    ``progress`` says when the one-off export starts and ends (it takes ~25 s); ``notify`` says what went wrong.
+
+    A model that is not a local folder cannot be fingerprinted without loading it, and a store that cannot be
+    written (read-only cache) is passed by: both export into ``target`` alone, as every build did before.
+    """
+    from semsearch.encode import encoder_store
+    from semsearch.encode.onnx_backend import source_fingerprint
+
+    said = notify if progress else _silent
+    fingerprint = source_fingerprint(model_name)
+    if fingerprint is not None:
+        try:
+            encoder_store.provide(model_name, fingerprint, precision, target, _export, notify=notify, progress=said)
+            return
+        except encoder_store.StoreUnavailable as exc:
+            notify(f"cannot use the shared encoder store ({exc}); exporting into this index only")
+    encoder_store.export_direct(model_name, precision, target, _export, progress=said)
+
+
 def open_build_encoder(
     model_name: str,
     *,
@@ -118,6 +152,7 @@ def open_build_encoder(
     previous_version: Path | None = None,
     embedder: Embedder | None = None,
     notify: Notify = stderr_notice,
+    progress: bool = True,
 ) -> EncoderChoice:
     """The encoder for a build; with the ONNX backend the export is written to ``out_dir/encoder``."""
     if embedder is not None:
@@ -127,7 +162,7 @@ def open_build_encoder(
     if precision not in PRECISIONS:
         raise SemsearchError(f"unknown precision {precision!r} (choose from {', '.join(PRECISIONS)})")
     if backend == "onnx":
-        from semsearch.encode.onnx_backend import OnnxEmbedder, export_onnx
+        from semsearch.encode.onnx_backend import OnnxEmbedder
 
         target = out_dir / ENCODER_DIR
         reusable = _reusable_export(previous_version, model_name, precision)
@@ -135,7 +170,7 @@ def open_build_encoder(
             if reusable is not None:
                 copy_export(reusable, target, precision)
             else:
-                export_onnx(model_name, target, precisions=(precision,))
+                shared_export(model_name, precision, target, notify=notify, progress=progress)
             # Builds encode many texts: one per core at once beats splitting each text's operators over the
             # cores (measured 1.6x vs 1.35x the former batches); both give the same bytes, queries keep "ops".
             return EncoderChoice(OnnxEmbedder.load(target, precision, parallel="texts"), "onnx", precision)

@@ -79,7 +79,9 @@ def expand_sources(sources: Sequence[str]) -> list[Path]:
     found: set[Path] = set()
     for source in sources:
         found.update(_expand_one(source))
-    return sorted(found)
+    # Path order is the order of the paths' parts: comparing them as tuples is that order, without a Python
+    # __lt__ per comparison (seconds at 100,000 files).
+    return sorted(found, key=lambda p: p.parts)
 
 
 def _expand_one(source: str) -> list[Path]:
@@ -119,16 +121,46 @@ def _glob_files(pattern: str) -> list[Path]:
 def _directory_files(directory: Path) -> list[Path]:
     """Candidate abstract files under a directory, recursively, skipping hidden and backup names."""
     files: list[Path] = []
-    for root, dirs, names in os.walk(directory):
-        # Pruning in place stops os.walk from descending into hidden directories such as .git.
-        dirs[:] = sorted(d for d in dirs if not _is_hidden(d))
-        for name in sorted(names):
-            path = Path(root, name)
-            if not _is_hidden(name) and _format_for_name(name) is not None and path.is_file():
-                files.append(path.resolve())
-            elif path.is_symlink() and not _is_hidden(name) and _format_for_name(name) is not None:
-                check_link(path, str(path))  # a loop or a dangling link is named, not skipped
+    # The resolved folder, walked as os.walk walks (depth first, names in order, never into linked folders): every
+    # plain file's path is then resolved already, and scandir tells plain files apart without a system call per
+    # file (resolving each path cost seconds per refresh of 20,000 files).
+    pending = [str(directory.resolve())]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            continue  # an unreadable folder is passed over, as os.walk passes it
+        base = Path(folder)
+        subfolders: list[str] = []
+        for entry in entries:
+            name = entry.name
+            if _is_hidden(name):
+                continue  # hidden folders such as .git are not entered
+            if _entry_is_dir(entry):
+                if not entry.is_symlink():
+                    subfolders.append(entry.path)
+                continue
+            if _format_for_name(name) is None:
+                continue
+            path = base / name
+            if entry.is_file(follow_symlinks=False):
+                files.append(path)
+            elif entry.is_symlink():
+                if path.is_file():
+                    files.append(path.resolve())
+                else:
+                    check_link(path, str(path))  # a loop or a dangling link is named, not skipped
+        pending.extend(reversed(subfolders))
     return files
+
+
+def _entry_is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _require_readable(files: list[Path], source: str) -> list[Path]:
@@ -147,7 +179,14 @@ def _is_hidden(name: str) -> bool:
 
 def _format_for_name(name: str) -> str | None:
     """The format a file name's extension implies, looking through a trailing .gz."""
-    return EXTENSION_FORMATS.get(Path(name.lower().removesuffix(".gz")).suffix)
+    return EXTENSION_FORMATS.get(_suffix(name.lower().removesuffix(".gz")))
+
+
+def _suffix(name: str) -> str:
+    """``PurePath(name).suffix`` without making a path (a folder walk asks it of every file name)."""
+    last = name.rstrip("/").rsplit("/", 1)[-1]
+    dot = last.rfind(".")
+    return last[dot:] if 0 < dot < len(last) - 1 else ""
 
 
 # ------------------------------------------------------------------------------------------------ files
@@ -215,10 +254,29 @@ def files_named(name: str, paths: Iterable[str]) -> list[str]:
     working directory, which is not recorded. A relative name therefore means any path ending with it; more
     than one match (``a.jsonl`` and ``sub/a.jsonl`` both end with ``a.jsonl``) is ambiguous.
     """
-    if os.path.isabs(name):
-        return [p for p in paths if p == name]
-    tail = os.sep + os.path.normpath(name)
-    return [p for p in paths if p.endswith(tail)]
+    return PathLookup(paths).named(name)
+
+
+class PathLookup:
+    """``files_named`` for many names over the same paths: built once, each look-up costs its matches only.
+
+    A relative name's paths all end with its last component, so paths are kept by that component (a refresh of
+    20,000 files otherwise compared every provenance name with every path: 400M ``endswith`` calls).
+    """
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self._exact: dict[str, list[str]] = {}
+        self._by_last: dict[str, list[str]] = {}
+        for path in paths:
+            self._exact.setdefault(path, []).append(path)
+            self._by_last.setdefault(path.rsplit(os.sep, 1)[-1], []).append(path)
+
+    def named(self, name: str) -> list[str]:
+        """The paths ``name`` can mean, in the order they were given (duplicates kept, as ``files_named``)."""
+        if os.path.isabs(name):
+            return list(self._exact.get(name, ()))
+        tail = os.sep + os.path.normpath(name)
+        return [p for p in self._by_last.get(tail.rsplit(os.sep, 1)[-1], ()) if p.endswith(tail)]
 
 
 def _display_name(path: Path) -> str:

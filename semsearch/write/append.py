@@ -52,7 +52,7 @@ from semsearch.dedup.duplicates import (
     shared_bands,
     text_hash,
 )
-from semsearch.ingest.sources import expand_sources, files_named, read_sources
+from semsearch.ingest.sources import PathLookup, expand_sources, read_sources
 from semsearch.store.documents import DocumentStore
 from semsearch.store.layout import doc_num
 from semsearch.store.manifest import Counts, Manifest
@@ -91,8 +91,9 @@ def plan_files(sources: Sequence[str] | None, manifest: Manifest, *, skip_bad: b
     recorded = {s.path: s for s in manifest.sources}
     kept = [p for p in current if p in recorded]
     new = [p for p in current if p not in recorded]
-    gone = [p for p in recorded if p not in set(current)]
-    changed = next((p for p in kept if recorded[p].format == "zotero" or file_changed(Path(p), recorded[p])), None)
+    listed = set(current)
+    gone = [p for p in recorded if p not in listed]
+    changed = next((p for p in kept if recorded[p].format == "zotero" or file_changed(p, recorded[p])), None)
     if changed is not None:
         raise FullBuild(f"{changed} changed")
     if not new and not gone:
@@ -245,19 +246,22 @@ class _Ranks:
 
     def __init__(self, order: Sequence[str]) -> None:
         self._place = {path: i for i, path in enumerate(order)}
+        self._paths: PathLookup | None = None  # made on first use: most refreshes rank nothing
         self._known: dict[str, int] = {}
 
     def __call__(self, p: Provenance) -> tuple[int, int]:
         place = self._known.get(p.file)
         if place is None:
-            path = _file_of(p.file, self._place)
+            if self._paths is None:
+                self._paths = PathLookup(self._place)
+            path = _file_of(p.file, self._paths)
             place = self._known[p.file] = self._place[path] if path is not None else -1
         return place, p.number
 
 
-def _file_of(name: str, paths: Iterable[str]) -> str | None:
+def _file_of(name: str, paths: PathLookup) -> str | None:
     """The one path a provenance file name means; FullBuild when it could mean several."""
-    found = files_named(name, paths)
+    found = paths.named(name)
     if len(found) > 1:
         raise FullBuild(f"the source name {name!r} could mean {len(found)} files")
     return found[0] if found else None
@@ -326,8 +330,9 @@ def _dropped(gone: Sequence[str], recorded: Iterable[str], store: DocumentStore)
     if not gone:
         return []
     names = [str(r[0]) for r in store.rows("SELECT DISTINCT file FROM provenance")]
-    known = {*recorded, *gone}
-    files = {n for n in names if _file_of(n, known) in set(gone)}
+    known = PathLookup({*recorded, *gone})
+    leaving = set(gone)
+    files = {n for n in names if _file_of(n, known) in leaving}
     if not files:
         return []
     rows = store.rows(

@@ -247,6 +247,7 @@ def _open_encoder(
         out_dir=writer.path,
         previous_version=previous.path if previous is not None else None,
         embedder=embedder,
+        progress=opts.progress,  # -q: no line about the one-off export
     )
 
 

@@ -19,10 +19,10 @@ def absolute_source_args(sources: Sequence[str]) -> list[str]:
     return [os.path.abspath(os.path.expanduser(source)) for source in sources]
 
 
-def file_changed(path: Path, recorded: SourceFile) -> bool:
+def file_changed(path: Path | str, recorded: SourceFile) -> bool:
     """Whether a source differs from its record: size, then content when touched (a Zotero library: its times)."""
     if recorded.format == "zotero":
-        return _library_changed(path, recorded)
+        return _library_changed(Path(path), recorded)
     return _differs(path, recorded)
 
 
@@ -42,9 +42,9 @@ def _library_changed(path: Path, recorded: SourceFile) -> bool:
     return stat.st_size != recorded.size or max(stat.st_mtime_ns, log_time) != recorded.mtime_ns
 
 
-def _differs(path: Path, recorded: SourceFile) -> bool:
+def _differs(path: Path | str, recorded: SourceFile) -> bool:
     try:
-        stat = path.stat()
+        stat = os.stat(path)  # a str path: a refresh of 100,000 files makes no Path per file
     except OSError:
         return True
     if stat.st_size != recorded.size:
@@ -53,7 +53,7 @@ def _differs(path: Path, recorded: SourceFile) -> bool:
         return False
     # Touched but maybe not edited: only the content decides.
     try:
-        return file_sha256(path) != recorded.sha256
+        return file_sha256(Path(path)) != recorded.sha256
     except OSError:
         return True
 
@@ -76,7 +76,7 @@ def stale_sources(manifest: Manifest) -> dict[str, list[str]]:
     for path, source in sorted(recorded.items()):
         if not os.path.exists(path):
             report["missing"].append(path)
-        elif file_changed(Path(path), source):
+        elif file_changed(path, source):
             report["changed"].append(path)
     return report
 

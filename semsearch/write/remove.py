@@ -16,7 +16,7 @@ from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now
 from semsearch.core.records import Document
 from semsearch.encode.encoder_choice import copy_encoder
-from semsearch.ingest.sources import files_named
+from semsearch.ingest.sources import PathLookup
 from semsearch.store.ann import open_version_vectors
 from semsearch.store.documents import DocumentStore, open_documents
 from semsearch.store.layout import ENCODER_DIR, current_version, doc_num
@@ -41,9 +41,9 @@ class RemoveSummary:
 
 def _resolve_source(given: str, manifest: Manifest, files: set[str]) -> tuple[str, set[str]]:
     """The recorded absolute path a user's path names, and the provenance file names that mean it."""
-    recorded = [s.path for s in manifest.sources]
+    recorded = PathLookup(s.path for s in manifest.sources)
     wanted = os.path.abspath(given)
-    matches = [p for p in recorded if p == wanted] or (files_named(given, recorded) if given in files else [])
+    matches = recorded.named(wanted) or (recorded.named(given) if given in files else [])
     if not matches:
         raise InputError(f"no document in the index comes from {given}")
     path = matches[0]
@@ -53,8 +53,8 @@ def _resolve_source(given: str, manifest: Manifest, files: set[str]) -> tuple[st
     return path, {f for f in files if _means(f, path, recorded)}
 
 
-def _means(name: str, path: str, recorded: list[str]) -> bool:
-    found = files_named(name, recorded)
+def _means(name: str, path: str, recorded: PathLookup) -> bool:
+    found = recorded.named(name)
     return found == [path] or (path in found and os.path.abspath(name) == path)
 
 

@@ -1,0 +1,210 @@
+"""The shared encoder store: each model's ONNX export is made once per machine and linked into every index.
+
+Exporting all-MiniLM-L6-v2 to ONNX int8 takes ~25 s (torch trace, int8 pass, probe checks), three times what
+encoding the seed corpus takes; without the store every new index and every ``semsearch eval`` collection paid it.
+The store lives beside the installed models (``models.models_dir()/encoders``, or ``$SEMSEARCH_ENCODERS_DIR``):
+
+    KEY/             a finished export; only a complete, checked folder is ever renamed to this name
+    KEY.lock         flock held while one process checks, exports or links KEY (two builds export once)
+    .KEY.tmp-PID     an export in progress (left by a killed one: removed by the next holder of the lock)
+
+KEY names the model, its files' fingerprint, the precision, this semsearch version and a digest of the exporter's
+library versions, so a model changed under its name, another release or another torch/onnx exports afresh.
+An index hard-links the files (a copy across filesystems) and checks every one against the sha256 that
+``encoder.json`` records: a damaged shared copy is exported again, never used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+from semsearch.core.errors import IndexCorruptError
+from semsearch.core.fileio import file_sha256, fsync_path
+from semsearch.core.version import __version__
+from semsearch.encode.models import find_spec, models_dir
+
+ENCODERS_DIR_ENV = "SEMSEARCH_ENCODERS_DIR"
+# The libraries whose versions shape the exported bytes: another version exports afresh rather than reuse.
+EXPORTER_PACKAGES = ("torch", "onnx", "onnxruntime", "transformers", "sentence-transformers", "tokenizers")
+# Measured: all-MiniLM-L6-v2 (92 MB) exports in ~25 s on two cores; the estimate scales with the model's size.
+_EXPORT_SECONDS_PER_MB = 25 / 92
+Notify = Callable[[str], None]
+Export = Callable[[str, Path, str], object]  # (model name, folder, precision): writes a complete export
+
+
+class StoreUnavailable(Exception):
+    """The store folder cannot be created or locked (read-only, not a folder): builds export into the index."""
+
+
+def store_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where shared exports live: $SEMSEARCH_ENCODERS_DIR, else ``encoders`` in the user's model folder."""
+    env = os.environ if environ is None else environ
+    if env.get(ENCODERS_DIR_ENV):
+        return Path(env[ENCODERS_DIR_ENV]).expanduser()
+    return models_dir(env) / "encoders"
+
+
+def exporter_digest() -> str:
+    """A short digest of semsearch's version and the exporter libraries' versions (read without importing them)."""
+    parts = [f"semsearch={__version__}"]
+    for package in EXPORTER_PACKAGES:
+        try:
+            parts.append(f"{package}={importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            parts.append(f"{package}=none")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def store_key(model: str, fingerprint: str, precision: str) -> str:
+    """The folder name of one export: model, fingerprint, precision, semsearch and exporter versions."""
+    short = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.rsplit("/", 1)[-1])[:64]
+    return f"{short}-{fingerprint[:16]}-{precision}-v{__version__}-{exporter_digest()}"
+
+
+def export_notice(model: str, precision: str) -> str:
+    """The progress line printed while a model is exported (the one slow step a first build may take)."""
+    spec = find_spec(model)
+    guess = f"~{max(5, round(spec.disk_mb * _EXPORT_SECONDS_PER_MB / 5) * 5)} s" if spec else "up to a few minutes"
+    return f"exporting {model} to ONNX {precision} (once per model, shared by every index; {guess})..."
+
+
+def intact(folder: Path, fingerprint: str | None = None, precision: str | None = None) -> bool:
+    """Whether ``folder`` holds a complete export whose every listed file matches its recorded size and sha256."""
+    from semsearch.encode.onnx_backend import SPEC_FILE, read_spec
+
+    try:
+        spec = read_spec(folder)
+    except (IndexCorruptError, OSError):
+        return False
+    if fingerprint is not None and spec.source_fingerprint != fingerprint:
+        return False
+    if precision is not None and precision not in spec.precisions:
+        return False
+    expected = {SPEC_FILE, *spec.files}
+    try:
+        if {p.name for p in folder.iterdir()} != expected:
+            return False  # a leftover or missing file: not what an export wrote
+        for name, entry in spec.files.items():
+            path = folder / name
+            if path.stat().st_size != entry["size"] or file_sha256(path) != entry["sha256"]:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def link_files(src: Path, dst: Path) -> None:
+    """Hard-link every file of ``src`` into a new folder ``dst``, copying where links cannot cross filesystems."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for path in sorted(src.iterdir()):
+        target = dst / path.name
+        target.unlink(missing_ok=True)
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copy2(path, target)
+
+
+@contextlib.contextmanager
+def _locked(root: Path, key: str, model: str, progress: Notify) -> Iterator[None]:
+    """Hold KEY's lock file; says so when another process holds it (it is exporting the same model)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreUnavailable(f"{root}: {exc.strerror or exc}") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise StoreUnavailable(f"{root}: cannot lock ({exc.strerror or exc})") from exc
+            progress(f"waiting for another semsearch exporting {model} to {root}...")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _clear_leftovers(root: Path, key: str) -> None:
+    """Remove what killed exports of KEY left (only the lock holder works on KEY, so none is in progress)."""
+    for leftover in (*root.glob(f".{key}.tmp-*"), *root.glob(f".{key}.old-*")):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _discard(folder: Path) -> None:
+    """Move a damaged export out of the way at once (one rename), then delete it."""
+    if folder.exists():
+        aside = folder.with_name(f".{folder.name}.old-{os.getpid()}")
+        os.rename(folder, aside)
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def provide(
+    model: str,
+    fingerprint: str,
+    precision: str,
+    target: Path,
+    export: Export,
+    *,
+    notify: Notify,
+    progress: Notify | None = None,
+    root: Path | None = None,
+) -> None:
+    """Put a checked export of ``model`` at ``precision`` into ``target``: linked from the store, exported once.
+
+    ``notify`` says what went wrong (a damaged shared copy); ``progress`` (default ``notify``) what takes time.
+    Raises StoreUnavailable (nothing written to ``target``) when the store folder cannot be used.
+    """
+    progress = notify if progress is None else progress
+    root = store_dir() if root is None else root
+    key = store_key(model, fingerprint, precision)
+    shared = root / key
+    with _locked(root, key, model, progress):
+        _clear_leftovers(root, key)
+        if shared.exists():
+            link_files(shared, target)
+            # The index's own (linked) files are what is checked: they are what the index will load.
+            if intact(target, fingerprint, precision):
+                return
+            shutil.rmtree(target, ignore_errors=True)
+            notify(f"the shared ONNX export {shared} is damaged; exporting {model} again")
+            _discard(shared)
+        _export_into_store(model, precision, shared, export, progress)
+        link_files(shared, target)
+        if not intact(target, fingerprint, precision):
+            shutil.rmtree(target, ignore_errors=True)
+            raise IndexCorruptError(f"the ONNX export of {model} in {shared} does not match its own checksums")
+
+
+def _export_into_store(model: str, precision: str, shared: Path, export: Export, progress: Notify) -> None:
+    """Export into a temp folder beside ``shared`` and rename it into place once complete."""
+    tmp = shared.with_name(f".{shared.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    progress(export_notice(model, precision))
+    started = time.perf_counter()
+    try:
+        export(model, tmp, precision)
+        fsync_path(tmp)
+        os.rename(tmp, shared)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    fsync_path(shared.parent)
+    progress(f"exported {model} ({precision}) in {time.perf_counter() - started:.0f} s to {shared}")
+
+
+def export_direct(model: str, precision: str, target: Path, export: Export, *, progress: Notify) -> None:
+    """Export into ``target`` alone (no store), with the same progress lines."""
+    progress(export_notice(model, precision))
+    started = time.perf_counter()
+    export(model, target, precision)
+    progress(f"exported {model} ({precision}) in {time.perf_counter() - started:.0f} s")
