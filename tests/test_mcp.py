@@ -6,6 +6,7 @@ ones build the real seed index and launch ``python -m semsearch mcp`` as a deskt
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -293,6 +294,8 @@ def test_a_version_published_mid_session_is_picked_up(fake_index: Path, tmp_path
     [
         (["--budget", "10"], "the character budget must be an integer of at least 1000, got 10"),
         (["--http", "--port", "70000"], "--port must be 0..65535, got 70000"),
+        (["--allow-host", "papers.example"], "--allow-host applies to --http only"),
+        (["--http", "--allow-host", "http://x/"], "--allow-host 'http://x/' is not a host name"),
     ],
 )
 def test_bad_options_are_one_line_errors(fake_index: Path, args: list[str], message: str) -> None:
@@ -459,3 +462,18 @@ def test_http_transport_answers_only_its_own_names(fake_index: Path) -> None:
             assert client.post("/mcp", json=hello, headers={"Host": "evil.example"}).status_code == 421
     finally:
         live.close()
+
+
+def test_help_lists_the_tools_the_server_offers(fake_index: Path) -> None:
+    from semsearch.core.options import MCP_TOOLS
+    from semsearch.faces.mcp_tools import create_server
+    from semsearch.query.live import LiveIndex
+
+    live = LiveIndex(fake_index, embedder=FakeEmbedder())
+    try:
+        offered = [t.name for t in asyncio.run(create_server(live).list_tools())]
+    finally:
+        live.close()
+    assert offered == list(MCP_TOOLS)
+    shown = CliRunner().invoke(cli, ["mcp", "--help"]).output
+    assert f"Tools: {', '.join(offered)};" in " ".join(shown.split())

@@ -43,3 +43,6 @@ DEFAULT_PORT = 8000
 MIN_FIT = 2.0
 # and a digest shows at most this many "also new" titles (the count covers the rest).
 ALSO_NEW_CAP = 50
+# The MCP server's tools, in the order `tools/list` gives them (faces/mcp_tools.py; a test checks they agree),
+# named here so `semsearch mcp --help` can list them without importing the MCP SDK.
+MCP_TOOLS = ("search", "related", "get_paper", "info", "recommend", "whats_new", "export")

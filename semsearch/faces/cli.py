@@ -643,12 +643,21 @@ def serve(
     show_default=True,
     help="Characters of JSON per tool result (about 4 per token); longer lists end early with a next_offset.",
 )
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="With --http: also answer requests for this host name (repeat), e.g. the machine's DNS name.",
+)
 @click.pass_context
-def mcp(ctx: click.Context, index_dir: Path, http: bool, host: str, port: int, budget: int) -> None:
+def mcp(
+    ctx: click.Context, index_dir: Path, http: bool, host: str, port: int, budget: int, allow_hosts: tuple[str, ...]
+) -> None:
     """Serve the index to LLM agents over the Model Context Protocol (stdio by default).
 
     \b
-    Tools: search, related, get_paper, info; papers are also resources paper://ID.
+    Tools: {tools}; papers are also resources paper://ID.
     Read-only; a version published by `semsearch index` is picked up on the next call.
     A desktop client launches it over stdio (docs: How-to guides, An agent over MCP):
       semsearch mcp --index indexes/default
@@ -668,7 +677,21 @@ def mcp(ctx: click.Context, index_dir: Path, http: bool, host: str, port: int, b
     def ready(where: str) -> None:
         click.echo(f"semsearch: MCP server over {index_dir} on {where} (Ctrl-C stops)", err=True)
 
-    run_server(index_dir, http=http, host=host, port=port, budget=budget, embedder=embedder_of(ctx), ready=ready)
+    if allow_hosts and not http:
+        raise SemsearchCliError("--allow-host applies to --http only (stdio has no host names)")
+    run_server(
+        index_dir,
+        http=http,
+        host=host,
+        port=port,
+        budget=budget,
+        embedder=embedder_of(ctx),
+        ready=ready,
+        allow_hosts=allow_hosts,
+    )
+
+
+mcp.help = (mcp.help or "").replace("{tools}", ", ".join(options.MCP_TOOLS))
 
 
 def _eval_suffix(model: str | None) -> str:
