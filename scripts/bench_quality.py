@@ -45,6 +45,12 @@ def main() -> None:
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="paired difference B - A of two eval outputs")
     parser.add_argument("--metric", default="ndcg@10", choices=["ndcg@10", "recall@100", "mrr@10"])
     parser.add_argument("--split", default="test", help="with --compare: the split of this script's output")
+    parser.add_argument("--model", default=None, help="the model to build with (default: semsearch's default)")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write the test figures into semsearch/encode/measured.json (what `semsearch models` and the docs show)",
+    )
     args = parser.parse_args()
     if args.compare:
         try:
@@ -60,11 +66,15 @@ def main() -> None:
 
     backend_name = args.backend if args.backend == "onnx" else "torch"
     precision = args.precision if args.backend == "onnx" else "fp32"
-    index = args.index or REPO / "indexes" / f"eval-scifact-{backend_name}-{precision}"
-    out: dict[str, object] = {"data": "scifact", "backend": backend_name, "precision": precision}
+    from semsearch.encode.models import DEFAULT_MODEL
+
+    model = args.model or DEFAULT_MODEL
+    suffix = "" if model == DEFAULT_MODEL else f"-{model}"
+    index = args.index or REPO / "indexes" / f"eval-scifact-{backend_name}-{precision}{suffix}"
+    out: dict[str, object] = {"data": "scifact", "model": model, "backend": backend_name, "precision": precision}
     splits = ["test", "train"] if args.train else ["test"]
     for split in splits:
-        options = BuildOptions(backend=args.backend, precision=precision, progress=True)
+        options = BuildOptions(model=model, backend=args.backend, precision=precision, progress=True)
         results = run_eval(EvalData.locate(SCIFACT, split), index, options=options)
         out[split] = results
         print(
@@ -76,7 +86,33 @@ def main() -> None:
     out["dense_vs_published_minilm"] = round(test["dense"]["ndcg@10"] - PUBLISHED_TEST_NDCG10["all-MiniLM-L6-v2"], 4)
     out["hybrid_ndcg@10"] = test["hybrid"]["ndcg@10"]
     out["published_test_ndcg@10"] = PUBLISHED_TEST_NDCG10
+    if args.record:
+        if (backend_name, precision) != ("onnx", "int8"):
+            sys.exit("bench_quality: --record keeps the product's own figures: onnx int8 only")
+        record(model, test, " ".join(["python scripts/bench_quality.py", *sys.argv[1:]]))
     print(json.dumps(out))
+
+
+def record(model: str, test: dict[str, Any], command: str, path: Path | None = None) -> None:
+    """Write one model's SciFact test figures into measured.json (atomically), keeping the other models'."""
+    import datetime
+    import os
+
+    from semsearch.encode.models import MEASURED_FILE
+
+    target = path or MEASURED_FILE
+    data = json.loads(target.read_text(encoding="utf-8"))
+    entry = data["models"].setdefault(model, {})
+    entry["measured"] = datetime.date.today().isoformat()
+    entry["command"] = command
+    entry["scifact_test"] = {
+        mode: {m: round(float(v), 4) for m, v in scores.items() if m in ("ndcg@10", "recall@100", "mrr@10")}
+        for mode, scores in test.items()
+        if isinstance(scores, dict)
+    }
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
 
 
 def _load(spec: str, split: str) -> tuple[str, str | None, dict[str, Any]]:

