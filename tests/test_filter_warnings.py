@@ -142,3 +142,14 @@ def test_api_warnings(dated: Path, plain: Path) -> None:
         assert bad.status_code == 422 and "not a number" in bad.json()["error"]
         bad = client.get("/api/search", params={"q": "privacy", "where": "year=>2000"})
         assert bad.status_code == 422 and "unknown operator" in bad.json()["error"]
+        assert "in where 'year=>2000'" in bad.json()["error"]  # the API's own word for the field, not a flag
+
+
+def test_each_face_words_the_field_for_its_users(dated: Path) -> None:
+    """The library names the request's field; the CLI says --where, the API and the library say where."""
+    index = dated
+    with Index.open(index, embedder=FakeEmbedder()) as idx, pytest.raises(QueryError) as caught:
+        idx.search("privacy", where=["year=>2024"])
+    assert "in where 'year=>2024'" in str(caught.value) and "--where" not in str(caught.value)
+    result = run(["query", "privacy", "--index", str(index), "--where", "year=>2024"], FakeEmbedder())
+    assert_one_line_error(result, "unknown operator '=>' in --where 'year=>2024'")

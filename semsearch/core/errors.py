@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class SemsearchError(Exception):
-    """Base class for every error semsearch reports to a user."""
+    """Base class for every error semsearch reports to a user.
+
+    A message about one field of a request names it as ``{field}`` and passes ``field=``: each face words it for
+    its users (``worded``: the CLI says ``--where``, the API and MCP ``where``), so the library never quotes a flag.
+    """
 
     exit_code = 2
+
+    def __init__(self, message: str = "", *, field: str | None = None) -> None:
+        self.template = message
+        self.field = field
+        super().__init__(self.worded())
+
+    def worded(self, name: Callable[[str], str] | None = None) -> str:
+        """The message with its field named as a face calls it (default: the request field's own name)."""
+        if self.field is None:
+            return self.template
+        return self.template.replace("{field}", name(self.field) if name else self.field)
 
 
 class InputError(SemsearchError):

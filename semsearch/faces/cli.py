@@ -39,7 +39,7 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except SemsearchError as exc:
-            raise SemsearchCliError(str(exc)) from exc
+            raise SemsearchCliError(exc.worded(lambda f: "--" + f.replace("_", "-"))) from exc
         except OSError as exc:
             # Disk full, permissions, a path that is a file: the OS's reason and the path, in one line.
             where = f": {exc.filename}" if exc.filename else ""

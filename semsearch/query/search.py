@@ -223,9 +223,7 @@ class Index:
                 "give more digits of the id"
             )
         if doc is None:
-            raise UnknownDocumentError(
-                f"no document {doc_id!r} in {self.path} (ids appear in the output of semsearch query)"
-            )
+            raise UnknownDocumentError(f"no document {doc_id!r} in {self.path} (ids appear in search results)")
         return doc
 
     def encode_query(self, text: str) -> np.ndarray:

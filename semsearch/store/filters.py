@@ -68,7 +68,8 @@ def _check_operator(text: str, match: re.Match[str] | None) -> None:
             return
         written = loose.group(1)
     raise QueryError(
-        f"unknown operator {written!r} in --where {text!r}: use one of {' '.join(OPERATORS)} (e.g. year>=2024)"
+        f"unknown operator {written!r} in {{field}} {text!r}: use one of {' '.join(OPERATORS)} (e.g. year>=2024)",
+        field="where",
     )
 
 
