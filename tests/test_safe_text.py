@@ -143,8 +143,30 @@ def test_markdown_text_keeps_markup_as_text() -> None:
 
 
 @pytest.mark.parametrize("fmt", ["md", "html", "atom", "json"])
+def test_also_new_titles_of_hostile_records_are_safe(hostile: Path, fake: FakeEmbedder, fmt: str) -> None:
+    """Papers below the fit floor are listed as 'also new' titles: the same escaping holds there."""
+    args = ["digest", "--format", fmt, "--min-fit", "1000", "--no-bookmark", "--index", str(hostile)]
+    result = run(args, fake)
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert_clean(text)
+    if fmt == "json":
+        data = json.loads(text)
+        assert data["sections"] == [] and data["also_new_count"] == 3
+    if fmt == "atom":
+        entries = ET.fromstring(text).findall(f"{ATOM}entry")
+        assert len(entries) == 3 and not [e for e in entries if e.findall(f"{ATOM}link")]
+        assert any("29.7% ↑" in (e.findtext(f"{ATOM}title") or "") for e in entries)
+    if fmt == "html":
+        assert "<script>" not in text and "<img" not in text and not hrefs(text)
+        assert "29.7% ↑" in text
+    if fmt == "md":
+        assert "\\[click\\](javascript:alert(1))" in text and not re.search(r"(?<!\\)[<>]", text)
+
+
+@pytest.mark.parametrize("fmt", ["md", "html", "atom", "json"])
 def test_digests_of_hostile_records_are_safe(hostile: Path, fake: FakeEmbedder, fmt: str) -> None:
-    args = ["digest", "--format", fmt, "--min-cosine", "0", "--no-bookmark", "--index", str(hostile)]
+    args = ["digest", "--format", fmt, "--min-fit", "-1000", "--no-bookmark", "--index", str(hostile)]
     result = run(args, fake)
     assert result.exit_code == 0, result.output
     text = result.output
