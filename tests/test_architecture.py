@@ -246,3 +246,27 @@ def test_cli_help_imports_no_numpy(command: list[str]) -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_cli_query_path_loads_no_mail_and_no_build_machinery(tmp_path: Path, small_corpus: Path) -> None:
+    from semsearch import BuildOptions, build_index
+
+    build_index([str(small_corpus)], tmp_path / "idx", BuildOptions(progress=False), embedder=FakeEmbedder())
+    # The stale-sources notice reads the sources' files (ingest.sources); nothing else of the build may load.
+    skipped = ("semsearch.ingest.sources",)
+    banned = (*(m for m in QUERY_PATH_BANNED if m not in skipped), "smtplib", "semsearch.reader.mail")
+    banned += ("semsearch.write.append",)
+    code = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(REPO / 'tests')!r})\n"
+        "from click.testing import CliRunner\n"
+        "from conftest import FakeEmbedder\n"
+        "from semsearch.faces.cli import cli\n"
+        f"r = CliRunner().invoke(cli, ['query', 'federated privacy', '--index', {str(tmp_path / 'idx')!r}],"
+        " obj={'embedder': FakeEmbedder()})\n"
+        "assert r.exit_code == 0, r.output\n"
+        f"print(json.dumps([m for m in {banned!r} if m in sys.modules]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []

@@ -43,6 +43,9 @@ DEFAULT_PORT = 8000
 MIN_FIT = 2.0
 # and a digest shows at most this many "also new" titles (the count covers the rest).
 ALSO_NEW_CAP = 50
+# How `digest --mail-to` talks to its SMTP server (reader/mail.py); here so the CLI declares the choice
+# without importing smtplib, ssl and email on every command.
+SMTP_SECURITIES = ("starttls", "ssl", "none")
 # The MCP server's tools, in the order `tools/list` gives them (faces/mcp_tools.py; a test checks they agree),
 # named here so `semsearch mcp --help` can list them without importing the MCP SDK.
 MCP_TOOLS = ("search", "related", "get_paper", "info", "recommend", "whats_new", "export")

@@ -403,7 +403,7 @@ def watch_remove(name: str, index_dir: Path) -> None:
 
 def _mail_options(fn: Any) -> Any:
     """The SMTP settings of ``digest --mail-to`` (each also from the environment or the mail settings file)."""
-    from semsearch.reader.mail import SECURITIES
+    from semsearch.core.options import SMTP_SECURITIES as SECURITIES
 
     specs: list[tuple[str, dict[str, Any]]] = [
         ("--smtp-config", dict(type=click.Path(dir_okay=False, path_type=Path), help="Mail settings (TOML).")),

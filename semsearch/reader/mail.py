@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from semsearch.core.errors import SemsearchError
+from semsearch.core.options import SMTP_SECURITIES
 
-SECURITIES = ("starttls", "ssl", "none")
+SECURITIES = SMTP_SECURITIES
 PORTS = {"starttls": 587, "ssl": 465, "none": 25}
 ENV_PREFIX = "SEMSEARCH_SMTP_"
 KEYS = ("host", "port", "user", "password", "password_file", "security", "from", "cafile")
