@@ -21,6 +21,13 @@ def encoder_regime(backend: str) -> str:
     return ONNX_REGIME if backend == "onnx" else ""
 
 
+# How a document's vector reads an abstract longer than the encoder's window (encode/windows.py): "pooled", the
+# unit mean of the whole-text vector and its sentence windows past the cut (every token reaches the dense side);
+# "truncated", the encoder's first window only (before issue 24). Recorded in the manifest (ModelInfo.reading).
+READINGS = ("pooled", "truncated")
+DEFAULT_READING = "pooled"
+
+
 ANN_KINDS = ("flat", "ivf", "ivfpq", "hnsw")  # ann.py
 ANN_CHOICES = ("auto", *ANN_KINDS)
 ENGINES = ("local", "ray")  # where a build encodes (ray_engine.py)

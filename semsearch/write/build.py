@@ -20,7 +20,7 @@ from semsearch.core.errors import (
     SemsearchError,
 )
 from semsearch.core.fileio import utc_now
-from semsearch.core.options import DEFAULT_BATCH_SIZE, encoder_regime
+from semsearch.core.options import DEFAULT_BATCH_SIZE, DEFAULT_READING, READINGS, encoder_regime
 from semsearch.core.records import DedupResult, Document, IngestResult
 from semsearch.core.version import __version__
 from semsearch.dedup.duplicates import deduplicate
@@ -91,6 +91,7 @@ class BuildOptions:
     model: str | None = None  # None: the existing index's model, else DEFAULT_MODEL
     backend: str | None = None  # None: the existing index's, else "onnx"
     precision: str | None = None  # None: the existing index's, else "int8"
+    reading: str | None = None  # options.READINGS; None: the existing index's, else DEFAULT_READING ("pooled")
     full: bool = False
     skip_bad: bool = False
     near: bool = True
@@ -115,6 +116,16 @@ def _encoder_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[st
     backend = opts.backend or recorded or "onnx"
     kept = model.precision if model is not None and model.backend == backend else None
     return backend, opts.precision or kept or "int8"
+
+
+def _reading(opts: BuildOptions, manifest: Manifest | None) -> str:
+    """How documents are read: as asked, else as the index records (none recorded: the default, so a version
+    from before pooling is re-encoded once on its next refresh)."""
+    recorded = manifest.model.reading if manifest is not None else ""
+    reading = opts.reading or recorded or DEFAULT_READING
+    if reading not in READINGS:
+        raise SemsearchError(f"unknown reading {reading!r} (choose from {', '.join(READINGS)})")
+    return reading
 
 
 def _ann_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, int | None]:
@@ -228,7 +239,7 @@ def _open_encoder(
         model_name = embedder.name
     else:
         model_name = _check_model(opts.model, manifest, opts.full)
-    return open_build_encoder(
+    choice = open_build_encoder(
         model_name,
         backend=backend,
         precision=precision,
@@ -236,6 +247,8 @@ def _open_encoder(
         previous_version=previous.path if previous is not None else None,
         embedder=embedder,
     )
+    choice.reading = _reading(opts, manifest)
+    return choice
 
 
 def _encode(
@@ -267,7 +280,14 @@ def _encode(
                 from semsearch.encode.ray_engine import recover_shards
 
                 recover_shards(cache)
-            encoded = encode_with_cache(enc, documents, cache, batch_size=opts.batch_size, progress=opts.progress)
+            encoded = encode_with_cache(
+                enc,
+                documents,
+                cache,
+                batch_size=opts.batch_size,
+                progress=opts.progress,
+                read_chars=choice.read_chars(),
+            )
     finally:
         cache.close()
     superseded = choice.superseded_cache_runtime()
@@ -279,7 +299,9 @@ def _encode(
 def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], started: float) -> Manifest:
     enc = choice.embedder
     return Manifest(
-        model=ModelInfo(enc.name, enc.fingerprint, enc.dimension, choice.backend, choice.precision, choice.regime),
+        model=ModelInfo(
+            enc.name, enc.fingerprint, enc.dimension, choice.backend, choice.precision, choice.regime, choice.reading
+        ),
         counts=read.counts,
         sources=list(read.ingested.files),
         semsearch_version=__version__,
@@ -515,6 +537,8 @@ def _unchanged_version(
 def _same_encoder(opts: BuildOptions, manifest: Manifest, embedder: Embedder | None) -> bool:
     """Whether the build would encode with the model, backend and precision the live version was built with."""
     model = manifest.model
+    if _reading(opts, manifest) != model.reading:
+        return False  # a version from before pooling (or another reading): re-encode once
     if embedder is not None:
         runtime = (getattr(embedder, "backend", "custom"), getattr(embedder, "precision", "fp32"))
         given = (embedder.name, embedder.fingerprint, embedder.dimension, *runtime, getattr(embedder, "regime", ""))
