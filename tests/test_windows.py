@@ -102,7 +102,7 @@ def test_a_build_pools_each_long_abstract_with_its_tail_windows_and_records_it(t
     corpus = _corpus(tmp_path, (TITLE, TEXT), ("Tiny paper", short))
     fake = WindowedFake()
     idx = tmp_path / "idx"
-    summary = build_index([str(corpus)], idx, BuildOptions(progress=False), embedder=fake)
+    summary = build_index([str(corpus)], idx, BuildOptions(progress=False, reading="pooled"), embedder=fake)
     assert summary.encoded == 2 and summary.cached == 0  # documents, not texts
     windows = document_windows([(FULL, TITLE, TEXT)], fake.read_chars)[0]
     assert windows and set(windows) <= set(fake.encoded_texts)
@@ -112,32 +112,43 @@ def test_a_build_pools_each_long_abstract_with_its_tail_windows_and_records_it(t
     assert _manifest(idx)["model"]["reading"] == "pooled"
 
 
-def test_reading_truncated_keeps_the_first_window_only(tmp_path: Path) -> None:
+def test_reading_truncated_keeps_the_first_window_only_and_is_the_default(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path, (TITLE, TEXT))
     fake = WindowedFake()
     idx = tmp_path / "idx"
-    build_index([str(corpus)], idx, BuildOptions(progress=False, reading="truncated"), embedder=fake)
+    build_index([str(corpus)], idx, BuildOptions(progress=False), embedder=fake)
     assert fake.encoded_texts == [FULL]
     np.testing.assert_allclose(_vector(idx, TITLE), FakeEmbedder().encode([FULL[:CUT]])[0], atol=1e-6)
     assert _manifest(idx)["model"]["reading"] == "truncated"
-    # A refresh keeps the index's reading; asking for another rewrites the vectors (windows from the cache on).
-    again = build_index([str(corpus)], idx, BuildOptions(progress=False), embedder=fake)
-    assert again.unchanged
+    # Asking for another reading re-makes the vectors; later refreshes keep the index's reading.
     build_index([str(corpus)], idx, BuildOptions(progress=False, reading="pooled"), embedder=fake)
     assert _manifest(idx)["model"]["reading"] == "pooled"
+    assert build_index([str(corpus)], idx, BuildOptions(progress=False), embedder=fake).unchanged
+    np.testing.assert_allclose(_vector(idx, TITLE), _pooled(fake), atol=1e-6)
 
 
-def test_an_index_from_before_pooling_is_re_encoded_once_on_refresh(tmp_path: Path) -> None:
+def _pooled(fake: WindowedFake) -> np.ndarray:
+    windows = document_windows([(FULL, TITLE, TEXT)], fake.read_chars)[0]
+    return pool(FakeEmbedder().encode([FULL[:CUT]])[0], FakeEmbedder().encode([w[:CUT] for w in windows]))
+
+
+def _forget_reading(idx: Path) -> None:
+    """Make the live manifest what a semsearch before issue 24 wrote: no reading."""
+    path = idx / (idx / CURRENT).read_text().strip() / MANIFEST
+    manifest = json.loads(path.read_text())
+    del manifest["model"]["reading"]
+    path.write_text(json.dumps(manifest))
+
+
+def test_an_index_from_before_the_reading_was_recorded_is_not_re_encoded(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path, (TITLE, TEXT))
     fake = WindowedFake()
     idx = tmp_path / "idx"
     build_index([str(corpus)], idx, BuildOptions(progress=False, reading="truncated"), embedder=fake)
-    path = idx / (idx / CURRENT).read_text().strip() / MANIFEST
-    manifest = json.loads(path.read_text())
-    del manifest["model"]["reading"]  # what a semsearch before issue 24 wrote
-    path.write_text(json.dumps(manifest))
-    refreshed = build_index([str(corpus)], idx, BuildOptions(progress=False), embedder=fake)
-    assert not refreshed.unchanged and _manifest(idx)["model"]["reading"] == "pooled"
+    _forget_reading(idx)
+    assert build_index([str(corpus)], idx, BuildOptions(progress=False), embedder=fake).unchanged  # truncated
+    pooled = build_index([str(corpus)], idx, BuildOptions(progress=False, reading="pooled"), embedder=fake)
+    assert not pooled.unchanged and _manifest(idx)["model"]["reading"] == "pooled"
     assert build_index([str(corpus)], idx, BuildOptions(progress=False), embedder=fake).unchanged
 
 
@@ -145,14 +156,12 @@ def test_an_appended_segment_pools_its_documents_too(tmp_path: Path) -> None:
     _corpus(tmp_path, *[(f"Paper {i}", f"Short note number {i}. It fits.") for i in range(6)])
     fake = WindowedFake()
     idx = tmp_path / "idx"
-    opts = BuildOptions(progress=False, merge_share=0.9)
+    opts = BuildOptions(progress=False, merge_share=0.9, reading="pooled")
     build_index([str(tmp_path / "corpus")], idx, opts, embedder=fake)
     _corpus(tmp_path, (TITLE, TEXT), name="more.jsonl")
     summary = build_index([str(tmp_path / "corpus")], idx, opts, embedder=fake)
     assert summary.segments == 1 and summary.encoded == 1, summary.rewritten_because  # appended, not rewritten
-    windows = document_windows([(FULL, TITLE, TEXT)], fake.read_chars)[0]
-    expected = pool(FakeEmbedder().encode([FULL[:CUT]])[0], FakeEmbedder().encode([w[:CUT] for w in windows]))
-    np.testing.assert_allclose(_vector(idx, TITLE), expected, atol=1e-6)
+    np.testing.assert_allclose(_vector(idx, TITLE), _pooled(fake), atol=1e-6)
 
 
 def test_an_unknown_reading_is_a_one_line_error(tmp_path: Path) -> None:

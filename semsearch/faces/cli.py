@@ -131,8 +131,8 @@ def cli() -> None:
 @click.option(
     "--reading",
     type=click.Choice(options.READINGS),
-    help="How a vector reads an abstract longer than the model's window [default: the index's, else pooled]: "
-    "pooled averages the whole-text vector with sentence windows past the cut; truncated reads the first window.",
+    help="How a vector reads an abstract longer than the model's window [default: the index's, else truncated]: "
+    "truncated reads the first window; pooled averages the whole-text vector with sentence windows past the cut.",
 )
 @click.option("--full", is_flag=True, help="Rebuild from scratch (and allow switching models).")
 @click.option(

@@ -119,13 +119,17 @@ def _encoder_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[st
 
 
 def _reading(opts: BuildOptions, manifest: Manifest | None) -> str:
-    """How documents are read: as asked, else as the index records (none recorded: the default, so a version
-    from before pooling is re-encoded once on its next refresh)."""
-    recorded = manifest.model.reading if manifest is not None else ""
+    """How documents are read: as asked, else as the index records, else the default."""
+    recorded = _recorded_reading(manifest.model) if manifest is not None else ""
     reading = opts.reading or recorded or DEFAULT_READING
     if reading not in READINGS:
         raise SemsearchError(f"unknown reading {reading!r} (choose from {', '.join(READINGS)})")
     return reading
+
+
+def _recorded_reading(model: ModelInfo) -> str:
+    """The reading a version's vectors were made with: a version from before it was recorded read truncated."""
+    return model.reading or "truncated"
 
 
 def _ann_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, int | None]:
@@ -537,8 +541,8 @@ def _unchanged_version(
 def _same_encoder(opts: BuildOptions, manifest: Manifest, embedder: Embedder | None) -> bool:
     """Whether the build would encode with the model, backend and precision the live version was built with."""
     model = manifest.model
-    if _reading(opts, manifest) != model.reading:
-        return False  # a version from before pooling (or another reading): re-encode once
+    if _reading(opts, manifest) != _recorded_reading(model):
+        return False  # another reading: the vectors are re-made (known texts and windows from the cache)
     if embedder is not None:
         runtime = (getattr(embedder, "backend", "custom"), getattr(embedder, "precision", "fp32"))
         given = (embedder.name, embedder.fingerprint, embedder.dimension, *runtime, getattr(embedder, "regime", ""))
