@@ -180,3 +180,19 @@ def test_the_cli_refuses_an_unknown_reading(tmp_path: Path) -> None:
         cli, ["index", str(_corpus(tmp_path, ("A", "B."))), "--index", str(tmp_path / "i"), "--reading", "x"]
     )
     assert result.exit_code == 2 and "Invalid value for '--reading'" in result.output
+
+
+@pytest.mark.slow
+def test_the_onnx_encoder_says_where_it_stops_reading(export_dir: Path) -> None:
+    from semsearch.encode.onnx_backend import OnnxEmbedder
+
+    embedder = OnnxEmbedder.load(export_dir, "int8")
+    long_text = " ".join(SENTENCES * 12)  # well past 256 tokens
+    cut = embedder.read_chars(long_text)
+    assert 0 < cut < len(long_text)
+    # What it reads is exactly that prefix: the prefix alone gives the same vector.
+    whole, prefix = embedder.encode([long_text, long_text[:cut]])
+    assert float(whole @ prefix) > 0.9999
+    assert embedder.read_chars(TEXT) == len(TEXT)
+    windows = document_windows([(f"{TITLE} {long_text}", TITLE, long_text)], embedder.read_chars)[0]
+    assert windows and all(w.startswith(TITLE) for w in windows)
