@@ -16,9 +16,9 @@ does), then scores nDCG@10 on a split for each way of making a document's dense 
 
 --hybrid INDEX also fuses whole, pooled, max_tail and mix0.3 with that index's BM25 top 1000 as hybrid search
 does (zscore, alpha 0.5, the dense top 1000); INDEX is any index of the SciFact corpus (only its BM25 side is
-read), e.g. the one `semsearch eval ../shared/data/scifact --index /tmp/sf` builds. Prints one JSON line: per candidate the mean nDCG@10,
-the paired difference to --base and its standard error. Vectors are kept in --cache (an .npz keyed by text hash)
-so a second split costs only the queries.
+read), e.g. the one `semsearch eval ../shared/data/scifact --index /tmp/sf` builds.
+Prints one JSON line: per candidate the mean nDCG@10, the paired difference to --base and its standard error.
+Vectors are kept in --cache (an .npz keyed by text hash) so a second split costs only the queries.
 """
 
 from __future__ import annotations
