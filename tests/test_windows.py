@@ -196,3 +196,14 @@ def test_the_onnx_encoder_says_where_it_stops_reading(export_dir: Path) -> None:
     assert embedder.read_chars(TEXT) == len(TEXT)
     windows = document_windows([(f"{TITLE} {long_text}", TITLE, long_text)], embedder.read_chars)[0]
     assert windows and all(w.startswith(TITLE) for w in windows)
+
+
+@pytest.mark.slow
+def test_both_runtimes_stop_reading_at_the_same_character(export_dir: Path) -> None:
+    from semsearch.encode.onnx_backend import OnnxEmbedder
+    from semsearch.encode.torch_backend import SentenceTransformerEmbedder
+
+    onnx, torch = OnnxEmbedder.load(export_dir, "int8"), SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+    long_text = " ".join(SENTENCES * 12)
+    assert torch.read_chars(long_text) == onnx.read_chars(long_text) < len(long_text)
+    assert torch.read_chars(TEXT) == len(TEXT)
