@@ -51,6 +51,7 @@ def test_build_writes_a_complete_version(tmp_path: Path, small_corpus: Path, fak
         "backend": "fake",
         "precision": "fp32",
         "regime": "",  # only the ONNX runtime promises one ("alone")
+        "reading": "truncated",  # the default: the encoder's first window (windows.py has the pooled option)
     }
     assert manifest["counts"] == {
         "read": 6,

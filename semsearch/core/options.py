@@ -21,6 +21,14 @@ def encoder_regime(backend: str) -> str:
     return ONNX_REGIME if backend == "onnx" else ""
 
 
+# How a document's vector reads an abstract longer than the encoder's window (encode/windows.py): "truncated", the
+# encoder's first window only; "pooled", the unit mean of the whole-text vector and its sentence windows past the
+# cut. Recorded in the manifest (ModelInfo.reading; none recorded means truncated). Truncated stays the default:
+# on SciFact train pooling moved dense nDCG@10 by +0.0005 +- 0.0071 (paired), at 1.3-2x the encoding.
+READINGS = ("truncated", "pooled")
+DEFAULT_READING = "truncated"
+
+
 ANN_KINDS = ("flat", "ivf", "ivfpq", "hnsw")  # ann.py
 ANN_CHOICES = ("auto", *ANN_KINDS)
 ENGINES = ("local", "ray")  # where a build encodes (ray_engine.py)

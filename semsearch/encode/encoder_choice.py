@@ -20,8 +20,9 @@ from semsearch.core.errors import (
     ModelMismatchError,
     SemsearchError,
 )
-from semsearch.core.options import BACKENDS, PRECISIONS
+from semsearch.core.options import BACKENDS, DEFAULT_READING, PRECISIONS
 from semsearch.encode.embedder import Embedder
+from semsearch.encode.windows import ReadChars, reader_of
 from semsearch.store.layout import ENCODER_DIR
 from semsearch.store.manifest import Manifest, ModelInfo
 
@@ -40,6 +41,11 @@ class EncoderChoice:
     embedder: Embedder
     backend: str
     precision: str
+    reading: str = DEFAULT_READING  # options.READINGS: whether vectors pool the windows past the cut
+
+    def read_chars(self) -> ReadChars | None:
+        """What the encoding needs to find each text's cut (windows.py), or None when vectors read one window."""
+        return reader_of(self.embedder) if self.reading == "pooled" else None
 
     @property
     def regime(self) -> str:

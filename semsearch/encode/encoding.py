@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from semsearch.core.errors import SemsearchError
 from semsearch.core.records import Document
 from semsearch.encode.cache import EmbeddingCache, embedding_key
 from semsearch.encode.embedder import Embedder
+from semsearch.encode.windows import ReadChars, document_windows, pool
 
 # Texts handed to the encoder per progress step; each chunk is cached at once, so an
 # interrupted build resumes from the last finished chunk.
@@ -26,20 +27,32 @@ Progress = Callable[..., None]
 
 @dataclass
 class CachePlan:
-    """The documents' texts and cache keys, the vectors the cache already has, and the rows still to encode."""
+    """The texts to encode and their cache keys, the vectors the cache already has, and the rows still to encode.
+
+    Rows ``0..n-1`` are the documents' embedding texts; with a ``read_chars`` (windows.py) the texts after them
+    are the windows past the encoder's cut, ``windows[i]`` naming document i's, and its vector pools them.
+    """
 
     texts: list[str]
     keys: list[str]
     known: dict[str, np.ndarray]
     missing: list[int]  # row numbers, first occurrence of each missing key, in document order
+    windows: list[list[int]] = field(default_factory=list)  # per document, the rows of its tail windows
 
     @classmethod
-    def make(cls, documents: Sequence[Document], cache: EmbeddingCache) -> CachePlan:
+    def make(
+        cls, documents: Sequence[Document], cache: EmbeddingCache, read_chars: ReadChars | None = None
+    ) -> CachePlan:
         texts = [d.embedding_text() for d in documents]
+        items = [(t, d.title or "" if not d.title_only else "", d.text) for t, d in zip(texts, documents, strict=True)]
+        windows: list[list[int]] = []
+        for tails in document_windows(items, read_chars):
+            windows.append(list(range(len(texts), len(texts) + len(tails))))
+            texts.extend(tails)
         keys = [embedding_key(t) for t in texts]
         known = cache.get_many(keys)
         missing = sorted({k: i for i, k in enumerate(keys) if k not in known}.values())
-        return cls(texts, keys, known, missing)
+        return cls(texts, keys, known, missing, windows)
 
     def chunks(self, size: int | None = None) -> Iterator[list[int]]:
         """The missing rows in encoder-sized chunks (``ENCODE_CHUNK`` unless told)."""
@@ -51,11 +64,23 @@ class CachePlan:
         """How many distinct texts still have no vector."""
         return sum(1 for k in dict.fromkeys(self.keys) if k not in self.known)
 
+    def touched(self) -> int:
+        """How many documents lack a vector for their text or one of their windows (what encoding serves)."""
+        lacking = set(self.missing)
+        spans = self.windows or [[] for _ in self.keys]
+        return sum(1 for row, rows in enumerate(spans) if row in lacking or lacking.intersection(rows))
+
+    def documents(self) -> int:
+        """How many documents the plan makes vectors for."""
+        return len(self.windows) if self.windows else len(self.keys)
+
     def matrix(self, dimension: int) -> np.ndarray:
-        """The (documents, dimension) float32 matrix, row i for document i."""
-        out = np.zeros((len(self.keys), dimension), dtype=np.float32)
-        for row, key in enumerate(self.keys):
-            out[row] = self.known[key]
+        """The (documents, dimension) float32 matrix, row i for document i (pooled with its windows)."""
+        out = np.zeros((self.documents(), dimension), dtype=np.float32)
+        for row in range(len(out)):
+            whole = self.known[self.keys[row]]
+            rows = self.windows[row] if self.windows else []
+            out[row] = pool(whole, np.stack([self.known[self.keys[j]] for j in rows])) if rows else whole
         return out
 
 
@@ -72,9 +97,14 @@ def encode_with_cache(
     *,
     batch_size: int,
     progress: bool,
+    read_chars: ReadChars | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Vectors for the documents in order, encoding only texts the cache lacks; returns (vectors, encoded)."""
-    plan = CachePlan.make(documents, cache)
+    """Vectors for the documents in order, encoding only texts the cache lacks; returns (vectors, encoded).
+
+    With ``read_chars`` each document's vector pools its tail windows (windows.py); ``encoded`` counts texts.
+    """
+    plan = CachePlan.make(documents, cache, read_chars)
+    touched = plan.touched()
     if plan.missing:
         bar = progress_bar(len(plan.missing), progress)
         for chunk in plan.chunks():
@@ -85,7 +115,7 @@ def encode_with_cache(
             plan.known.update(pairs)
             bar(len(chunk))
         bar(0, close=True)
-    return plan.matrix(embedder.dimension), len(plan.missing)
+    return plan.matrix(embedder.dimension), touched
 
 
 def progress_bar(total: int, enabled: bool, desc: str = "encoding") -> Progress:

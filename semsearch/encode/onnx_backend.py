@@ -631,6 +631,14 @@ class OnnxEmbedder:
                 bar.close()
         return out
 
+    def read_chars(self, text: str) -> int:
+        """How many leading characters of ``text`` the encoder reads before its window ends (all: ``len(text)``)."""
+        item = text.lower() if self.spec.do_lower_case else text
+        encoding = self._tokenizer.encode(item)
+        if not encoding.overflowing:
+            return len(text)
+        return max((end for _, end in encoding.offsets), default=0)
+
     def _encode_one(self, encoding: tokenizers.Encoding) -> np.ndarray:
         """The unit (dimension,) vector of one tokenized text, run alone and unpadded."""
         ids = np.asarray([encoding.ids], dtype=np.int64)

@@ -277,7 +277,8 @@ def encode_with_ray(
     enc = choice.embedder
     recover_shards(cache)
     # The same plan and chunks as encode_with_cache, so even a batching encoder's vectors match a local build.
-    plan = CachePlan.make(documents, cache)
+    plan = CachePlan.make(documents, cache, choice.read_chars())
+    touched = plan.touched()
     if plan.missing:
         chunks = list(plan.chunks())
         shards = cache.path.parent / f"{SHARDS_PREFIX}{build}"
@@ -302,7 +303,7 @@ def encode_with_ray(
     lost = plan.absent()
     if lost:
         raise RayEngineError(f"Ray returned no vector for {lost} texts; run the build again to encode them")
-    return plan.matrix(enc.dimension), len(plan.missing)
+    return plan.matrix(enc.dimension), touched
 
 
 def _run(

@@ -78,3 +78,12 @@ class SentenceTransformerEmbedder:
             normalize_embeddings=True,
         )
         return normalize_rows(vectors)
+
+    def read_chars(self, text: str) -> int:
+        """How many leading characters of ``text`` the model reads before its window ends (all: ``len(text)``)."""
+        limit = self.model.max_seq_length
+        encoded = self.model.tokenizer(text, return_offsets_mapping=True, add_special_tokens=True)
+        if limit is None or len(encoded["input_ids"]) <= limit:
+            return len(text)
+        # The window holds limit - 1 tokens after [CLS] (the last place is [SEP]); offsets are in text characters.
+        return max(end for _, end in encoded["offset_mapping"][: limit - 1])

@@ -128,6 +128,12 @@ def cli() -> None:
     type=click.Choice(options.PRECISIONS),
     help="ONNX weights [default: the index's, else int8]: int8 is smaller and faster; fp32 matches torch closely.",
 )
+@click.option(
+    "--reading",
+    type=click.Choice(options.READINGS),
+    help="How a vector reads an abstract longer than the model's window [default: the index's, else truncated]: "
+    "truncated reads the first window; pooled averages the whole-text vector with sentence windows past the cut.",
+)
 @click.option("--full", is_flag=True, help="Rebuild from scratch (and allow switching models).")
 @click.option(
     "--relayout",
@@ -207,6 +213,7 @@ def index(
     model: str | None,
     backend: str | None,
     precision: str | None,
+    reading: str | None,
     full: bool,
     relayout: bool,
     skip_bad: bool,
@@ -268,6 +275,7 @@ def index(
             model=model,
             backend=backend,
             precision=precision,
+            reading=reading,
             full=full,
             relayout=relayout,
             skip_bad=skip_bad,
@@ -722,6 +730,13 @@ def _eval_suffix(model: str | None) -> str:
 @click.option(
     "--precision", type=click.Choice(options.PRECISIONS), default=options.DEFAULT_PRECISION, show_default=True
 )
+@click.option(
+    "--reading",
+    type=click.Choice(options.READINGS),
+    default=options.DEFAULT_READING,
+    show_default=True,
+    help="How vectors read long abstracts (see: semsearch index --help).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object keyed by mode.")
 @click.pass_context
 def eval_(
@@ -736,6 +751,7 @@ def eval_(
     model: str | None,
     backend: str,
     precision: str,
+    reading: str,
     as_json: bool,
 ) -> None:
     """Measure retrieval quality on BEIR-format DATA (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv).
@@ -758,7 +774,7 @@ def eval_(
         target,
         modes=modes or EVAL_MODES,
         embedder=embedder_of(ctx),
-        options=BuildOptions(model=model, backend=backend, precision=precision, progress=not as_json),
+        options=BuildOptions(model=model, backend=backend, precision=precision, reading=reading, progress=not as_json),
         progress=not as_json,
     )
     click.echo(json.dumps(results) if as_json else eval_table(results))

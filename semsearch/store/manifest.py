@@ -38,6 +38,7 @@ class ModelInfo:
     backend: str = ""
     precision: str = ""
     regime: str = ""  # how the runtime computes vectors (options.ONNX_REGIME); "" before it was recorded
+    reading: str = ""  # how a long abstract is read (options.READINGS); "" before it was recorded: truncated
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -279,6 +280,7 @@ def _model(data: Any) -> ModelInfo:
         backend=str(data.get("backend") or ""),
         precision=str(data.get("precision") or ""),
         regime=str(data.get("regime") or ""),
+        reading=str(data.get("reading") or ""),
     )
 
 

@@ -22,7 +22,7 @@ from semsearch.core.errors import (
 )
 from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now
-from semsearch.core.options import DEFAULT_BATCH_SIZE, encoder_regime
+from semsearch.core.options import DEFAULT_BATCH_SIZE, DEFAULT_READING, READINGS, encoder_regime
 from semsearch.core.records import DedupResult, Document, IngestResult
 from semsearch.core.version import __version__
 from semsearch.dedup.duplicates import deduplicate
@@ -95,6 +95,7 @@ class BuildOptions:
     model: str | None = None  # None: the existing index's model, else DEFAULT_MODEL
     backend: str | None = None  # None: the existing index's, else "onnx"
     precision: str | None = None  # None: the existing index's, else "int8"
+    reading: str | None = None  # options.READINGS; None: the existing index's, else DEFAULT_READING ("pooled")
     full: bool = False
     skip_bad: bool = False
     near: bool = True
@@ -119,6 +120,20 @@ def _encoder_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[st
     backend = opts.backend or recorded or "onnx"
     kept = model.precision if model is not None and model.backend == backend else None
     return backend, opts.precision or kept or "int8"
+
+
+def _reading(opts: BuildOptions, manifest: Manifest | None) -> str:
+    """How documents are read: as asked, else as the index records, else the default."""
+    recorded = _recorded_reading(manifest.model) if manifest is not None else ""
+    reading = opts.reading or recorded or DEFAULT_READING
+    if reading not in READINGS:
+        raise SemsearchError(f"unknown reading {reading!r} (choose from {', '.join(READINGS)})")
+    return reading
+
+
+def _recorded_reading(model: ModelInfo) -> str:
+    """The reading a version's vectors were made with: a version from before it was recorded read truncated."""
+    return model.reading or "truncated"
 
 
 def _ann_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, int | None]:
@@ -240,7 +255,7 @@ def _open_encoder(
         model_name = embedder.name
     else:
         model_name = _check_model(opts.model, manifest, opts.full)
-    return open_build_encoder(
+    choice = open_build_encoder(
         model_name,
         backend=backend,
         precision=precision,
@@ -249,6 +264,8 @@ def _open_encoder(
         embedder=embedder,
         progress=opts.progress,  # -q: no line about the one-off export
     )
+    choice.reading = _reading(opts, manifest)
+    return choice
 
 
 def _encode(
@@ -280,7 +297,14 @@ def _encode(
                 from semsearch.encode.ray_engine import recover_shards
 
                 recover_shards(cache)
-            encoded = encode_with_cache(enc, documents, cache, batch_size=opts.batch_size, progress=opts.progress)
+            encoded = encode_with_cache(
+                enc,
+                documents,
+                cache,
+                batch_size=opts.batch_size,
+                progress=opts.progress,
+                read_chars=choice.read_chars(),
+            )
     finally:
         cache.close()
     superseded = choice.superseded_cache_runtime()
@@ -292,7 +316,9 @@ def _encode(
 def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], started: float) -> Manifest:
     enc = choice.embedder
     return Manifest(
-        model=ModelInfo(enc.name, enc.fingerprint, enc.dimension, choice.backend, choice.precision, choice.regime),
+        model=ModelInfo(
+            enc.name, enc.fingerprint, enc.dimension, choice.backend, choice.precision, choice.regime, choice.reading
+        ),
         counts=read.counts,
         sources=list(read.ingested.files),
         semsearch_version=__version__,
@@ -538,6 +564,8 @@ def _unchanged_version(
 def _same_encoder(opts: BuildOptions, manifest: Manifest, embedder: Embedder | None) -> bool:
     """Whether the build would encode with the model, backend and precision the live version was built with."""
     model = manifest.model
+    if _reading(opts, manifest) != _recorded_reading(model):
+        return False  # another reading: the vectors are re-made (known texts and windows from the cache)
     if embedder is not None:
         runtime = (getattr(embedder, "backend", "custom"), getattr(embedder, "precision", "fp32"))
         given = (embedder.name, embedder.fingerprint, embedder.dimension, *runtime, getattr(embedder, "regime", ""))
