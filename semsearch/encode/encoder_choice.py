@@ -146,7 +146,16 @@ def shared_export(
             return
         except encoder_store.StoreUnavailable as exc:
             notify(f"cannot use the shared encoder store ({exc}); exporting into this index only")
+    if _names_a_missing_folder(model_name):
+        said = _silent  # it fails at once with "cannot load model": no "exporting ..." line before that one
     encoder_store.export_direct(model_name, precision, target, _export, progress=said)
+
+
+def _names_a_missing_folder(model_name: str) -> bool:
+    """A model given as a path (not a hub name such as org/model) that does not exist."""
+    path = Path(model_name).expanduser()
+    looks_like_path = model_name.startswith((os.sep, ".", "~")) or (os.sep in model_name and path.parent.is_dir())
+    return looks_like_path and not path.exists()
 
 
 def open_build_encoder(
