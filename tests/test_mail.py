@@ -23,11 +23,11 @@ pytest.importorskip("aiosmtpd", reason="the dev extra (aiosmtpd) is not installe
 
 from aiosmtpd.controller import Controller  # noqa: E402
 from aiosmtpd.smtp import AuthResult, LoginPassword  # noqa: E402
-from semsearch.reader.mail import MailError, resolve_settings  # noqa: E402
 
 from semsearch import build_index  # noqa: E402
 from semsearch.faces.cli import cli  # noqa: E402
 from semsearch.reader.arrivals import BOOKMARKS_FILE  # noqa: E402
+from semsearch.reader.mail import MailError, resolve_settings  # noqa: E402
 from semsearch.write.build import BuildOptions  # noqa: E402
 
 USER, PASSWORD = "reader", "s3cret-word"
@@ -325,3 +325,21 @@ def test_a_digest_of_the_real_seeds_is_mailed(
     saved = os.environ.get("SEMSEARCH_SAVE_MAIL_HTML")
     if saved:
         Path(saved).write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--mail-to", "me@example.org\r\nBcc: other@example.org"], "bad --mail-to address"),
+        (["--mail-to", ""], "bad --mail-to address"),
+        (["--mail-to", "me@example.org", "--smtp-from", "me@example.org\nBcc: other@example.org"], "bad sender"),
+    ],
+)
+def test_a_bad_address_is_one_line_before_the_digest(
+    index: Path, tmp_path: Path, args: list[str], fragment: str
+) -> None:
+    """A line break in an address (header injection, or a pasted address) fails as one line, bookmark kept."""
+    result = run(index, ["digest", *args, "--smtp-host", "127.0.0.1", "--smtp-port", "9"], clean_env(tmp_path))
+    assert result.exit_code == 2 and fragment in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert not (index / BOOKMARKS_FILE).exists()

@@ -495,8 +495,10 @@ def digest(
 
     settings = None
     if mail_to:
-        from semsearch.reader.mail import resolve_settings
+        from semsearch.reader.mail import check_address, resolve_settings
 
+        for address in mail_to:
+            check_address(address)
         options = {
             "host": smtp_host,
             "port": smtp_port,
