@@ -643,8 +643,17 @@ def serve(
     show_default=True,
     help="Characters of JSON per tool result (about 4 per token); longer lists end early with a next_offset.",
 )
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="With --http: also answer requests for this host name (repeat), as serve --allow-host.",
+)
 @click.pass_context
-def mcp(ctx: click.Context, index_dir: Path, http: bool, host: str, port: int, budget: int) -> None:
+def mcp(
+    ctx: click.Context, index_dir: Path, http: bool, host: str, port: int, budget: int, allow_hosts: tuple[str, ...]
+) -> None:
     """Serve the index to LLM agents over the Model Context Protocol (stdio by default).
 
     \b
@@ -668,7 +677,16 @@ def mcp(ctx: click.Context, index_dir: Path, http: bool, host: str, port: int, b
     def ready(where: str) -> None:
         click.echo(f"semsearch: MCP server over {index_dir} on {where} (Ctrl-C stops)", err=True)
 
-    run_server(index_dir, http=http, host=host, port=port, budget=budget, embedder=embedder_of(ctx), ready=ready)
+    run_server(
+        index_dir,
+        http=http,
+        host=host,
+        port=port,
+        budget=budget,
+        embedder=embedder_of(ctx),
+        ready=ready,
+        allow_hosts=allow_hosts,
+    )
 
 
 def _eval_suffix(model: str | None) -> str:
