@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -93,6 +94,8 @@ def make_digest(
     check_name(name, "digest")
     if k < 1 or k > 100:
         raise QueryError(f"k must be 1..100 for a digest, got {k}")
+    if not math.isfinite(min_fit):  # NaN put every paper in a section; either would be bare NaN in the JSON
+        raise QueryError(f"the minimum fit must be a number, got {min_fit}")
     if not 0 <= also_max <= 10_000:
         raise QueryError(f"the 'also new' cap must be 0..10000, got {also_max}")
     clauses = new_since(index, since, name=name) if since is not None else []
