@@ -46,7 +46,7 @@ def index(tmp_path: Path, fake: FakeEmbedder) -> Path:
 
 @pytest.mark.parametrize("fmt", ["md", "html", "atom"])
 def test_digests_show_markup_as_a_person_reads_it(index: Path, fake: FakeEmbedder, fmt: str) -> None:
-    args = ["digest", "--format", fmt, "--min-cosine", "0", "--no-bookmark", "--index", str(index)]
+    args = ["digest", "--format", fmt, "--min-fit=-100", "--no-bookmark", "--index", str(index)]
     result = run(args, fake)
     assert result.exit_code == 0, result.output
     text = result.output

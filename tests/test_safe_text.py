@@ -144,7 +144,7 @@ def test_markdown_text_keeps_markup_as_text() -> None:
 
 @pytest.mark.parametrize("fmt", ["md", "html", "atom", "json"])
 def test_digests_of_hostile_records_are_safe(hostile: Path, fake: FakeEmbedder, fmt: str) -> None:
-    args = ["digest", "--format", fmt, "--min-cosine", "0", "--no-bookmark", "--index", str(hostile)]
+    args = ["digest", "--format", fmt, "--min-fit=-100", "--no-bookmark", "--index", str(hostile)]
     result = run(args, fake)
     assert result.exit_code == 0, result.output
     text = result.output
