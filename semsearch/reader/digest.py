@@ -249,6 +249,16 @@ def to_atom(digest: Digest) -> str:
     add(feed, "title", f"semsearch digest: {digest.name}")
     add(feed, "id", f"tag:semsearch,{digest.generated[:10]}:{digest.name}")
     add(feed, "updated", digest.generated)
+    add(add(feed, "author"), "name", "semsearch")  # RFC 4287: a feed whose entries may have no author names one
+
+    def link_or_content(entry: ET.Element, paper: NewPaper) -> None:
+        """RFC 4287: an entry without content needs an alternate link; one without a link carries its text."""
+        url = link(paper)
+        if url:
+            add(entry, "link", href=url)
+        else:
+            add(entry, "content", plain_text(paper.hit.text[:300]), type="text")
+
     seen: set[str] = set()
     for section in digest.sections:
         for paper in section.papers:
@@ -260,9 +270,7 @@ def to_atom(digest: Digest) -> str:
             add(entry, "id", f"urn:semsearch:{paper.hit.id}")
             add(entry, "updated", paper.added.at if paper.added else digest.generated)
             add(entry, "category", term=f"{section.kind}:{section.name}")
-            url = link(paper)
-            if url:
-                add(entry, "link", href=url)
+            link_or_content(entry, paper)
             who = authors(paper)
             if who:
                 add(add(entry, "author"), "name", who)
@@ -276,5 +284,6 @@ def to_atom(digest: Digest) -> str:
         add(entry, "id", f"urn:semsearch:{paper.hit.id}")
         add(entry, "updated", paper.added.at if paper.added else digest.generated)
         add(entry, "category", term="also-new")
+        link_or_content(entry, paper)
     ET.indent(feed, space="")
     return "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(feed, encoding="unicode") + "\n"
