@@ -513,6 +513,15 @@ def digest(
         made = make_digest(
             idx, name=name, since=since, k=k, where=where, bookmark=False, min_fit=min_fit, also_max=also_max
         )
+        # The file first: a path that cannot be written fails before anything is mailed (the bookmark stays,
+        # so a rerun would mail the same digest again).
+        if out is not None:
+            from semsearch.core.fileio import write_text_atomic
+
+            try:
+                write_text_atomic(out, render(made, fmt))
+            except OSError as exc:
+                raise SemsearchCliError(f"cannot write {out}: {exc.strerror or exc}") from exc
         if settings is not None:
             from semsearch.reader.mail import build_message, send
 
@@ -520,11 +529,7 @@ def digest(
             subject = f"semsearch digest {name}: {made.arrived} new, {shown} for you"
             message = build_message(subject, settings.sender, list(mail_to), render(made, "md"), render(made, "html"))
             send(settings, message)
-        if out is not None:
-            from semsearch.core.fileio import write_text_atomic
-
-            write_text_atomic(out, render(made, fmt))
-        elif settings is None:
+        elif out is None:
             click.echo(render(made, fmt), nl=False)
         if not no_bookmark:  # only once the digest is out
             from semsearch.reader.arrivals import live_seq, set_bookmark
