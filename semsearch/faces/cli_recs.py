@@ -312,7 +312,8 @@ def new(
     Your interests are your positive tags and saved queries (watch); negative tags such as
     not-for-me count against. Each paper's fit is its best interest's score (a z-score over the
     index; 2 or more fits), and it names the interests it fits; with none, the newest
-    come first. A reformatted copy of an abstract the index already held is not new.
+    come first, and papers like a not-for-me one last. A reformatted copy of an abstract
+    the index already held is not new.
 
     \b
       semsearch index                    # re-read the sources: new abstracts arrive

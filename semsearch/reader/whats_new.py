@@ -248,7 +248,8 @@ def explain(paper: NewPaper, reader: Reader, index: Index) -> NewPaper:
 
 
 def ranked_new(index: Index, clauses: Sequence[str], *, k: int = 20, where: Sequence[str] = ()) -> list[NewPaper]:
-    """The k arrivals that fit the reader best (newest first when the reader follows nothing), explained."""
+    """The k arrivals that fit the reader best, explained (when the reader follows nothing: newest first, and
+    those like a negative tag's papers last)."""
     reader = reader_of(index)
     return [explain(p, reader, index) for p in fitted_arrivals(index, clauses, where=where, reader=reader)[:k]]
 
