@@ -188,8 +188,12 @@ def test_digest_formats(arrived: tuple[Path, Path, list[str]], tmp_path: Path, f
     assert "soil moisture forecasting" in text.lower()
     if fmt == "atom":
         feed = ET.fromstring(text)
-        entries = feed.findall("{http://www.w3.org/2005/Atom}entry")
+        atom = "{http://www.w3.org/2005/Atom}"
+        entries = feed.findall(f"{atom}entry")
         assert len(entries) == 3
+        # RFC 4287: the feed names an author (its entries may have none), every entry has a link or content.
+        assert feed.findtext(f"{atom}author/{atom}name") == "semsearch"
+        assert all(e.find(f"{atom}link") is not None or e.findtext(f"{atom}content") for e in entries)
     elif fmt == "md":
         assert "## Saved query: soil" in text
     else:
@@ -208,6 +212,8 @@ def test_digest_formats(arrived: tuple[Path, Path, list[str]], tmp_path: Path, f
         (["digest", "--format", "pdf"], "Invalid value for '--format'"),
         (["digest", "-k", "0"], "k must be 1..100"),
         (["digest", "--also-max", "-1"], "'also new' cap must be 0..10000"),
+        (["digest", "--min-fit", "nan"], "the minimum fit must be a number, got nan"),
+        (["digest", "--min-fit", "inf", "--format", "json"], "the minimum fit must be a number, got inf"),
     ],
 )
 def test_bad_input_is_one_line(

@@ -33,7 +33,7 @@ DOC = {
 
 
 def _stub(route: Any) -> None:
-    """Static files from semsearch/web, the document from DOC, and an empty answer for the rest of the API."""
+    """Static files from semsearch/faces/web, the document from DOC, and an empty answer for the rest of the API."""
     path = route.request.url.removeprefix(ORIGIN).split("?")[0].split("#")[0]
     if path == "/":
         route.fulfill(status=200, content_type="text/html", body=(WEB / "index.html").read_text(encoding="utf-8"))

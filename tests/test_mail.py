@@ -325,3 +325,42 @@ def test_a_digest_of_the_real_seeds_is_mailed(
     saved = os.environ.get("SEMSEARCH_SAVE_MAIL_HTML")
     if saved:
         Path(saved).write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--mail-to", "me@example.org\r\nBcc: other@example.org"], "bad --mail-to address"),
+        (["--mail-to", ""], "bad --mail-to address"),
+        (["--mail-to", "me@example.org", "--smtp-from", "me@example.org\nBcc: other@example.org"], "bad sender"),
+    ],
+)
+def test_a_bad_address_is_one_line_before_the_digest(
+    index: Path, tmp_path: Path, args: list[str], fragment: str
+) -> None:
+    """A line break in an address (header injection, or a pasted address) fails as one line, bookmark kept."""
+    result = run(index, ["digest", *args, "--smtp-host", "127.0.0.1", "--smtp-port", "9"], clean_env(tmp_path))
+    assert result.exit_code == 2 and fragment in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert not (index / BOOKMARKS_FILE).exists()
+
+
+def test_an_out_file_that_cannot_be_written_fails_before_mailing(
+    smtp: tuple[Inbox, int, str], cert: tuple[Path, Path], index: Path, tmp_path: Path
+) -> None:
+    """--mail-to with --out: a path that cannot be written is one line naming it; nothing is mailed (the bookmark
+    stays, so a mailed digest is never mailed twice because its file failed afterwards)."""
+    inbox, port, _ = smtp
+    out = tmp_path / "no" / "such" / "digest.md"
+    args = [*mail_args(port, "starttls", cert), "--out", str(out)]
+    result = run(index, args, clean_env(tmp_path, SEMSEARCH_SMTP_PASSWORD=PASSWORD))
+    assert result.exit_code == 2 and f"cannot write {out}" in result.output, result.output
+    assert ".tmp" not in result.output and not inbox.messages and not (index / BOOKMARKS_FILE).exists()
+    written = tmp_path / "digest.md"
+    done = run(
+        index,
+        [*mail_args(port, "starttls", cert), "--out", str(written)],
+        clean_env(tmp_path, SEMSEARCH_SMTP_PASSWORD=PASSWORD),
+    )
+    assert done.exit_code == 0, done.output
+    assert written.read_text(encoding="utf-8").startswith("# semsearch digest: daily") and len(inbox.messages) == 1

@@ -477,3 +477,31 @@ def test_help_lists_the_tools_the_server_offers(fake_index: Path) -> None:
     assert offered == list(MCP_TOOLS)
     shown = CliRunner().invoke(cli, ["mcp", "--help"]).output
     assert f"Tools: {', '.join(offered)};" in " ".join(shown.split())
+
+
+def test_http_allow_host_from_the_command_line(fake_index: Path) -> None:
+    """mcp --http --allow-host NAME answers that name (the 421 message names the option); a bad one is one line."""
+    import httpx
+    from click.testing import CliRunner
+
+    from semsearch.faces.cli import cli
+
+    bad = CliRunner().invoke(cli, ["mcp", "--http", "--allow-host", "http://x", "--index", str(fake_index)])
+    assert bad.exit_code == 2 and "--allow-host 'http://x' is not a host name" in bad.output, bad.output
+    command = [*server_command("fake"), "--index", str(fake_index), "--http", "--port", "0"]
+    command += ["--allow-host", "papers.lan"]
+    proc = subprocess.Popen(command, cwd=REPO, env={**os.environ, **ENV}, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        url = re.search(r"on (http://127\.0\.0\.1:(\d+)/mcp)", line)
+        assert url, line + proc.stderr.read()
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        accept = {"Accept": "application/json, text/event-stream"}
+        named = httpx.post(url.group(1), json=hello, headers={**accept, "Host": f"papers.lan:{url.group(2)}"})
+        assert named.status_code not in (403, 421), named.text
+        other = httpx.post(url.group(1), json=hello, headers={**accept, "Host": f"other.lan:{url.group(2)}"})
+        assert other.status_code == 421
+    finally:
+        proc.terminate()
+        proc.wait(30)

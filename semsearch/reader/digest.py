@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -93,6 +94,8 @@ def make_digest(
     check_name(name, "digest")
     if k < 1 or k > 100:
         raise QueryError(f"k must be 1..100 for a digest, got {k}")
+    if not math.isfinite(min_fit):  # NaN put every paper in a section; either would be bare NaN in the JSON
+        raise QueryError(f"the minimum fit must be a number, got {min_fit}")
     if not 0 <= also_max <= 10_000:
         raise QueryError(f"the 'also new' cap must be 0..10000, got {also_max}")
     clauses = new_since(index, since, name=name) if since is not None else []
@@ -246,6 +249,16 @@ def to_atom(digest: Digest) -> str:
     add(feed, "title", f"semsearch digest: {digest.name}")
     add(feed, "id", f"tag:semsearch,{digest.generated[:10]}:{digest.name}")
     add(feed, "updated", digest.generated)
+    add(add(feed, "author"), "name", "semsearch")  # RFC 4287: a feed whose entries may have no author names one
+
+    def link_or_content(entry: ET.Element, paper: NewPaper) -> None:
+        """RFC 4287: an entry without content needs an alternate link; one without a link carries its text."""
+        url = link(paper)
+        if url:
+            add(entry, "link", href=url)
+        else:
+            add(entry, "content", plain_text(paper.hit.text[:300]), type="text")
+
     seen: set[str] = set()
     for section in digest.sections:
         for paper in section.papers:
@@ -257,9 +270,7 @@ def to_atom(digest: Digest) -> str:
             add(entry, "id", f"urn:semsearch:{paper.hit.id}")
             add(entry, "updated", paper.added.at if paper.added else digest.generated)
             add(entry, "category", term=f"{section.kind}:{section.name}")
-            url = link(paper)
-            if url:
-                add(entry, "link", href=url)
+            link_or_content(entry, paper)
             who = authors(paper)
             if who:
                 add(add(entry, "author"), "name", who)
@@ -273,5 +284,6 @@ def to_atom(digest: Digest) -> str:
         add(entry, "id", f"urn:semsearch:{paper.hit.id}")
         add(entry, "updated", paper.added.at if paper.added else digest.generated)
         add(entry, "category", term="also-new")
+        link_or_content(entry, paper)
     ET.indent(feed, space="")
     return "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(feed, encoding="unicode") + "\n"

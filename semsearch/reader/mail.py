@@ -111,11 +111,21 @@ def resolve_settings(
         raise MailError(f"SMTP user {user!r} but no password: set {ENV_PREFIX}PASSWORD or password_file")
     if user and security == "none" and host not in ("localhost", "127.0.0.1", "::1"):
         raise MailError(f"refusing to send the SMTP password unencrypted to {host}: use starttls or ssl")
-    sender = get("from") or user or f"semsearch@{socket.gethostname()}"
+    sender = check_address(get("from") or user or f"semsearch@{socket.gethostname()}", "sender")
     cafile = get("cafile")
     if cafile and not Path(cafile).expanduser().is_file():
         raise MailError(f"no CA file {cafile}")
     return MailSettings(host, port, security, sender, user, password, cafile)
+
+
+def check_address(value: str, what: str = "--mail-to") -> str:
+    """An address fit for a mail header (``Name <a@b>`` or ``a@b``); MailError for a line break, a control
+    character or no address at all (the mail library would fail with a traceback, after the digest was made)."""
+    from email.utils import parseaddr
+
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value) or not parseaddr(value)[1]:
+        raise MailError(f"bad {what} address {value!r}: give one address like me@example.org")
+    return value
 
 
 def build_message(subject: str, sender: str, to: list[str], text: str, html: str) -> EmailMessage:

@@ -197,7 +197,7 @@ def bm25_features(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_d
     return normalize(csc.tocsr().astype(np.float32), norm="l2", copy=False)
 
 
-# ---------------------------------------------------------------- the library call behind Index.recommend
+# ---------------------------------------------------------------- the library call: recommend(index, ...)
 
 
 @dataclass

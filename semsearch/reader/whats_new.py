@@ -133,10 +133,7 @@ def interest_scores(index: Index, reader: Reader) -> np.ndarray:
     if not reader.interests:
         return out
     neg_rows = vectors.rows_of([doc_num(d.id) for d in reader.negatives]).tolist()
-    penalty = np.zeros(len(nums))
-    if neg_rows:
-        near_bad = np.asarray(X @ X[neg_rows].T).max(axis=1)
-        penalty = NEGATIVE_SHARE * np.clip(zscore(near_bad), 0.0, None)
+    penalty = negative_penalty(index, reader)
     sparse_x = None
     lex_rows = None
     for i, interest in enumerate(reader.interests):
@@ -157,6 +154,21 @@ def interest_scores(index: Index, reader: Reader) -> np.ndarray:
             lexical = np.where(lex_rows >= 0, np.where(matched, bm25, 0.0)[lex_rows], 0.0)
             out[i] = zscore(0.5 * zscore(dense) + 0.5 * zscore(lexical)) - penalty
     return out
+
+
+def negative_penalty(index: Index, reader: Reader) -> np.ndarray:
+    """Per vector row: ``NEGATIVE_SHARE`` times how far above average its cosine to its nearest disliked paper
+    is (0 for every row without negative tags)."""
+    from semsearch.reader.recommend import zscore
+    from semsearch.store.layout import doc_num
+
+    vectors = index.vectors
+    neg_rows = vectors.rows_of([doc_num(d.id) for d in reader.negatives]).tolist()
+    if not neg_rows:
+        return np.zeros(len(vectors.ids))
+    X = np.asarray(vectors.matrix, dtype=np.float32)
+    near_bad = np.asarray(X @ X[neg_rows].T).max(axis=1)
+    return np.asarray(NEGATIVE_SHARE * np.clip(zscore(near_bad), 0.0, None), dtype=np.float64)
 
 
 def combine(scores: np.ndarray, rows: np.ndarray, method: str = FIT_METHOD) -> np.ndarray:
@@ -191,7 +203,8 @@ def fitted_arrivals(
     rows = index.vectors.rows_of(np.asarray(allowed, dtype=np.int64))
     rows = rows[rows >= 0]
     nums = index.vectors.ids[rows]
-    fit = combine(scores, rows) if reader.interests else np.zeros(len(rows))
+    # With negative tags only there is no interest to fit, but what resembles a disliked paper still goes last.
+    fit = combine(scores, rows) if reader.interests else 0.0 - negative_penalty(index, reader)[rows]
     docs = index.store.get_many([int(n) for n in nums])
     keys = [it.key for it in reader.interests]
     entries = []
@@ -235,7 +248,8 @@ def explain(paper: NewPaper, reader: Reader, index: Index) -> NewPaper:
 
 
 def ranked_new(index: Index, clauses: Sequence[str], *, k: int = 20, where: Sequence[str] = ()) -> list[NewPaper]:
-    """The k arrivals that fit the reader best (newest first when the reader follows nothing), explained."""
+    """The k arrivals that fit the reader best, explained (when the reader follows nothing: newest first, and
+    those like a negative tag's papers last)."""
     reader = reader_of(index)
     return [explain(p, reader, index) for p in fitted_arrivals(index, clauses, where=where, reader=reader)[:k]]
 
@@ -261,5 +275,5 @@ def grouped(
             rest.append(paper)
         else:
             section.papers.append(paper)
-    rest.sort(key=lambda p: (-p.fit, p.hit.id))
+    rest.sort(key=lambda p: -p.fit)  # stable: equal fits keep the arrivals' order (newest first, then id)
     return list(sections.values()), rest

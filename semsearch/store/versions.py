@@ -17,7 +17,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -223,12 +223,13 @@ class VersionWriter:
         os.rename(self.path, final)
         fsync_path(self.index_dir)
         barrier("swap")
+        replaced = read_pointer(self.index_dir)  # live until this swap, whatever its number
         write_text_atomic(self.index_dir / CURRENT, final.name + "\n")
         self.path = final  # published: abandon() must never touch it now
         with contextlib.suppress(OSError):
             (self.index_dir / PUBLISHING).unlink()
         with contextlib.suppress(OSError):  # leftovers only cost disk; the next writer prunes again
-            prune_versions(self.index_dir)
+            prune_versions(self.index_dir, keep=(replaced,))
         return final
 
     def abandon(self) -> None:
@@ -277,12 +278,14 @@ def clear_dead_writers(index_dir: Path) -> None:
     journal.unlink(missing_ok=True)
 
 
-def prune_versions(index_dir: Path, *, grace_s: float | None = None) -> None:
+def prune_versions(index_dir: Path, *, grace_s: float | None = None, keep: Sequence[str] = ()) -> None:
     """Remove replaced versions, temporary files and half-written builds of dead writers.
 
-    Kept: the live version, the one it replaced, any replaced within ``grace_s`` seconds (a reader that resolved
-    CURRENT just before a swap, or an open Index loading files lazily, can finish), and any numbered above the
-    live one (CURRENT was pointed back at an older version). Nothing is removed unless CURRENT names a version.
+    Kept: the live version, the one numbered just below it, the ``keep`` ones (``publish`` names the version
+    its swap replaced: after a ``recover`` or a rollback that is not the one numbered below), any replaced within
+    ``grace_s`` seconds (a reader that resolved CURRENT just before a swap, or an open Index loading files
+    lazily, can finish), and any numbered above the live one (CURRENT was pointed back at an older version).
+    Nothing is removed unless CURRENT names a version.
     """
     grace_s = PRUNE_GRACE_S if grace_s is None else grace_s
     if pointer_problem(index_dir) is not None or not read_pointer(index_dir):
@@ -301,7 +304,7 @@ def prune_versions(index_dir: Path, *, grace_s: float | None = None) -> None:
             replaced_at[old] = successor.stat().st_mtime
     now = time.time()
     for old in older:
-        if old in previous or now - replaced_at.get(old, 0.0) < grace_s:
+        if old in previous or old.name in keep or now - replaced_at.get(old, 0.0) < grace_s:
             continue
         shutil.rmtree(old, ignore_errors=True)
     for tmp in index_dir.glob(f".{CURRENT}.*.tmp"):

@@ -53,7 +53,7 @@
 
   // ------------------------------------------------------------------ readable text
   // Markup in titles and abstracts shown as a person reads it: *emphasis*, **bold**, \textbf{x}, accents,
-  // inline math with common commands as symbols. Mirrors semsearch/paperinfo.py plain_text (display only).
+  // inline math with common commands as symbols. Mirrors semsearch/core/paperinfo.py plain_text (display only).
   const SYMBOLS = {
     alpha: "α", beta: "β", gamma: "γ", delta: "δ", epsilon: "ε", varepsilon: "ε", zeta: "ζ", eta: "η",
     theta: "θ", kappa: "κ", lambda: "λ", mu: "μ", nu: "ν", xi: "ξ", pi: "π", rho: "ρ", sigma: "σ", tau: "τ",

@@ -1,4 +1,4 @@
-/* semsearch corpus map: a dependency-free canvas renderer for map.json (see semsearch/corpus_map.py).
+/* semsearch corpus map: a dependency-free canvas renderer for map.json (see semsearch/store/corpus_map.py).
  *
  *   var handle = SemsearchMap.render(container, mapData, {onSelect: function (docId) {...}});
  *   handle.highlight(["6a24ce769ac8de0d", ...]);  // light up hits, dim the rest
