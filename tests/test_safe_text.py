@@ -155,7 +155,11 @@ def test_also_new_titles_of_hostile_records_are_safe(hostile: Path, fake: FakeEm
         assert data["sections"] == [] and data["also_new_count"] == 3
     if fmt == "atom":
         entries = ET.fromstring(text).findall(f"{ATOM}entry")
-        assert len(entries) == 3 and not [e for e in entries if e.findall(f"{ATOM}link")]
+        assert len(entries) == 3
+        for entry in entries:  # RFC 4287: a link or content each; links only http(s)
+            links = [link.get("href") or "" for link in entry.findall(f"{ATOM}link")]
+            assert links or entry.find(f"{ATOM}content") is not None
+            assert all(href.startswith(("https://", "http://")) for href in links), links
         assert any("29.7% ↑" in (e.findtext(f"{ATOM}title") or "") for e in entries)
     if fmt == "html":
         assert "<script>" not in text and "<img" not in text and not hrefs(text)
