@@ -241,6 +241,8 @@
         sourcesLine(hit.sources),
         collection ? ` · ${cleanText(collection)}` : null,
         ` · id `, el("code", {}, hit.id)),
+      // /api/recommend gives the liked paper as an object; /api/new says why in words (a string).
+      typeof hit.because === "string" ? el("p", { className: "because" }, readable(hit.because)) :
       hit.because ? el("p", { className: "because" }, "because it is near ",
         hit.because.id ? el("a", { href: "#" + new URLSearchParams({ doc: hit.because.id }) }, readable(hit.because.label))
           : readable(hit.because.label), ` (cosine ${hit.because.cosine.toFixed(3)})`) : null,
