@@ -259,31 +259,30 @@ def to_atom(digest: Digest) -> str:
         else:
             add(entry, "content", plain_text(paper.hit.text[:300]), type="text")
 
-    seen: set[str] = set()
-    for section in digest.sections:
-        for paper in section.papers:
-            if paper.hit.id in seen:
-                continue
-            seen.add(paper.hit.id)
-            entry = add(feed, "entry")
-            add(entry, "title", _title(paper))
-            add(entry, "id", f"urn:semsearch:{paper.hit.id}")
-            add(entry, "updated", paper.added.at if paper.added else digest.generated)
-            add(entry, "category", term=f"{section.kind}:{section.name}")
-            link_or_content(entry, paper)
-            who = authors(paper)
-            if who:
-                add(add(entry, "author"), "name", who)
-            add(entry, "summary", _sentence(paper) or plain_text(paper.hit.text[:300]))
-    for paper in digest.also_new:
+    def entry_of(paper: NewPaper, category: str) -> ET.Element | None:
+        """One entry per paper (a paper in two sections appears once, under its first)."""
         if paper.hit.id in seen:
-            continue
+            return None
         seen.add(paper.hit.id)
         entry = add(feed, "entry")
         add(entry, "title", _title(paper))
         add(entry, "id", f"urn:semsearch:{paper.hit.id}")
         add(entry, "updated", paper.added.at if paper.added else digest.generated)
-        add(entry, "category", term="also-new")
+        add(entry, "category", term=category)
         link_or_content(entry, paper)
+        return entry
+
+    seen: set[str] = set()
+    for section in digest.sections:
+        for paper in section.papers:
+            entry = entry_of(paper, f"{section.kind}:{section.name}")
+            if entry is None:
+                continue
+            who = authors(paper)
+            if who:
+                add(add(entry, "author"), "name", who)
+            add(entry, "summary", _sentence(paper) or plain_text(paper.hit.text[:300]))
+    for paper in digest.also_new:
+        entry_of(paper, "also-new")
     ET.indent(feed, space="")
     return "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(feed, encoding="unicode") + "\n"
