@@ -186,6 +186,9 @@ def mmr(
     return [int(candidates[i]) for i in picked]
 
 
+NEAR_COPY = 0.95  # cosine at which --diverse treats two papers as copies of each other
+
+
 def diversify(
     query_vec: np.ndarray,
     doc_vecs: np.ndarray,
@@ -199,7 +202,8 @@ def diversify(
     ``ranked`` is (id, score) best first, ``doc_vecs`` their unit vectors row by row. A candidate whose cosine to
     the query is below ``floor`` times the best cosine among them is never promoted: MMR chooses only among those
     that pass (relevance min-max scaled over them, so any mode's scores mix with cosine redundancy), and the others
-    follow in relevance order when fewer than k pass.
+    follow in relevance order when fewer than k pass; near-copies (cosine >= NEAR_COPY) of a paper already chosen
+    come last.
     """
     n = len(ranked)
     if n == 0 or k < 1:
@@ -212,6 +216,11 @@ def diversify(
     rel = np.array([ranked[i][1] for i in rows], dtype=np.float32)
     span = float(rel.max() - rel.min())
     rel = (rel - rel.min()) / span if span > 0 else np.ones_like(rel)
-    chosen = mmr(query_vec, vecs[rows], rows.tolist(), k, lambda_, relevance=rel.tolist())
+    chosen = mmr(query_vec, vecs[rows], rows.tolist(), len(rows), lambda_, relevance=rel.tolist())
+    # A near-copy of a paper already shown adds nothing: it goes last, even after those below the floor.
+    fresh, copies = [], []
+    for i in chosen:
+        shown = vecs[fresh] @ vecs[i] if fresh else np.zeros(0, dtype=np.float32)
+        (copies if shown.size and float(shown.max()) >= NEAR_COPY else fresh).append(i)
     rest = [i for i in range(n) if not keep[i]]  # already in relevance order
-    return [ranked[i][0] for i in (chosen + rest)[:k]]
+    return [ranked[i][0] for i in (fresh + rest + copies)[:k]]
