@@ -148,3 +148,21 @@ def test_model_that_does_not_load(tmp_path: Path, seed_index: Path) -> None:
     result = semsearch("index", str(SEEDS), "--index", str(seed_index), "--model", str(missing), "--full")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert sorted(p.name for p in seed_index.rglob("*")) == before
+
+
+def test_diverse_keeps_relevance_and_says_so(seed_index: Path) -> None:
+    # The case: at k 5, --diverse put a privacy paper (cosine 0.20) third, above diffusion papers.
+    args = ("query", "diffusion models", "--index", str(seed_index), "-k", "5")
+    plain = json.loads(semsearch(*args, "--json").stdout)
+    result = semsearch(*args, "--json", "--diverse")
+    assert result.returncode == 0, result.stderr
+    hits = json.loads(result.stdout)
+    assert len(hits) == 5 and all(h["order"] == "diverse" for h in hits)
+    cosines = [h["scores"]["dense"] for h in hits]
+    floor = 0.8 * max(cosines)
+    # No hit below the relevance floor comes before one that passes it.
+    passed = [c >= floor for c in cosines]
+    assert passed == sorted(passed, reverse=True), cosines
+    assert {h["id"] for h in hits} & {h["id"] for h in plain}  # still an answer to the query
+    table = semsearch(*args, "--diverse").stdout
+    assert table.startswith("re-ranked for diversity (--diverse): not in score order; ranks by relevance: ")

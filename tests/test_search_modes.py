@@ -222,7 +222,9 @@ def test_diverse_output_says_the_order_is_not_by_score(index: Index, tmp_path: P
     assert sorted(r["relevance_rank"] for r in rows) != [1, 2, 3, 4] and rows[0]["relevance_rank"] in (1, 2)
     ranks = ", ".join(str(r["relevance_rank"]) for r in rows)
     table = hits_table(diverse)
-    assert table.splitlines()[0] == f"re-ranked for diversity (--diverse): not in score order; ranks by relevance: {ranks}"
+    assert (
+        table.splitlines()[0] == f"re-ranked for diversity (--diverse): not in score order; ranks by relevance: {ranks}"
+    )
     assert table.count("re-ranked for diversity") == 1
 
 

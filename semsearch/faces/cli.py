@@ -58,8 +58,8 @@ def _print_hits(
     if fmt is not None:
         from semsearch.reader.export import export
 
+        _notice_untitled(hits, catalogued)  # first: it then stays ahead of the citations through any pipe
         click.echo(export(hits, fmt), nl=False)
-        _notice_untitled(hits, catalogued)
         return
 
     rows = [h.to_dict() for h in hits]
@@ -516,7 +516,7 @@ def export(ids: tuple[str, ...], index_dir: Path, where: tuple[str, ...], fmt: s
             _warn_where(idx, where)  # as query does: why the filter matched nothing (a field no document has)
         catalogued = idx.manifest.catalogue is not None
     text = export_papers(docs, fmt)
-    _notice_untitled(docs, catalogued)
+    _notice_untitled(docs, catalogued)  # first: it then stays ahead of the citations through any pipe
     if out is None:
         click.echo(text, nl=False)
         return
