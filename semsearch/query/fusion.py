@@ -213,12 +213,13 @@ def diversify(
     best = float(cos.max())
     keep = cos >= floor * best if best > 0 else np.ones(n, dtype=bool)
     rows = np.flatnonzero(keep)
-    rel = np.array([ranked[i][1] for i in rows], dtype=np.float32)
+    rel = np.array([ranked[int(i)][1] for i in rows], dtype=np.float32)
     span = float(rel.max() - rel.min())
     rel = (rel - rel.min()) / span if span > 0 else np.ones_like(rel)
     chosen = mmr(query_vec, vecs[rows], rows.tolist(), len(rows), lambda_, relevance=rel.tolist())
     # A near-copy of a paper already shown adds nothing: it goes last, even after those below the floor.
-    fresh, copies = [], []
+    fresh: list[int] = []
+    copies: list[int] = []
     for i in chosen:
         shown = vecs[fresh] @ vecs[i] if fresh else np.zeros(0, dtype=np.float32)
         (copies if shown.size and float(shown.max()) >= NEAR_COPY else fresh).append(i)
