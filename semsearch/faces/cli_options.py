@@ -71,8 +71,8 @@ def shaping_options(min_score_units: str = "in the mode's units") -> Callable[[C
         fn = click.option(
             "--diverse",
             is_flag=True,
-            help="Re-rank for diversity (maximal marginal relevance, λ 0.7, among the top max(3k, 30) whose cosine "
-            "is at least 0.8 of the best) so near-identical papers do not crowd the list; the output says the "
+            help="Re-rank for diversity (maximal marginal relevance, λ 0.6, among the top max(3k, 30) whose cosine "
+            "is at least half the best) so near-identical papers do not crowd the list; the output says the "
             "order is no longer by score.",
         )(fn)
         fn = click.option("--min-score", type=float, help=f"Drop hits scoring below this ({min_score_units}).")(fn)
