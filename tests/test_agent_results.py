@@ -113,6 +113,11 @@ def test_pages_fit_the_budget_and_follow_on_without_gaps(index: Index) -> None:
     assert not whole.cut_by_budget and whole.next_offset == len(both)
 
 
+def test_a_diverse_page_says_its_order(index: Index) -> None:
+    assert search_page(index, "federated privacy", k=3).order == "relevance"
+    assert search_page(index, "federated privacy", k=3, diverse=True).order == "diverse"
+
+
 def test_the_last_page_has_no_next_offset(index: Index) -> None:
     everything = search_page(index, "learning", k=100, budget=10**6)
     assert len(everything.items) == len(index) == 91

@@ -170,6 +170,21 @@ def test_refresh_keeps_the_catalogue_until_dropped(tmp_path: Path, fake: FakeEmb
     assert summary["catalogue"] is None  # dropped for good
 
 
+def test_list_uncatalogued_writes_nothing_when_nothing_changed(tmp_path: Path, fake: FakeEmbedder) -> None:
+    index = tmp_path / "idx"
+    assert run(["index", str(SEEDS), "--index", str(index), "--catalogue", str(SLICE), "-q"], fake).exit_code == 0
+    before = sorted(p.name for p in index.iterdir())
+    live = (index / "CURRENT").read_text()
+    result = run(["index", "--index", str(index), "--list-uncatalogued"], fake)
+    assert result.exit_code == 0, result.output
+    assert "nothing written" in result.output and result.output.count("uncatalogued: ") == 88
+    assert sorted(p.name for p in index.iterdir()) == before and (index / "CURRENT").read_text() == live
+    summary = json.loads(run(["index", "--index", str(index), "--list-uncatalogued", "--json"], fake).output)
+    assert summary["unchanged"] is True and len(summary["catalogue"]["uncatalogued"]) == 88
+    assert FEDASK_ID not in {row["id"] for row in summary["catalogue"]["uncatalogued"]}
+    assert sorted(p.name for p in index.iterdir()) == before
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -340,3 +340,44 @@ def test_missing_manifest(built: Path, fake: FakeEmbedder) -> None:
 
 def test_json_and_jsonl_together(built: Path, fake: FakeEmbedder) -> None:
     assert_one_line_error(run(["query", "graph", "--json", "--jsonl", "--index", str(built)], fake), "--json")
+
+
+def _tty_query(index: Path, env: dict[str, str]) -> str:
+    """`semsearch query` run on a pseudo-terminal (so colour is on unless told otherwise): what it printed."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    args = [sys.executable, "-m", "semsearch", "query", "graph", "--mode", "lexical", "-k", "2", "--index", str(index)]
+    proc = subprocess.run(args, stdout=follower, stderr=subprocess.PIPE, env=env, timeout=120, check=False)
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal is closed and drained
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    assert proc.returncode == 0, proc.stderr
+    return out.decode("utf-8", "replace")
+
+
+def test_no_color_turns_the_table_plain(built: Path) -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    assert "\x1b[" in _tty_query(built, env)  # a terminal gets colour
+    plain = _tty_query(built, {**env, "NO_COLOR": "1"})
+    assert "\x1b[" not in plain and " 1. " in plain
+    assert "\x1b[" in _tty_query(built, {**env, "NO_COLOR": ""})  # set but empty: no-color.org says ignore it
+
+
+def test_related_help_says_its_scores_are_cosines() -> None:
+    text = " ".join(run(["related", "--help"]).output.split())
+    assert "mode's units" not in text and "(a cosine, -1..1)" in text
+    assert "mode's units" in " ".join(run(["query", "--help"]).output.split())

@@ -148,3 +148,19 @@ def test_model_that_does_not_load(tmp_path: Path, seed_index: Path) -> None:
     result = semsearch("index", str(SEEDS), "--index", str(seed_index), "--model", str(missing), "--full")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert sorted(p.name for p in seed_index.rglob("*")) == before
+
+
+def test_diverse_keeps_relevance_and_says_so(seed_index: Path) -> None:
+    # The case: at k 5, --diverse (λ 0.5, no floor) put a privacy paper (cosine 0.20, 6th by relevance)
+    # third, above a diffusion paper (0.27).
+    args = ("query", "diffusion models", "--mode", "dense", "--where", "collection~Papers", "-k", "5")
+    result = semsearch(*args, "--index", str(seed_index), "--json", "--diverse")
+    assert result.returncode == 0, result.stderr
+    hits = json.loads(result.stdout)
+    assert len(hits) == 5 and all(h["order"] == "diverse" for h in hits)
+    cosines = [h["scores"]["dense"] for h in hits]
+    on_topic = [c >= 0.25 for c in cosines]
+    assert on_topic == sorted(on_topic, reverse=True), cosines  # nothing weak above a diffusion paper
+    assert [h["relevance_rank"] for h in hits][:3] == [1, 2, 3]
+    table = semsearch(*args, "--index", str(seed_index), "--diverse").stdout
+    assert table.startswith("re-ranked for diversity (--diverse): not in score order; ranks by relevance: 1, 2, 3")

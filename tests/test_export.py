@@ -209,7 +209,7 @@ def test_query_format_bibtex_is_valid_bibtex(catalogued: Path, fake: FakeEmbedde
     bibtexparser = pytest.importorskip("bibtexparser")
     result = run(["query", "federated LoRA privacy", "-k", "5", "--index", str(catalogued), "--format", "bibtex"], fake)
     assert result.exit_code == 0, result.output
-    library = bibtexparser.parse_string(result.output)
+    library = bibtexparser.parse_string(result.stdout)
     assert library.failed_blocks == [] and len(library.entries) == 5
     first = library.entries[0]
     assert first.key == "wen2025neurips-differentially"
@@ -222,7 +222,7 @@ def test_query_format_bibtex_is_valid_bibtex(catalogued: Path, fake: FakeEmbedde
 def test_related_format_csv_leads_with_rank_and_score(catalogued: Path, fake: FakeEmbedder) -> None:
     result = run(["related", "6a24ce769ac8de0d", "-k", "3", "--index", str(catalogued), "--format", "csv"], fake)
     assert result.exit_code == 0, result.output
-    rows = list(csv.DictReader(io.StringIO(result.output)))
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert [r["rank"] for r in rows] == ["1", "2", "3"] and all(float(r["score"]) > 0 for r in rows)
     assert "6a24ce769ac8de0d" not in [r["id"] for r in rows]
 
@@ -230,10 +230,10 @@ def test_related_format_csv_leads_with_rank_and_score(catalogued: Path, fake: Fa
 def test_export_command_by_ids_where_and_to_a_file(catalogued: Path, fake: FakeEmbedder, tmp_path: Path) -> None:
     result = run(["export", "wen2025neurips-differentially", "6a24ce", "--index", str(catalogued), "--format", "ris"])
     assert result.exit_code == 0, result.output
-    assert [r["ID"] for r in parse_ris(result.output)] == [["wen2025neurips-differentially"]]  # the same paper once
+    assert [r["ID"] for r in parse_ris(result.stdout)] == [["wen2025neurips-differentially"]]  # the same paper once
     result = run(["export", "--where", "venue=neurips", "--index", str(catalogued), "--format", "csljson"])
     assert result.exit_code == 0, result.output
-    assert len(json.loads(result.output)) == 3  # the three catalogued seeds
+    assert len(json.loads(result.stdout)) == 3  # the three catalogued seeds
     out = tmp_path / "all.bib"
     result = run(["export", "--index", str(catalogued), "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -254,6 +254,44 @@ def test_export_errors_are_one_line(catalogued: Path, fake: FakeEmbedder, args: 
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], result.output
+
+
+@pytest.fixture
+def uncatalogued(tmp_path: Path, fake: FakeEmbedder) -> Path:
+    index = tmp_path / "plain"
+    result = run(["index", str(SEEDS), "--index", str(index), "-q"], fake)
+    assert result.exit_code == 0, result.output
+    return index
+
+
+def test_export_where_on_a_field_no_document_has_says_why(uncatalogued: Path, fake: FakeEmbedder) -> None:
+    result = CliRunner().invoke(cli, ["export", "--where", "venue=neurips", "--index", str(uncatalogued)])
+    assert result.exit_code == 0 and result.stdout == ""
+    # The same one line query prints for the same filter.
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("semsearch: ") and "venue" in lines[0], result.stderr
+    args = ["query", "privacy", "--where", "venue=neurips", "--index", str(uncatalogued)]
+    query = CliRunner().invoke(cli, args, obj={"embedder": fake})
+    assert lines[0] in query.stderr.splitlines()
+
+
+def test_untitled_citations_say_why_once(uncatalogued: Path, catalogued: Path, fake: FakeEmbedder) -> None:
+    result = CliRunner().invoke(cli, ["export", "--index", str(uncatalogued)])
+    assert result.exit_code == 0 and result.stdout.count("@misc{") == 91
+    assert result.stderr.strip().splitlines() == [
+        "semsearch: 91 of 91 entries have no title: the index has no catalogue; "
+        "join one with semsearch index --catalogue FILE"
+    ]
+    hits = CliRunner().invoke(
+        cli, ["query", "privacy", "-k", "3", "--format", "ris", "--index", str(uncatalogued)], obj={"embedder": fake}
+    )
+    assert hits.exit_code == 0 and hits.stderr.count("entries have no title") == 1
+    assert "3 of 3 entries have no title: the index has no catalogue" in hits.stderr
+    # A catalogued index names the other reason; titled entries alone say nothing.
+    result = CliRunner().invoke(cli, ["export", "--index", str(catalogued)])
+    assert "88 of 91 entries have no title: no catalogue record matched them" in result.stderr
+    titled = CliRunner().invoke(cli, ["export", "wen2025neurips-differentially", "--index", str(catalogued)])
+    assert titled.exit_code == 0 and titled.stderr == ""
 
 
 # ------------------------------------------------------------------------------------------------- API

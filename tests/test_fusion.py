@@ -153,3 +153,27 @@ def test_mmr_relevance_override_ties_and_bounds() -> None:
         mmr(q, vecs, [1, 2, 3], k=1, relevance=[1.0])
     with pytest.raises(ValueError, match="lambda_"):
         mmr(q, vecs, [1, 2, 3], k=1, lambda_=2.0)
+
+
+def test_diversify_never_promotes_a_candidate_far_below_the_best() -> None:
+    from semsearch.query.fusion import diversify
+
+    q = np.array([1.0, 0.0, 0.0])
+    angle = np.deg2rad
+    # Two copies of one paper (cosine 0.9 to the query, 0.999 to each other), a third on-topic paper (0.8, 0.92 to
+    # the first), and an off-topic one (0.2) that is the most novel of all: plain MMR at λ 0.5 puts it second.
+    vecs = np.array(
+        [
+            [0.9, np.sqrt(1 - 0.81), 0.0],
+            [0.9, np.sqrt(1 - 0.81) * np.cos(angle(5)), np.sqrt(1 - 0.81) * np.sin(angle(5))],
+            [0.8, 0.459, 0.386],
+            [0.2, -0.5, np.sqrt(1 - 0.04 - 0.25)],
+        ]
+    )
+    ranked = [(10, 0.9), (11, 0.9), (12, 0.8), (13, 0.2)]
+    assert mmr(q, vecs, [10, 11, 12, 13], 2, 0.5, relevance=[1.0, 1.0, 0.857, 0.0])[1] == 13  # the old way
+    assert diversify(q, vecs, ranked, 2, 0.5, floor=0.8) == [10, 12]  # the off-topic one is far below the best
+    # It comes after every candidate that passed the floor; only the copy of a paper shown comes later still.
+    assert diversify(q, vecs, ranked, 4, 0.5, floor=0.8) == [10, 12, 13, 11]
+    assert diversify(q, vecs, ranked, 4, 0.5, floor=0.0)[:2] == [10, 13]  # no floor: the old promotion
+    assert diversify(q, vecs, [], 3, 0.5, floor=0.8) == []

@@ -22,6 +22,7 @@ from semsearch.store.corpus_map import (
     UMAP_MIN_DOCS,
     choose_method,
     cluster_count,
+    cluster_terms,
     compute_map,
     load_map,
     normalize,
@@ -110,6 +111,17 @@ def test_cluster_terms_are_the_topics_distinctive_words(fake: FakeEmbedder) -> N
         topics = [data["labels"][i].split()[0] for i in members]
         main = max(set(topics), key=topics.count)
         assert sum(t in [*TOPICS[main], main] for t in terms) >= 2, (main, terms)
+
+
+def test_weak_adverbs_and_adjectives_never_label_a_cluster() -> None:
+    # Every abstract of cluster 0 says "hardly", "largely" and "simple": frequent there, absent elsewhere.
+    docs = [
+        Document(id=f"{i:016x}", text=f"diffusion sampling hardly largely simple {i}", title=None, sources=[])
+        for i in range(6)
+    ] + [Document(id=f"{i + 6:016x}", text=f"graph nodes edges {i}", title=None, sources=[]) for i in range(6)]
+    terms = cluster_terms(docs, np.array([0] * 6 + [1] * 6), 2)
+    assert set(terms[0]) == {"diffusion", "sampling"}, terms
+    assert not {"hardly", "largely", "simple"} & {w for words in terms for w in words}
 
 
 def _members(data: dict) -> dict[int, list[int]]:
@@ -514,3 +526,38 @@ def test_standalone_page_runs_in_a_browser(built: Path, tmp_path: Path) -> None:
     assert 'aria-label="Map of 5 documents in 2 clusters"' in dom
     side = dom[dom.index('<aside id="side">') :]
     assert f"id {doc_id}" in side and data["labels"][0][:30] in side
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
+def test_labels_near_the_edge_stay_whole_inside_the_panel(tmp_path: Path) -> None:
+    import subprocess
+
+    from semsearch.faces.map_page import MAP_JS
+
+    harness = tmp_path / "labels.html"
+    harness.write_text(
+        f'<!doctype html><body><script src="{MAP_JS.as_uri()}"></script><script>'
+        "var m = SemsearchMap, w = function (t) { return 7 * t.length; };"
+        "document.body.setAttribute('data-out', JSON.stringify({"
+        " right: m.labelBox(398, 100, 120, 18, 400, 300), left: m.labelBox(3, 2, 120, 18, 400, 300),"
+        " middle: m.labelBox(200, 150, 120, 18, 400, 300),"
+        " short: m.fitLabel('privacy · federated', 400, w), long: m.fitLabel('privacy · federated · clients', 100, w)"
+        "}));</script></body>",
+        encoding="utf-8",
+    )
+    dom = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+         "--dump-dom", harness.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    import html
+
+    found = re.search(r'data-out="([^"]*)"', dom)
+    assert found, dom
+    out = json.loads(html.unescape(found.group(1)))
+    # A cluster at the right or top-left edge slides in, whole, 6 px from the edge; one in the middle stays put.
+    assert out["right"] == [274, 91, 394, 109]
+    assert out["left"] == [6, 6, 126, 24]
+    assert out["middle"] == [140, 141, 260, 159]
+    assert out["short"] == "privacy · federated"
+    assert out["long"] == "privacy …" and 7 * len(out["long"]) <= 100

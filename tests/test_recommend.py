@@ -176,6 +176,13 @@ def test_cli_table_and_bibtex(index: Path, fake: FakeEmbedder) -> None:
     assert bib.exit_code == 0 and bib.output.count("@misc{") == 2
 
 
+def test_an_unknown_like_names_the_tags_there_are(index: Path, fake: FakeEmbedder) -> None:
+    assert run(["tag", "add", "robots", "rl-0", "--index", str(index)], fake).exit_code == 0
+    result = run(["recommend", "--like", "nosuchtag", "--index", str(index)], fake)
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "'nosuchtag' is neither a tag (tags: robots) nor a paper" in result.output
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [

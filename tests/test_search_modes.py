@@ -211,6 +211,23 @@ def test_diverse_demotes_near_copies(index: Index) -> None:
     assert diverse[1].external_ids[0] not in {"new1", "new2"}
 
 
+def test_diverse_output_says_the_order_is_not_by_score(index: Index, tmp_path: Path, fake: FakeEmbedder) -> None:
+    plain = index.search("auditing federated privacy membership", 4, mode="dense")
+    assert all(h.relevance_rank is None and "order" not in h.to_dict() for h in plain)
+    assert not hits_table(plain).startswith("re-ranked")
+    diverse = index.search("auditing federated privacy membership", 4, mode="dense", diverse=True)
+    rows = [h.to_dict() for h in diverse]
+    assert all(r["order"] == "diverse" for r in rows)
+    # relevance_rank is where each hit stood by score alone: the near-copy new2 (rank 1 or 2) was moved down.
+    assert sorted(r["relevance_rank"] for r in rows) != [1, 2, 3, 4] and rows[0]["relevance_rank"] in (1, 2)
+    ranks = ", ".join(str(r["relevance_rank"]) for r in rows)
+    table = hits_table(diverse)
+    assert (
+        table.splitlines()[0] == f"re-ranked for diversity (--diverse): not in score order; ranks by relevance: {ranks}"
+    )
+    assert table.count("re-ranked for diversity") == 1
+
+
 def test_related_with_filter(index: Index) -> None:
     doc = index.search("secure aggregation", 1, mode="lexical")[0]
     hits = index.related(doc.id, 3, where=["venue=neurips"])

@@ -108,7 +108,10 @@ def test_search_where_repeats_and_diverse(client: TestClient) -> None:
     data = search(client, q="learning", k=10, where=["venue=neurips", "year>=2023"])
     assert sorted(h["metadata"]["year"] for h in data["hits"]) == [2023, 2024]
     assert data["where"] == ["venue=neurips", "year>=2023"]
-    assert len(search(client, q="learning", k=4, diverse="true")["hits"]) == 4
+    diverse = search(client, q="learning", k=4, diverse="true")
+    assert len(diverse["hits"]) == 4 and diverse["order"] == "diverse"
+    assert all(h["order"] == "diverse" and h["relevance_rank"] >= 1 for h in diverse["hits"])
+    assert search(client, q="learning", k=4)["order"] == "relevance"
 
 
 def test_search_min_score_and_no_hits(client: TestClient) -> None:

@@ -184,6 +184,7 @@ class Hit:
     highlights: list[str] = field(default_factory=list)  # the abstract's sentence(s) that best match the query
     matched_terms: list[str] = field(default_factory=list)  # query words found in title or abstract
     title_only: bool = False  # the paper has no abstract; it was found by its title
+    relevance_rank: int | None = None  # its rank by relevance alone, when --diverse re-ordered the list
 
     @classmethod
     def of(cls, rank: int, score: float, doc: Document, mode: str) -> Hit:
@@ -219,4 +220,6 @@ class Hit:
             "sources": [s.to_dict() for s in self.sources],
             "external_ids": self.external_ids,
             "metadata": self.metadata,
+            # Only a --diverse list says so (keeps plain results as they were): the order is not by score.
+            **({"order": "diverse", "relevance_rank": self.relevance_rank} if self.relevance_rank is not None else {}),
         }

@@ -79,6 +79,7 @@ class Page:
     next_offset: int | None
     cut_by_budget: bool  # fewer than k items because the next one would pass the character budget
     version: str  # the index version that answered (pages of one list should share it)
+    order: str = "relevance"  # "diverse": re-ranked for diversity (search with diverse), so not in score order
 
 
 @dataclass
@@ -275,7 +276,7 @@ def search_page(
         )
     hits = index.search(query, min(offset + k + 1, MAX_K), mode=mode, where=_clauses(where), diverse=diverse)
     cards = [PaperCard.of(h, score=h.score, sentence=h.highlights[0] if h.highlights else None) for h in hits]
-    return paginate(
+    page = paginate(
         cards[offset:],
         offset=offset,
         k=k,
@@ -283,6 +284,9 @@ def search_page(
         budget=budget,
         version=version or index.version.name,
     )
+    if any(h.relevance_rank is not None for h in hits):
+        page.order = "diverse"
+    return page
 
 
 def recommend_page(

@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +50,15 @@ class Group(click.Group):
             sys.exit(130)
 
 
-def _print_hits(hits: list[Any], as_json: bool, as_jsonl: bool, fmt: str | None = None) -> None:
-    from semsearch.faces.render import hits_table, to_json, to_jsonl
+def _print_hits(
+    hits: list[Any], as_json: bool, as_jsonl: bool, fmt: str | None = None, *, catalogued: bool = True
+) -> None:
+    from semsearch.faces.render import hits_table, to_json, to_jsonl, use_color
 
     if fmt is not None:
         from semsearch.reader.export import export
 
+        _notice_untitled(hits, catalogued)  # first: it then stays ahead of the citations through any pipe
         click.echo(export(hits, fmt), nl=False)
         return
 
@@ -65,7 +69,7 @@ def _print_hits(hits: list[Any], as_json: bool, as_jsonl: bool, fmt: str | None 
         if rows:
             click.echo(to_jsonl(rows))
     else:
-        click.echo(hits_table(hits, color=sys.stdout.isatty()))
+        click.echo(hits_table(hits, color=use_color(sys.stdout)))
 
 
 def _warn_if_stale(idx: Any) -> None:
@@ -81,6 +85,15 @@ def _warn_where(idx: Any, where: tuple[str, ...]) -> None:
     """One line on stderr per reason a --where filter matched no document."""
     for line in idx.where_warnings(where):
         click.echo(f"semsearch: {line}", err=True)
+
+
+def _notice_untitled(papers: Sequence[Any], catalogued: bool) -> None:
+    """One line on stderr when citations lack titles, saying why (no catalogue, or none matched)."""
+    from semsearch.reader.export import untitled_notice
+
+    notice = untitled_notice(papers, catalogued)
+    if notice:
+        click.echo(f"semsearch: {notice}", err=True)
 
 
 def _read_text_arg(text: str) -> str:
@@ -289,16 +302,18 @@ def index(
             address=address,
             actors=actors,
             catalogues=[] if no_catalogue else (list(catalogues) or None),
-            rewrite=list_uncatalogued or optimize,  # the list comes from joining the catalogue again,
+            rewrite=optimize,
         ),
         embedder=embedder_of(ctx),
     )
-    from semsearch.core.paperinfo import plain_text
     from semsearch.core.safe_text import clean_text, json_text
 
     for line in summary.skipped:  # lines can quote a record: no control character reaches the terminal
         click.echo(f"semsearch: skipped {clean_text(line, one_line=True)}", err=True)
     uncatalogued = (summary.catalogue or {}).get("uncatalogued", [])
+    if summary.catalogue is not None and list_uncatalogued:
+        # Read from the live version, so a refresh with nothing to do lists them without writing a version.
+        uncatalogued = summary.catalogue["uncatalogued"] = _uncatalogued(index_dir)
     if summary.catalogue is not None and not list_uncatalogued:
         summary.catalogue.pop("uncatalogued", None)
     for line in (summary.catalogue or {}).get("ties", []):
@@ -311,6 +326,12 @@ def index(
             f"up to date: {summary.documents} documents from {summary.files} files, no source or setting changed "
             f"since {summary.version}; nothing written ({summary.seconds:.1f} s). --full rebuilds anyway."
         )
+        if list_uncatalogued:
+            if summary.catalogue is not None:
+                from semsearch.write.catalogue import summary_line
+
+                click.echo(summary_line(summary.catalogue))
+            _echo_uncatalogued(summary.catalogue, uncatalogued)
         return
     click.echo(
         f"read {summary.read} abstracts from {summary.files} files: {summary.documents} documents "
@@ -326,16 +347,32 @@ def index(
 
         click.echo(summary_line(summary.catalogue))
     if list_uncatalogued:
-        if summary.catalogue is None:
-            click.echo("uncatalogued: no catalogue (give one with --catalogue FILE)")
-        for row in uncatalogued:
-            click.echo(f"uncatalogued: {row['id']}  {plain_text(row['label'])}")
+        _echo_uncatalogued(summary.catalogue, uncatalogued)
     if summary.rewritten_because:
         click.echo(f"rewrote the index whole rather than appending a segment: {summary.rewritten_because}")
     appended = f" + {summary.segments} appended segment(s); --optimize merges them" if summary.segments else ""
     click.echo(f"vectors: {summary.ann}{appended}")
     on_ray = ", encoded on ray" if summary.engine == "ray" else ""
     click.echo(f"index: {summary.index} ({summary.version}, {summary.backend}{on_ray}) in {summary.seconds:.1f} s")
+
+
+def _uncatalogued(index_dir: Path) -> list[dict[str, str]]:
+    """The live version's documents that no catalogue record matched, as {id, label}."""
+    from semsearch.query.search import Index
+    from semsearch.write.catalogue import MATCH_KEY
+
+    with Index.open(index_dir) as idx:
+        return [{"id": d.id, "label": d.label()} for d in idx.store.iter_documents() if MATCH_KEY not in d.metadata]
+
+
+def _echo_uncatalogued(catalogue: dict[str, Any] | None, rows: list[dict[str, str]]) -> None:
+    """``--list-uncatalogued``'s lines: one per document no record matched."""
+    from semsearch.core.paperinfo import plain_text
+
+    if catalogue is None:
+        click.echo("uncatalogued: no catalogue (give one with --catalogue FILE)")
+    for row in rows:
+        click.echo(f"uncatalogued: {row['id']}  {plain_text(row['label'])}")
 
 
 def _recover(sources: tuple[str, ...], index_dir: Path, wait: bool, as_json: bool) -> None:
@@ -364,7 +401,7 @@ def _recover(sources: tuple[str, ...], index_dir: Path, wait: bool, as_json: boo
     show_default=True,
     help="hybrid fuses BM25 and embeddings; dense is embeddings only; lexical is BM25 only.",
 )
-@shaping_options
+@shaping_options()
 @click.option("--model", help="Refuse to answer unless the index was built with this model.")
 @output_options
 @click.pass_context
@@ -393,7 +430,8 @@ def query(
         hits = idx.search(_read_text_arg(text), k, mode=mode, where=where, min_score=min_score, diverse=diverse)
         _warn_if_stale(idx)
         _warn_where(idx, where)
-    _print_hits(hits, as_json, as_jsonl, fmt)
+        catalogued = idx.manifest.catalogue is not None
+    _print_hits(hits, as_json, as_jsonl, fmt, catalogued=catalogued)
 
 
 query.help = f"{inspect.cleandoc(query.help or '')}\n\n{HELP_SCORES}"
@@ -410,7 +448,7 @@ query.help = f"{inspect.cleandoc(query.help or '')}\n\n{HELP_SCORES}"
 )
 @k_option
 @index_option
-@shaping_options
+@shaping_options("a cosine, -1..1")
 @output_options
 @click.pass_context
 def related(
@@ -448,7 +486,8 @@ def related(
             hits = idx.related_to_text(text or "", k, where=where, min_score=min_score, diverse=diverse)
         _warn_if_stale(idx)
         _warn_where(idx, where)
-    _print_hits(hits, as_json, as_jsonl, fmt)
+        catalogued = idx.manifest.catalogue is not None
+    _print_hits(hits, as_json, as_jsonl, fmt, catalogued=catalogued)
 
 
 @cli.command()
@@ -481,7 +520,11 @@ def export(ids: tuple[str, ...], index_dir: Path, where: tuple[str, ...], fmt: s
 
     with Index.open(index_dir) as idx:
         docs = select_documents(idx, ids, where)
+        if where and not docs:
+            _warn_where(idx, where)  # as query does: why the filter matched nothing (a field no document has)
+        catalogued = idx.manifest.catalogue is not None
     text = export_papers(docs, fmt)
+    _notice_untitled(docs, catalogued)  # first: it then stays ahead of the citations through any pipe
     if out is None:
         click.echo(text, nl=False)
         return

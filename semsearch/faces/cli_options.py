@@ -63,19 +63,23 @@ def k_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
-def shaping_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--where / --min-score / --diverse, shared by query and related."""
+def shaping_options(min_score_units: str = "in the mode's units") -> Callable[[Callable[..., Any]], Any]:
+    """--where / --min-score / --diverse, shared by query and related (whose scores are cosines: no mode)."""
     from semsearch.store.filters import WHERE_HELP
 
-    fn = click.option(
-        "--diverse",
-        is_flag=True,
-        help="Re-rank with maximal marginal relevance (λ 0.5: relevance and novelty weigh the same) "
-        "so near-identical papers do not crowd the list.",
-    )(fn)
-    fn = click.option("--min-score", type=float, help="Drop hits scoring below this (in the mode's units).")(fn)
-    fn = click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help=WHERE_HELP)(fn)
-    return fn
+    def add(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn = click.option(
+            "--diverse",
+            is_flag=True,
+            help="Re-rank for diversity (maximal marginal relevance, λ 0.6, among the top max(3k, 30) whose cosine "
+            "is at least half the best) so near-identical papers do not crowd the list; the output says the "
+            "order is no longer by score.",
+        )(fn)
+        fn = click.option("--min-score", type=float, help=f"Drop hits scoring below this ({min_score_units}).")(fn)
+        fn = click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help=WHERE_HELP)(fn)
+        return fn
+
+    return add
 
 
 def embedder_of(ctx: click.Context) -> Any:

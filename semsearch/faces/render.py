@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import textwrap
 from collections.abc import Sequence
@@ -44,6 +45,14 @@ def sources_line(hit: Hit) -> str:
     return ", ".join(labels) + (f" (+{extra} more)" if extra > 0 else "")
 
 
+def use_color(stream: Any) -> bool:
+    """ANSI styling for a stream: only a terminal, and never when NO_COLOR is set and non-empty (no-color.org)."""
+    if os.environ.get("NO_COLOR", ""):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
 def hits_table(hits: Sequence[Hit], *, color: bool = False) -> str:
     """Ranked hits as an indented block per hit: rank, score, label; id and sources; a snippet."""
     if not hits:
@@ -52,6 +61,10 @@ def hits_table(hits: Sequence[Hit], *, color: bool = False) -> str:
 
     width = min(shutil.get_terminal_size((100, 24)).columns, 120)
     blocks = []
+    if any(h.relevance_rank is not None for h in hits):
+        # Scores then no longer fall down the list: say so once, and where each hit stood by relevance alone.
+        ranks = ", ".join(str(h.relevance_rank) for h in hits)
+        blocks.append(f"re-ranked for diversity (--diverse): not in score order; ranks by relevance: {ranks}")
     for hit in hits:
         label = plain_text(hit.label)
         head = f"{hit.rank:>2}. {hit.score:.4f}  {label}"

@@ -298,6 +298,8 @@ def _api_routes(app: FastAPI, live: LiveIndex) -> None:
             "mode": mode,
             "where": where,
             "diverse": diverse,
+            # The same word as each hit's and MCP's: "diverse" when the order is no longer by score.
+            "order": "diverse" if any(h.relevance_rank is not None for h in hits) else "relevance",
             "version": loaded.name,
             "took_ms": round((time.perf_counter() - start) * 1000, 2),
             "hits": rows,

@@ -184,3 +184,44 @@ def mmr(
         picked.append(best)
         available[best] = False
     return [int(candidates[i]) for i in picked]
+
+
+NEAR_COPY = 0.95  # cosine at which --diverse treats two papers as copies of each other
+
+
+def diversify(
+    query_vec: np.ndarray,
+    doc_vecs: np.ndarray,
+    ranked: Sequence[tuple[int, float]],
+    k: int,
+    lambda_: float,
+    floor: float,
+) -> list[int]:
+    """``--diverse``: MMR over the candidates that pass a relevance floor, the rest after them by relevance.
+
+    ``ranked`` is (id, score) best first, ``doc_vecs`` their unit vectors row by row. A candidate whose cosine to
+    the query is below ``floor`` times the best cosine among them is never promoted: MMR chooses only among those
+    that pass (relevance min-max scaled over them, so any mode's scores mix with cosine redundancy), and the others
+    follow in relevance order when fewer than k pass; near-copies (cosine >= NEAR_COPY) of a paper already chosen
+    come last.
+    """
+    n = len(ranked)
+    if n == 0 or k < 1:
+        return []
+    vecs = np.asarray(doc_vecs, dtype=np.float32)
+    cos = vecs @ np.asarray(query_vec, dtype=np.float32).reshape(-1)
+    best = float(cos.max())
+    keep = cos >= floor * best if best > 0 else np.ones(n, dtype=bool)
+    rows = np.flatnonzero(keep)
+    rel = np.array([ranked[int(i)][1] for i in rows], dtype=np.float32)
+    span = float(rel.max() - rel.min())
+    rel = (rel - rel.min()) / span if span > 0 else np.ones_like(rel)
+    chosen = mmr(query_vec, vecs[rows], rows.tolist(), len(rows), lambda_, relevance=rel.tolist())
+    # A near-copy of a paper already shown adds nothing: it goes last, even after those below the floor.
+    fresh: list[int] = []
+    copies: list[int] = []
+    for i in chosen:
+        shown = vecs[fresh] @ vecs[i] if fresh else np.zeros(0, dtype=np.float32)
+        (copies if shown.size and float(shown.max()) >= NEAR_COPY else fresh).append(i)
+    rest = [i for i in range(n) if not keep[i]]  # already in relevance order
+    return [ranked[i][0] for i in (fresh + rest + copies)[:k]]

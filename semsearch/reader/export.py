@@ -186,6 +186,17 @@ def _kind(meta: Mapping[str, Any]) -> str:
     return "misc"
 
 
+def untitled_notice(papers: Sequence[Paper], catalogued: bool) -> str | None:
+    """Why some citations are ``@misc`` entries with no title, in one line; None when every paper has a title."""
+    untitled = sum(1 for p in papers if not p.title)
+    if not untitled:
+        return None
+    head = f"{untitled} of {len(papers)} entries have no title"
+    if not catalogued:
+        return f"{head}: the index has no catalogue; join one with semsearch index --catalogue FILE"
+    return f"{head}: no catalogue record matched them (semsearch index --list-uncatalogued lists them)"
+
+
 def select_documents(index: Any, ids: Sequence[str], where: Sequence[str]) -> list[Any]:
     """The documents an export names: by id (in the order given, each once), else all; then --where."""
     holds = matcher(parse_where(where)) if where else None

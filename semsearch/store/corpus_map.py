@@ -92,7 +92,19 @@ _LABEL_STOP_TEXT = """
     upon use used uses using various very via was we well were what when where whether which while who whose why
     within without work works would yet you your
 """
-LABEL_STOPWORDS = frozenset(_LABEL_STOP_TEXT.split())
+# Weak adverbs and adjectives: they qualify a claim ("hardly", "largely", "simple") and never say what it is about.
+_LABEL_WEAK_TEXT = """
+    able actually additionally already always apparent arguably broadly certain certainly clear clearly close
+    closely common commonly considerably critical crucial currently different directly easily especially
+    essential essentially extremely fairly fully general generally good great greatly hardly high highly
+    important importantly increasingly indeed instead interesting largely likely little low mainly major merely
+    moreover mostly namely naturally nearly necessary never notably numerous obvious often particularly possible
+    potentially practical primarily quite rarely readily real really relatively respectively roughly similar
+    similarly simple simply slightly solely somewhat specific specifically strong strongly substantial
+    substantially successfully sufficient surprisingly true truly typical typically ubiquitous unable usual
+    usually vast whole widely
+"""
+LABEL_STOPWORDS = frozenset(_LABEL_STOP_TEXT.split()) | frozenset(_LABEL_WEAK_TEXT.split())
 
 
 def cluster_count(n: int) -> int:

@@ -19,6 +19,28 @@
   ];
   var PAD = 28; // CSS pixels kept free around the layout so edge points and labels are not clipped
 
+  var LABEL_MARGIN = 6; // CSS pixels between a label (its swatch included) and the panel's edge
+
+  // A label's box [x0, y0, x1, y1] centred on its cluster but slid inside the panel: a cluster near the edge
+  // keeps its whole label instead of losing the part past the edge.
+  function labelBox(sx, sy, w, h, width, height) {
+    var x0 = Math.max(LABEL_MARGIN, Math.min(sx - w / 2, width - LABEL_MARGIN - w));
+    var y0 = Math.max(LABEL_MARGIN, Math.min(sy - h / 2, height - LABEL_MARGIN - h));
+    return [x0, y0, x0 + w, y0 + h];
+  }
+
+  // The label, shortened at a word with an ellipsis when it is wider than the panel (measure gives a width).
+  function fitLabel(label, room, measure) {
+    if (measure(label) <= room) return label;
+    var words = label.split(" ");
+    while (words.length > 1) {
+      words.pop();
+      var t = words.join(" ").replace(/[\s·]+$/, "") + " …";
+      if (measure(t) <= room) return t;
+    }
+    return words[0] + " …";
+  }
+
   function clusterColor(id) {
     return PALETTE[((id % PALETTE.length) + PALETTE.length) % PALETTE.length];
   }
@@ -144,9 +166,9 @@
         var c = order[j];
         if (!c.label) continue;
         var sx = toScreenX(c.x, f), sy = toScreenY(c.y, f);
-        var w = ctx.measureText(c.label).width + 20, h = 18;
-        var box = [sx - w / 2, sy - h / 2, sx + w / 2, sy + h / 2];
-        if (box[2] < 0 || box[0] > width || box[3] < 0 || box[1] > height) continue;
+        if (sx < 0 || sx > width || sy < 0 || sy > height) continue; // its cluster is panned out of view
+        var text = fitLabel(c.label, width - 2 * LABEL_MARGIN - 20, function (t) { return ctx.measureText(t).width; });
+        var box = labelBox(sx, sy, ctx.measureText(text).width + 20, 18, width, height);
         var clash = false;
         for (var q = 0; q < placed.length && !clash; q++) {
           var o = placed[q];
@@ -154,12 +176,13 @@
         }
         if (clash) continue;
         placed.push(box);
+        var cx = (box[0] + box[2]) / 2, cy = (box[1] + box[3]) / 2;
         ctx.lineWidth = 4; ctx.strokeStyle = "rgba(255,255,255,0.92)";
-        ctx.strokeText(c.label, sx + 6, sy);
+        ctx.strokeText(text, cx + 6, cy);
         ctx.fillStyle = "#1d2330";
-        ctx.fillText(c.label, sx + 6, sy);
+        ctx.fillText(text, cx + 6, cy);
         // A swatch in the cluster's colour ties the label to its points.
-        ctx.beginPath(); ctx.arc(box[0] + 2, sy, 5, 0, 2 * Math.PI);
+        ctx.beginPath(); ctx.arc(box[0] + 2, cy, 5, 0, 2 * Math.PI);
         ctx.fillStyle = clusterColor(c.id); ctx.fill();
         ctx.lineWidth = 1.5; ctx.strokeStyle = "#ffffff"; ctx.stroke();
       }
@@ -330,5 +353,5 @@
     };
   }
 
-  global.SemsearchMap = { render: render, clusterColor: clusterColor };
+  global.SemsearchMap = { render: render, clusterColor: clusterColor, labelBox: labelBox, fitLabel: fitLabel };
 })(window);
