@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from semsearch.encode.embedder import Embedder
+    from semsearch.faces.workers import WorkerSpec
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
 # Swagger UI and ReDoc start from one inline script and inject their own styles: /docs and /redoc allow exactly
@@ -409,6 +410,28 @@ def quiet_faiss() -> None:
         faiss.omp_set_num_threads(1)
 
 
+def serve_worker(spec: WorkerSpec, ready: Any) -> None:
+    """One worker of ``serve --workers N`` (a spawned process): the same app and settings as one process, on its
+    own listening socket of the shared port, until SIGTERM."""
+    import uvicorn
+
+    from semsearch.faces.workers import listening_socket
+
+    try:
+        trusted = TrustedHosts.for_bind(spec.host, spec.allow_hosts)
+        app = create_app(spec.index_dir, embedder=spec.embedder, allow_tags=spec.allow_tags, trusted=trusted)
+        quiet_faiss()
+        sock = listening_socket(spec.host, spec.port)
+    except (SemsearchError, OSError) as exc:
+        ready.put((os.getpid(), str(exc)))
+        raise SystemExit(2) from None
+    ready.put((os.getpid(), ""))
+    try:
+        uvicorn.Server(server_config(app, access_log=spec.access_log)).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
 def run_server(
     index_dir: str | Path,
     *,
@@ -436,6 +459,7 @@ def run_server(
         run_workers(
             index_dir,
             workers,
+            serve_worker,
             host=host,
             port=port,
             embedder=embedder,

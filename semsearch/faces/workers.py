@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import os
 import signal
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,31 +65,15 @@ def _socket(host: str, port: int, *, listen: bool) -> socket.socket:
     return sock
 
 
-def _worker_main(spec: WorkerSpec, ready: Any) -> None:
-    """One worker: its own listening socket on the shared port, the app, uvicorn until SIGTERM."""
-    import uvicorn
-
-    from semsearch.faces.local_hosts import TrustedHosts
-    from semsearch.faces.serve import create_app, quiet_faiss, server_config
-
-    try:
-        trusted = TrustedHosts.for_bind(spec.host, spec.allow_hosts)
-        app = create_app(spec.index_dir, embedder=spec.embedder, allow_tags=spec.allow_tags, trusted=trusted)
-        quiet_faiss()
-        sock = _socket(spec.host, spec.port, listen=True)
-    except (SemsearchError, OSError) as exc:
-        ready.put((os.getpid(), str(exc)))
-        raise SystemExit(2) from None
-    ready.put((os.getpid(), ""))
-    try:
-        uvicorn.Server(server_config(app, access_log=spec.access_log)).run(sockets=[sock])
-    finally:
-        sock.close()
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A worker's own listening socket on the shared port (SO_REUSEPORT: the kernel spreads connections)."""
+    return _socket(host, port, listen=True)
 
 
 def run_workers(
     index_dir: str | Path,
     workers: int,
+    target: Callable[[WorkerSpec, Any], None],
     *,
     host: str,
     port: int,
@@ -100,7 +83,11 @@ def run_workers(
     allow_tags: bool = False,
     allow_hosts: Sequence[str] = (),
 ) -> None:
-    """Serve with ``workers`` processes on one port until SIGINT or SIGTERM; ``ready(url)`` once all listen."""
+    """Serve with ``workers`` processes on one port until SIGINT or SIGTERM; ``ready(url)`` once all listen.
+
+    ``target(spec, queue)`` runs in each spawned worker (``serve.serve_worker``): it puts ``(pid, problem)`` on
+    the queue once it listens (``problem`` empty) or could not start, then serves until SIGTERM.
+    """
     from semsearch.store.layout import current_version
 
     check_workers(workers)
@@ -120,7 +107,7 @@ def run_workers(
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def start() -> Any:
-        proc = context.Process(target=_worker_main, args=(spec, queue), name="semsearch-serve-worker", daemon=True)
+        proc = context.Process(target=target, args=(spec, queue), name="semsearch-serve-worker", daemon=True)
         proc.start()
         return proc
 
