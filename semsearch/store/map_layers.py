@@ -42,7 +42,6 @@ STATE_FORMAT = 1
 MAP_PREFIX = "map"
 BASE_FILES = (MAP_FILE, BASE_NUMS, BASE_CLUSTERS, FITTED_FILE)
 DECIMALS = 4  # 1e-4 of the map's width is far below a pixel; fewer digits keep map.json small
-_SUM_CHUNK = 65_536  # rows summed at a time: bounds the copy a cluster sum makes of a 1M x 384 array
 REBUILD = "rebuild with: semsearch index --full"
 
 
@@ -54,17 +53,14 @@ def centre(member_xy: np.ndarray) -> dict[str, float]:
 
 
 def cluster_sums(vectors: np.ndarray, assignment: np.ndarray, k: int) -> np.ndarray:
-    """Per cluster, the float64 sum of its members' vectors (row i of vectors is in cluster assignment[i])."""
+    """Per cluster, the float64 sum of its members' vectors (row i of vectors is in cluster assignment[i]).
+
+    One masked sum per cluster (at most MAX_CLUSTERS passes), as ``update_map`` sums them: 0.3 s on 157k x 384,
+    where sorting the rows by cluster and reducing took seconds (the gather copies every vector).
+    """
     sums = np.zeros((k, vectors.shape[1]), dtype=np.float64)
-    for start in range(0, len(assignment), _SUM_CHUNK):
-        part = assignment[start : start + _SUM_CHUNK]
-        order = np.argsort(part, kind="stable")
-        ordered = part[order]
-        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) else np.array([], int)
-        if not len(starts):
-            continue
-        block = np.asarray(vectors[start : start + _SUM_CHUNK], dtype=np.float64)[order]
-        sums[ordered[starts]] += np.add.reduceat(block, starts, axis=0)
+    for c in range(k):
+        sums[c] = vectors[assignment == c].sum(axis=0, dtype=np.float64)
     return sums
 
 
