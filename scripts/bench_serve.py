@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import json
 import os
@@ -127,6 +128,18 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def server_cpu_s(server: Server) -> float:
+    """CPU seconds (user + system) the server and its workers have used so far (Linux /proc)."""
+    pid = server.proc.pid
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    total = 0
+    for p in [pid, *map(int, children)]:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def request_paths(server: Server, n: int, dropped: Path) -> list[str]:
@@ -244,7 +257,14 @@ def bench_index(
         paths = request_paths(server, requests, dropped)
         load(server, paths[: 20 * concurrency], concurrency)  # warm every worker's encoder before timing
         log(f"[{name}] steady: {requests} requests at concurrency {concurrency}, {workers} worker(s)")
+        cpu, client = server_cpu_s(server), time.process_time()
         steady = load(server, paths, concurrency)
+        cpu, client = server_cpu_s(server) - cpu, time.process_time() - client
+        # What the ratio can be on a shared machine: the cores the server got, and its CPU per request.
+        steady["server_cores_used"] = round(cpu / steady["seconds"], 2)
+        steady["server_cpu_ms_per_request"] = round(cpu / steady["requests"] * 1000, 2)
+        steady["client_cpu_ms_per_request"] = round(client / steady["requests"] * 1000, 2)
+        steady["load_average"] = round(os.getloadavg()[0], 2)
         log(f"[{name}] steady: {json.dumps(steady)}")
 
         fewer = [s for s in sources if s != str(SEEDS)] + [str(p) for p in sorted(SEEDS.glob("*.txt")) if p != dropped]
@@ -293,6 +313,14 @@ def compare_workers(
         "requests_per_s": {str(n): rps[n] for n in counts},
         "requests_per_s_range": {str(n): [min(rps[n]), max(rps[n])] for n in counts},
         "p50_ms": {str(n): [r["steady"]["p50_ms"] for r in runs[n]] for n in counts},
+        "server_cores_used": {str(n): [r["steady"]["server_cores_used"] for r in runs[n]] for n in counts},
+        "server_cpu_ms_per_request": {
+            str(n): [r["steady"]["server_cpu_ms_per_request"] for r in runs[n]] for n in counts
+        },
+        "client_cpu_ms_per_request": {
+            str(n): [r["steady"]["client_cpu_ms_per_request"] for r in runs[n]] for n in counts
+        },
+        "load_average": {str(n): [r["steady"]["load_average"] for r in runs[n]] for n in counts},
         "errors": sum(r["steady"]["errors"] + r["with_rebuild"]["errors"] for rs in runs.values() for r in rs),
         "picked_up_by_every_worker": all(
             r["with_rebuild"]["picked_up_by_every_worker"] for rs in runs.values() for r in rs
