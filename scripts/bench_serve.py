@@ -8,15 +8,25 @@ request must still succeed, and the server must answer from the new version befo
 are built under --workdir when missing (NeurIPS 2025: ~3-4 min of encoding on 2 cores) and reset to their
 full sources before each run. Prints one JSON line; progress goes to stderr.
 
+With ``--workers 1,2`` each index is served once per worker count (``semsearch serve --workers N``), in the same
+run, ``--repeat`` times alternating: the line gives requests/s per count (each run, and the range), the ratio of
+the largest count to 1 worker, errors, and whether every worker answered from the version published mid-run
+(asked on new connections to /api/health, which names the worker's process id). The client is one asyncio loop
+on raw keep-alive sockets, so it takes as little of the cores the workers share as it can.
+
     python scripts/bench_serve.py [--requests 10000] [--concurrency 32] [--skip-neurips] [--workdir indexes]
+        [--workers 1,2] [--repeat 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import http.client
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -75,10 +85,12 @@ def free_port() -> int:
 class Server:
     """`semsearch serve` as a child process, ready once /api/health answers."""
 
-    def __init__(self, index: Path) -> None:
+    def __init__(self, index: Path, workers: int = 1) -> None:
         self.port = free_port()
+        self.workers = workers
+        command = ["serve", "--index", str(index), "--port", str(self.port), "--workers", str(workers)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "semsearch", "serve", "--index", str(index), "--port", str(self.port)],
+            [sys.executable, "-m", "semsearch", *command],
             env=ENV,
             cwd=REPO,
             stdout=subprocess.DEVNULL,
@@ -118,6 +130,18 @@ class Server:
             self.proc.wait()
 
 
+def server_cpu_s(server: Server) -> float:
+    """CPU seconds (user + system) the server and its workers have used so far (Linux /proc)."""
+    pid = server.proc.pid
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    total = 0
+    for p in [pid, *map(int, children)]:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def request_paths(server: Server, n: int, dropped: Path) -> list[str]:
     """n request paths: 80% searches (queries × modes × k, one in ten diverse), 20% related.
 
@@ -139,55 +163,59 @@ def request_paths(server: Server, n: int, dropped: Path) -> list[str]:
     return paths
 
 
+VERSION = re.compile(rb'"version":"([^"]*)"')
+
+
 def load(server: Server, paths: list[str], concurrency: int, until: threading.Event | None = None) -> dict[str, Any]:
-    """Send the paths from `concurrency` keep-alive threads (cycling past the end until `until` is set)."""
-    lock = threading.Lock()
+    """Send the paths from ``concurrency`` keep-alive connections (cycling past the end until ``until`` is set).
+
+    One asyncio loop on raw sockets: a request is one prebuilt write, a response is read by its Content-Length,
+    and only its "version" is looked at, so the client costs the shared cores little.
+    """
+    requests = [f"GET {p} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode() for p in paths]
     cursor = [0]
     latencies: list[float] = []
     statuses: Counter[str] = Counter()
     versions: Counter[str] = Counter()
 
-    def take() -> str | None:
-        with lock:
-            i = cursor[0]
-            if i >= len(paths) and (until is None or until.is_set()):
-                return None
-            cursor[0] += 1
-            return paths[i % len(paths)]
+    def take() -> bytes | None:
+        i = cursor[0]
+        if i >= len(requests) and (until is None or until.is_set()):
+            return None
+        cursor[0] += 1
+        return requests[i % len(requests)]
 
-    def worker() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-        mine: list[float] = []
-        seen: Counter[str] = Counter()
+    async def one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> str:
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        status = head[9:12].decode()
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+        body = await reader.readexactly(length)
+        if status == "200" and (match := VERSION.search(body[:400] if b'"query"' in body[:20] else body)):
+            versions[match.group(1).decode()] += 1
+        return status
+
+    async def connection() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         try:
-            while (path := take()) is not None:
+            while (request := take()) is not None:
                 started = time.perf_counter()
                 try:
-                    conn.request("GET", path)
-                    response = conn.getresponse()
-                    body = response.read()
-                    status = str(response.status)
-                    if response.status == 200:
-                        seen[json.loads(body).get("version", "?")] += 1
-                except (OSError, http.client.HTTPException) as exc:
+                    status = await one(reader, writer, request)
+                except (OSError, asyncio.IncompleteReadError, ValueError, AttributeError) as exc:
                     status = type(exc).__name__
-                    conn.close()
-                    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-                mine.append(time.perf_counter() - started)
-                with lock:
-                    statuses[status] += 1
+                    writer.close()
+                    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+                latencies.append(time.perf_counter() - started)
+                statuses[status] += 1
         finally:
-            conn.close()
-            with lock:
-                latencies.extend(mine)
-                versions.update(seen)
+            writer.close()
+
+    async def run() -> None:
+        await asyncio.gather(*(connection() for _ in range(concurrency)))
 
     started = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    asyncio.run(run())
     seconds = time.perf_counter() - started
     ordered = sorted(latencies)
     total = sum(statuses.values())
@@ -203,17 +231,40 @@ def load(server: Server, paths: list[str], concurrency: int, until: threading.Ev
     }
 
 
-def bench_index(name: str, index: Path, sources: list[str], requests: int, concurrency: int) -> dict[str, Any]:
+def versions_by_worker(server: Server, want: str, tries: int = 400) -> dict[str, str]:
+    """The version each worker answers /api/health with, asked on new connections (the kernel spreads them)
+    until every one of ``server.workers`` answered with ``want`` (or ``tries`` ran out)."""
+    seen: dict[str, str] = {}
+    for _ in range(tries):
+        status, body = server.get("/api/health")
+        if status == 200:
+            seen[str(body.get("worker"))] = body["version"]
+        if len(seen) >= server.workers and all(v == want for v in seen.values()):
+            break
+    return seen
+
+
+def bench_index(
+    name: str, index: Path, sources: list[str], requests: int, concurrency: int, workers: int = 1
+) -> dict[str, Any]:
     """Steady load, then the same load with a rebuild (one seed file left out) published mid-run."""
     log(f"[{name}] resetting {index} to its full sources")
     summary = semsearch_index(index, sources)
-    log(f"[{name}] {summary['documents']} documents; starting semsearch serve")
-    server = Server(index)
+    log(f"[{name}] {summary['documents']} documents; starting semsearch serve --workers {workers}")
+    server = Server(index, workers)
     try:
         dropped = sorted(SEEDS.glob("*.txt"))[0]
         paths = request_paths(server, requests, dropped)
-        log(f"[{name}] steady: {requests} requests at concurrency {concurrency}")
+        load(server, paths[: 20 * concurrency], concurrency)  # warm every worker's encoder before timing
+        log(f"[{name}] steady: {requests} requests at concurrency {concurrency}, {workers} worker(s)")
+        cpu, client = server_cpu_s(server), time.process_time()
         steady = load(server, paths, concurrency)
+        cpu, client = server_cpu_s(server) - cpu, time.process_time() - client
+        # What the ratio can be on a shared machine: the cores the server got, and its CPU per request.
+        steady["server_cores_used"] = round(cpu / steady["seconds"], 2)
+        steady["server_cpu_ms_per_request"] = round(cpu / steady["requests"] * 1000, 2)
+        steady["client_cpu_ms_per_request"] = round(client / steady["requests"] * 1000, 2)
+        steady["load_average"] = round(os.getloadavg()[0], 2)
         log(f"[{name}] steady: {json.dumps(steady)}")
 
         fewer = [s for s in sources if s != str(SEEDS)] + [str(p) for p in sorted(SEEDS.glob("*.txt")) if p != dropped]
@@ -237,35 +288,92 @@ def bench_index(name: str, index: Path, sources: list[str], requests: int, concu
         builder.join()
         during["rebuild"] = rebuild
         during["served_new_version"] = rebuild.get("version") in during["versions"]
+        by_worker = versions_by_worker(server, rebuild.get("version", ""))
+        during["version_by_worker"] = by_worker
+        during["picked_up_by_every_worker"] = len(by_worker) == workers and set(by_worker.values()) == {
+            rebuild.get("version")
+        }
         log(f"[{name}] rebuild: {json.dumps(during)}")
     finally:
         server.stop()
-    return {"documents": summary["documents"], "steady": steady, "with_rebuild": during}
+    return {"documents": summary["documents"], "workers": workers, "steady": steady, "with_rebuild": during}
+
+
+def compare_workers(
+    name: str, index: Path, sources: list[str], args: argparse.Namespace, counts: list[int]
+) -> dict[str, Any]:
+    """Each worker count ``args.repeat`` times, alternating; requests/s per count, the ratio, errors, pick-up."""
+    runs: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
+    for _ in range(args.repeat):
+        for n in counts:
+            runs[n].append(bench_index(name, index, sources, args.requests, args.concurrency, n))
+    rps = {n: [r["steady"]["throughput_rps"] for r in runs[n]] for n in counts}
+    out: dict[str, Any] = {
+        "documents": runs[counts[0]][0]["documents"],
+        "requests_per_s": {str(n): rps[n] for n in counts},
+        "requests_per_s_range": {str(n): [min(rps[n]), max(rps[n])] for n in counts},
+        "p50_ms": {str(n): [r["steady"]["p50_ms"] for r in runs[n]] for n in counts},
+        "server_cores_used": {str(n): [r["steady"]["server_cores_used"] for r in runs[n]] for n in counts},
+        "server_cpu_ms_per_request": {
+            str(n): [r["steady"]["server_cpu_ms_per_request"] for r in runs[n]] for n in counts
+        },
+        "client_cpu_ms_per_request": {
+            str(n): [r["steady"]["client_cpu_ms_per_request"] for r in runs[n]] for n in counts
+        },
+        "load_average": {str(n): [r["steady"]["load_average"] for r in runs[n]] for n in counts},
+        "errors": sum(r["steady"]["errors"] + r["with_rebuild"]["errors"] for rs in runs.values() for r in rs),
+        "picked_up_by_every_worker": all(
+            r["with_rebuild"]["picked_up_by_every_worker"] for rs in runs.values() for r in rs
+        ),
+        "version_by_worker": {str(n): runs[n][-1]["with_rebuild"]["version_by_worker"] for n in counts},
+    }
+    if 1 in counts and len(counts) > 1:
+        top = max(counts)
+        out["ratio"] = round(statistics.median(rps[top]) / statistics.median(rps[1]), 2)
+        # Each repeat's pair ran back to back: their ratios show how much the shared machine moved the figure.
+        out["ratio_range"] = [
+            round(min(a / b for a, b in zip(rps[top], rps[1], strict=True)), 2),
+            round(max(a / b for a, b in zip(rps[top], rps[1], strict=True)), 2),
+        ]
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=10_000, help="Requests per run (default 10000).")
-    parser.add_argument("--concurrency", type=int, default=32, help="Client threads (default 32).")
+    parser.add_argument("--concurrency", type=int, default=32, help="Client connections (default 32).")
     parser.add_argument("--skip-neurips", action="store_true", help="Only the seed index.")
     parser.add_argument("--workdir", type=Path, default=REPO / "indexes", help="Where the bench indexes live.")
+    parser.add_argument("--workers", default="1", help="Worker counts to compare, e.g. 1,2 (default 1).")
+    parser.add_argument("--repeat", type=int, default=1, help="Runs per worker count, alternating (default 1).")
     args = parser.parse_args()
-    if args.requests < 1 or args.concurrency < 1:
-        sys.exit("--requests and --concurrency must be positive")
-    out: dict[str, Any] = {"requests": args.requests, "concurrency": args.concurrency, "cores": os.cpu_count()}
-    out["seeds"] = bench_index("seeds", args.workdir / "bench-seeds", [str(SEEDS)], args.requests, args.concurrency)
+    if args.requests < 1 or args.concurrency < 1 or args.repeat < 1:
+        sys.exit("--requests, --concurrency and --repeat must be positive")
+    try:
+        counts = sorted({int(part) for part in args.workers.split(",") if part.strip()})
+    except ValueError:
+        sys.exit(f"--workers takes counts separated by commas, e.g. 1,2; got {args.workers!r}")
+    if not counts or counts[0] < 1:
+        sys.exit("--workers counts must be 1 or more")
+    out: dict[str, Any] = {
+        "requests": args.requests,
+        "concurrency": args.concurrency,
+        "cores": os.cpu_count(),
+        "workers": counts,
+        "repeat": args.repeat,
+        "client": "asyncio raw sockets, one process",
+    }
+    indexes = [("seeds", args.workdir / "bench-seeds", [str(SEEDS)])]
     if not args.skip_neurips:
         if not NEURIPS.exists():
             sys.exit(f"{NEURIPS} is missing (or pass --skip-neurips)")
-        out["neurips"] = bench_index(
-            "neurips", args.workdir / "bench-neurips", [str(NEURIPS), str(SEEDS)], args.requests, args.concurrency
-        )
+        indexes.append(("neurips", args.workdir / "bench-neurips", [str(NEURIPS), str(SEEDS)]))
+    for name, index, sources in indexes:
+        out[name] = compare_workers(name, index, sources, args, counts)
     print(json.dumps(out))
-    benched = [out[key] for key in ("seeds", "neurips") if key in out]
-    if any(b["steady"]["errors"] or b["with_rebuild"]["errors"] for b in benched) or not all(
-        b["with_rebuild"]["served_new_version"] for b in benched
-    ):
-        sys.exit(1)  # a failed request, or a publication the server never picked up
+    benched = [out[name] for name, _, _ in indexes]
+    if any(b["errors"] or not b["picked_up_by_every_worker"] for b in benched):
+        sys.exit(1)  # a failed request, or a publication some worker never picked up
 
 
 if __name__ == "__main__":

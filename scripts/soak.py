@@ -2,6 +2,7 @@
 
     python scripts/soak.py                  # 10 minutes with the real model (all-MiniLM-L6-v2, ONNX int8)
     python scripts/soak.py --seconds 60 --fake   # the CI run: a hashed bag-of-words encoder, no model needed
+    python scripts/soak.py --seconds 60 --fake --workers 2   # the same against `serve --workers 2`
 
 Three processes besides this one's client threads:
   server    `semsearch serve` (uvicorn) over the index, following new versions live;
@@ -11,7 +12,9 @@ Three processes besides this one's client threads:
 The clients send search (modes, filters, diverse), related, documents, info, health and map requests.
 
 Prints one JSON line: requests, errors (anything but the expected status; must be 0), p50/p99 latency, versions
-published, verify runs and problems, and the server's RSS and open file descriptors at the start and the end.
+published, verify runs and problems, and the server's RSS and open file descriptors at the start and the end
+(with --workers N: the largest of the workers'), and whether every worker answers from the last version published
+(asked on new connections to /api/health, which names the worker's process id).
 Exit status 1 when any request failed or any verify found a problem.
 """
 
@@ -101,7 +104,7 @@ def _arrival(folder: Path, n: int) -> Path:
 def role_server(args: argparse.Namespace) -> None:
     from semsearch.faces.serve import run_server
 
-    run_server(args.index, host="127.0.0.1", port=args.port, embedder=_embedder(args.fake))
+    run_server(args.index, host="127.0.0.1", port=args.port, embedder=_embedder(args.fake), workers=args.workers)
 
 
 def role_writer(args: argparse.Namespace) -> None:
@@ -186,6 +189,28 @@ def _process_stats(pid: int) -> dict[str, int]:
     return {"rss": rss, "fds": len(os.listdir(f"/proc/{pid}/fd"))}
 
 
+def _server_stats(pid: int, workers: int) -> dict[str, int]:
+    """The server's RSS and descriptors: of the process itself, or with workers the largest of its workers'."""
+    if workers == 1:
+        return _process_stats(pid)
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    # multiprocessing's resource tracker is a child too: a worker is a child holding the index open
+    stats = [_process_stats(int(c)) for c in children]
+    return {key: max(s[key] for s in stats) for key in ("rss", "fds")}
+
+
+def _versions_by_worker(base: str, workers: int, want: str, tries: int = 400) -> dict[str, str]:
+    """The version each worker answers /api/health with, on new connections, until all answer ``want``."""
+    seen: dict[str, str] = {}
+    for _ in range(tries):
+        status, body = _get(f"{base}/api/health")
+        if status == 200:
+            seen[str(body.get("worker"))] = body["version"]
+        if len(seen) >= workers and all(v == want for v in seen.values()):
+            break
+    return seen
+
+
 def _client(base: str, until: float, seed: int, stable_ids: list[str], out: dict, lock: threading.Lock) -> None:
     rng = random.Random(seed)
     latencies: list[float] = []
@@ -224,7 +249,7 @@ def _client(base: str, until: float, seed: int, stable_ids: list[str], out: dict
         out["errors"] += errors
 
 
-def soak(seconds: float, clients: int, fake: bool, workdir: Path, pause: float) -> dict:
+def soak(seconds: float, clients: int, fake: bool, workdir: Path, pause: float, workers: int = 1) -> dict:
     src, index = workdir / "sources", workdir / "index"
     src.mkdir(parents=True)
     shutil.copytree(REPO / "seeds", src / "seeds")  # never removed: the ids the clients ask for stay
@@ -237,7 +262,8 @@ def soak(seconds: float, clients: int, fake: bool, workdir: Path, pause: float) 
     me = [sys.executable, str(Path(__file__).resolve())]
     common = ["--index", str(index)] + (["--fake"] if fake else [])
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    server = subprocess.Popen([*me, "--role", "server", "--port", str(port), *common], env=env)
+    serving = ["--role", "server", "--port", str(port), "--workers", str(workers)]
+    server = subprocess.Popen([*me, *serving, *common], env=env)
     try:
         deadline = time.time() + 120
         while True:
@@ -255,7 +281,7 @@ def soak(seconds: float, clients: int, fake: bool, workdir: Path, pause: float) 
         # Warm the server (first query loads the encoder), then take the baseline.
         for q in QUERIES:
             _get(f"{base}/api/search?{urllib.parse.urlencode({'q': q})}")
-        start_stats = _process_stats(server.pid)
+        start_stats = _server_stats(server.pid, workers)
         until = time.time() + seconds
         reports = {name: workdir / f"{name}.json" for name in ("writer", "verifier")}
         roles = [
@@ -290,8 +316,10 @@ def soak(seconds: float, clients: int, fake: bool, workdir: Path, pause: float) 
         for p in roles:
             p.wait(timeout=600)  # a writer mid-build finishes its step
         time.sleep(1.0)  # let the server close the versions its last requests held
-        _get(f"{base}/api/health")  # one request after the last publication swaps the final version in
-        end_stats = _process_stats(server.pid)
+        # A request after the last publication swaps the final version in, in every worker.
+        last = (index / "CURRENT").read_text().strip()
+        by_worker = _versions_by_worker(base, workers, last)
+        end_stats = _server_stats(server.pid, workers)
     finally:
         server.send_signal(signal.SIGTERM)  # uvicorn shuts down gracefully
         try:
@@ -302,11 +330,13 @@ def soak(seconds: float, clients: int, fake: bool, workdir: Path, pause: float) 
     verifier = json.loads(reports["verifier"].read_text())
     lat = np.array(out["latencies"]) * 1000
     published = len(list((index).glob("v-*")))  # kept versions; the sequence number counts all of them
-    last = (index / "CURRENT").read_text().strip()
     return {
         "seconds": seconds,
         "encoder": "hashed-bow (fake)" if fake else "all-MiniLM-L6-v2 onnx int8",
         "clients": clients,
+        "workers": workers,
+        "version_by_worker": by_worker,
+        "picked_up_by_every_worker": len(by_worker) == workers and set(by_worker.values()) == {last},
         "requests": int(len(lat)),
         "errors": len(out["errors"]),
         "error_samples": out["errors"][:5],
@@ -337,6 +367,7 @@ def main() -> None:
     parser.add_argument("--fake", action="store_true", help="A hashed bag-of-words encoder instead of the model.")
     parser.add_argument("--pause", type=float, default=0.5, help="Seconds between the writer's steps (default 0.5).")
     parser.add_argument("--workdir", type=Path, help="Where the sources and the index go (default: a temp folder).")
+    parser.add_argument("--workers", type=int, default=1, help="Server processes (serve --workers; default 1).")
     parser.add_argument("--role", choices=["server", "writer", "verifier"], help=argparse.SUPPRESS)
     for hidden in ("--index", "--report", "--sources"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
@@ -348,12 +379,14 @@ def main() -> None:
         return
     if args.workdir is not None:
         args.workdir.mkdir(parents=True, exist_ok=True)
-        result = soak(args.seconds, args.clients, args.fake, Path(tempfile.mkdtemp(dir=args.workdir)), args.pause)
+        folder = Path(tempfile.mkdtemp(dir=args.workdir))
+        result = soak(args.seconds, args.clients, args.fake, folder, args.pause, args.workers)
     else:
         with tempfile.TemporaryDirectory(prefix="semsearch-soak-") as tmp:
-            result = soak(args.seconds, args.clients, args.fake, Path(tmp), args.pause)
+            result = soak(args.seconds, args.clients, args.fake, Path(tmp), args.pause, args.workers)
     print(json.dumps(result))
     failed = result["errors"] or result["verify_problems"] or result["writer"].get("writer_errors")
+    failed = failed or not result["picked_up_by_every_worker"]
     sys.exit(1 if failed else 0)
 
 

@@ -37,6 +37,11 @@ def test_build_writes_a_complete_version(tmp_path: Path, small_corpus: Path, fak
         "ids.npy",
         "lexical",
         "manifest.json",
+        "map-base-clusters.npy",  # the map's base layout and what an append needs of it (map_layers.py)
+        "map-base-nums.npy",
+        "map-centroids.npy",
+        "map-fitted.json",
+        "map-state.json",
         "map.json",
         "near",
         "vectors.faiss",

@@ -488,6 +488,8 @@ def test_band_keys_kept_for_every_text_find_a_later_near_copy(tmp_path: Path) ->
     save_near_keys(tmp_path, keys)
     kept = load_near_keys(tmp_path)
     assert kept is not None and np.array_equal(kept.keys, keys.keys)
+    # Memory-mapped, not loaded: a refresh at 1M reads one band column at a time, not 256 MB up front.
+    assert isinstance(kept.keys, np.memmap) and isinstance(kept.nums, np.memmap)
     # A refresh's arrivals: a near copy of text 7 shares a band with it; an unrelated text shares none.
     later = texts[7].split()
     later[20] = "edited"

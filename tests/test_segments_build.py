@@ -14,6 +14,7 @@ import pytest
 from conftest import FakeEmbedder
 
 from semsearch.query.search import Index
+from semsearch.store.corpus_map import load_map
 from semsearch.store.layout import DOCS, current_version
 from semsearch.store.manifest import Manifest
 from semsearch.write.build import BuildOptions, build_index
@@ -251,10 +252,15 @@ def test_map_places_arrivals_of_an_appended_segment(
     small = write(a.parent / "e.jsonl", abstracts(30, 10))
     grown = build_index([str(a), str(b), str(small)], idx, OPTS, embedder=fake)
     assert grown.segments == 1
-    data = json.loads((current_version(idx) / "map.json").read_text())
+    version = current_version(idx)
+    data = load_map(version)  # the base map.json with the segment's point file applied
+    assert data is not None
     ids = [p[0] for p in data["points"]]
     assert len(ids) == len(set(ids)) == grown.documents
-    assert Manifest.read(current_version(idx)).map["layout"] == "incremental"
+    assert Manifest.read(version).map["layout"] == "incremental"
+    # The appended version wrote what it placed, not the map: map.json is the base's own file (one inode).
+    base = json.loads((version / "map.json").read_text())
+    assert len(base["points"]) == grown.documents - 10 and (version / "map-seg-000001.json").is_file()
 
 
 def test_a_file_removed_by_hand_and_named_again_comes_back_appended(

@@ -17,9 +17,11 @@ SECONDS = int(os.environ.get("SEMSEARCH_SOAK_SECONDS", "60"))
 
 
 @pytest.mark.slow
-def test_soak_serves_while_versions_publish() -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_soak_serves_while_versions_publish(workers: int) -> None:
+    script = [sys.executable, str(REPO / "scripts" / "soak.py"), "--seconds", str(SECONDS), "--fake"]
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "soak.py"), "--seconds", str(SECONDS), "--fake"],
+        [*script, "--workers", str(workers)],
         capture_output=True,
         text=True,
         timeout=SECONDS + 300,
@@ -35,7 +37,9 @@ def test_soak_serves_while_versions_publish() -> None:
     assert report["versions_published"] >= 3
     assert report["writer"].get("refresh") and report["writer"].get("remove") and report["writer"].get("readd")
     assert report["verify_runs"] >= 1 and report["verify_problems"] == []
-    # No leaked versions or handles: descriptors back to where they were, memory within noise.
+    # Every worker answers from the last version published (each follows CURRENT on its own).
+    assert report["picked_up_by_every_worker"] and len(report["version_by_worker"]) == workers, report
+    # No leaked versions or handles (of each worker): descriptors back to where they were, memory within noise.
     # No descriptor leaks: beyond the start's, only the live version's segments hold files (about 5 each).
     assert report["server_fds_end"] <= report["server_fds_start"] + 2 + 6 * report["live_segments"], report
     assert report["server_rss_mb_end"] - report["server_rss_mb_start"] < 64, report

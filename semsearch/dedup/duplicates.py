@@ -496,11 +496,15 @@ def save_near_keys(folder: Path, near: NearKeys) -> None:
 
 
 def load_near_keys(folder: Path) -> NearKeys | None:
-    """A segment's near-duplicate band keys, or None when it has none (built before they were kept)."""
+    """A segment's near-duplicate band keys, or None when it has none (built before they were kept).
+
+    Memory-mapped, not loaded: at 1M documents the keys are 256 MB, and a refresh reads them one band column at
+    a time (``shared_bands``) and the numbers only of the rows that match.
+    """
     try:
-        keys = np.load(folder / NEAR_DIR / "keys.npy", allow_pickle=False)
-        nums = np.load(folder / NEAR_DIR / "nums.npy", allow_pickle=False)
-        origin = np.load(folder / NEAR_DIR / "origin.npy", allow_pickle=False)
+        keys = np.load(folder / NEAR_DIR / "keys.npy", allow_pickle=False, mmap_mode="r")
+        nums = np.load(folder / NEAR_DIR / "nums.npy", allow_pickle=False, mmap_mode="r")
+        origin = np.load(folder / NEAR_DIR / "origin.npy", allow_pickle=False, mmap_mode="r")
     except (OSError, ValueError, EOFError):
         return None
     if keys.ndim != 2 or keys.dtype != np.uint64 or not (len(keys) == len(nums) == len(origin)):

@@ -638,6 +638,13 @@ def remove(ids: tuple[str, ...], sources: tuple[str, ...], index_dir: Path, wait
     metavar="NAME",
     help="Also answer requests for this host name (repeat), e.g. the machine's DNS name behind --host 0.0.0.0.",
 )
+@click.option(
+    "--workers",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Server processes sharing the port (one per core answers on every core); each follows new versions.",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -647,6 +654,7 @@ def serve(
     access_log: bool,
     allow_tags: bool,
     allow_hosts: tuple[str, ...],
+    workers: int,
 ) -> None:
     """Browse an index in a web browser: a search page at / and a JSON API under /api (docs at /docs).
 
@@ -661,6 +669,9 @@ def serve(
 
     if not 0 <= port <= 65535:
         raise SemsearchCliError(f"--port must be 0..65535, got {port}")
+    from semsearch.faces.workers import check_workers
+
+    check_workers(workers)
 
     def ready(url: str) -> None:
         click.echo(f"semsearch: serving {index_dir} at {url} (Ctrl-C stops)", err=True)
@@ -674,6 +685,7 @@ def serve(
         ready=ready,
         allow_tags=allow_tags,
         allow_hosts=allow_hosts,
+        workers=workers,
     )
 
 

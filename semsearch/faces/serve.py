@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import os
 import re
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from semsearch.encode.embedder import Embedder
+    from semsearch.faces.workers import WorkerSpec
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
 # Swagger UI and ReDoc start from one inline script and inject their own styles: /docs and /redoc allow exactly
@@ -363,7 +365,8 @@ def _api_routes(app: FastAPI, live: LiveIndex) -> None:
     @app.get("/api/health", summary="Liveness, and the version being served")
     def health() -> dict[str, Any]:
         with live.use() as loaded:
-            return {"status": "ok", "version": loaded.name, "documents": len(loaded.index)}
+            # worker: this process's id, so a client of `serve --workers N` sees which worker serves which version
+            return {"status": "ok", "version": loaded.name, "documents": len(loaded.index), "worker": os.getpid()}
 
     @app.get("/api/map", summary="The corpus map (2-d layout of the documents) of the served version")
     def corpus_map_endpoint() -> dict[str, Any]:
@@ -400,6 +403,37 @@ def server_config(app: Any, *, access_log: bool = False, **more: Any) -> Any:
     )
 
 
+def quiet_faiss() -> None:
+    """One OpenMP thread per FAISS search: many one-query searches run at once on threads, a team per search only
+    oversubscribes the cores."""
+    with contextlib.suppress(ImportError):
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+
+
+def serve_worker(spec: WorkerSpec, ready: Any) -> None:
+    """One worker of ``serve --workers N`` (a spawned process): the same app and settings as one process, on its
+    own listening socket of the shared port, until SIGTERM."""
+    import uvicorn
+
+    from semsearch.faces.workers import listening_socket
+
+    try:
+        trusted = TrustedHosts.for_bind(spec.host, spec.allow_hosts)
+        app = create_app(spec.index_dir, embedder=spec.embedder, allow_tags=spec.allow_tags, trusted=trusted)
+        quiet_faiss()
+        sock = listening_socket(spec.host, spec.port)
+    except (SemsearchError, OSError) as exc:
+        ready.put((os.getpid(), str(exc)))
+        raise SystemExit(2) from None
+    ready.put((os.getpid(), ""))
+    try:
+        uvicorn.Server(server_config(app, access_log=spec.access_log)).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
 def run_server(
     index_dir: str | Path,
     *,
@@ -410,22 +444,36 @@ def run_server(
     ready: Any = None,
     allow_tags: bool = False,
     allow_hosts: Sequence[str] = (),
+    workers: int = 1,
 ) -> None:
     """Serve the app with uvicorn until interrupted; ``ready(url)`` is called once the socket listens.
 
-    The server answers to the names of ``host`` (see ``local_hosts``) and to ``allow_hosts``.
+    The server answers to the names of ``host`` (see ``local_hosts``) and to ``allow_hosts``. ``workers`` above 1
+    runs that many processes on the port (``workers.run_workers``), each following CURRENT.
     """
     import socket
 
     import uvicorn
 
+    if workers != 1:
+        from semsearch.faces.workers import run_workers
+
+        run_workers(
+            index_dir,
+            workers,
+            serve_worker,
+            host=host,
+            port=port,
+            embedder=embedder,
+            access_log=access_log,
+            ready=ready,
+            allow_tags=allow_tags,
+            allow_hosts=allow_hosts,
+        )
+        return
     trusted = TrustedHosts.for_bind(host, allow_hosts)
     app = create_app(index_dir, embedder=embedder, allow_tags=allow_tags, trusted=trusted)
-    with contextlib.suppress(ImportError):
-        import faiss
-
-        # Many one-query searches run at once on threads: an OpenMP team per search only oversubscribes the cores.
-        faiss.omp_set_num_threads(1)
+    quiet_faiss()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

@@ -18,7 +18,10 @@ vector is nearest, removed ones drop out (see ``update_map``). A full layout hap
 and removed since the last one exceed RELAYOUT_SHARE of the documents it laid out, when the layout method
 changes, or on request (``semsearch index --relayout`` or ``--full``).
 
-``map_page.map_html`` turns it into one self-contained HTML page; the server's page draws it with ``web/map.js``.
+A version appended as a segment does not rewrite map.json: it keeps the last layout's map.json as its base and
+writes a point file of what it placed and removed, with the cluster centroids kept beside (``map_layers``);
+``load_map`` puts them together. ``map_page.map_html`` turns a map into one self-contained HTML page; the
+server's page draws it with ``web/map.js``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +43,23 @@ from semsearch.core.fileio import utc_now
 from semsearch.core.options import MAP_RELAYOUT_SHARE
 from semsearch.core.paperinfo import plain_text
 from semsearch.core.records import Document
+from semsearch.store.map_layers import (
+    BASE_FILES,
+    DECIMALS,
+    MAP_FILE,
+    SEGMENT_PREFIX,
+    MapState,
+    assemble,
+    base_clusters_of,
+    centre,
+    link_files,
+    read_state,
+    segment_clusters,
+    write_base,
+    write_state,
+)
 
-MAP_FILE = "map.json"
+__all__ = ["MAP_FILE", "MapState", "append_map", "append_state", "can_append", "load_map", "write_map"]
 MAP_ALGORITHM = 2  # bump when a change to this module changes the maps it computes (stops reuse of old ones)
 # Below this many documents the layout is PCA (0.2 s for the 91 seeds): on a few hundred points it shows the
 # topics well enough, while UMAP's numba JIT warm-up alone (10 s and more per process) would dominate the seed
@@ -73,7 +90,6 @@ MAX_CLUSTERS = 40
 TERMS_PER_CLUSTER = 3
 LABEL_CHARS = 90
 OUTLIER_SHARE = 0.001  # per side, see normalize()
-DECIMALS = 4  # 1e-4 of the map's width is far below a pixel; fewer digits keep map.json small
 # Label words: runs of word characters joined by hyphens, so a label reads "fine-tuning" rather than "fine".
 LABEL_TOKEN = re.compile(r"\w+(?:-\w+)*")
 # Words that can be frequent in one cluster by chance but never name a topic. The lexical index's stop list is
@@ -154,19 +170,12 @@ def compute_map(
             "id": c,
             "label": " · ".join(terms[c]),
             "terms": terms[c],
-            **_centre(xy[assignment == c]),
+            **centre(xy[assignment == c]),
             "size": int((assignment == c).sum()),
         }
         for c in range(k)
     ]
     return _map_data(documents, xy, assignment, clusters, method=chosen, seed=seed, fitted=fitted)
-
-
-def _centre(member_xy: np.ndarray) -> dict[str, float]:
-    """Where a cluster's label goes: its members' median position (the middle of the map when it has none)."""
-    # The median, unlike the mean, is not dragged off the cluster by a few far-flung members.
-    cx, cy = np.median(member_xy, axis=0) if len(member_xy) else (0.5, 0.5)
-    return {"x": round(float(cx), DECIMALS), "y": round(float(cy), DECIMALS)}
 
 
 def _map_data(
@@ -400,12 +409,13 @@ def write_map(
             changed_since_layout=0,
         )
     data["fingerprint"] = fingerprint
-    return _save_map(folder, data, layout, started)
-
-
-def _save_map(folder: Path, data: dict[str, Any], layout: str, started: float) -> dict[str, Any]:
-    """Write map.json; returns its manifest entry."""
     (folder / MAP_FILE).write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    write_base(folder, data, vectors)  # what an appended version reads instead of map.json
+    return _map_entry(data, layout, started)
+
+
+def _map_entry(data: dict[str, Any], layout: str, started: float) -> dict[str, Any]:
+    """The manifest's entry for a version's map."""
     return {
         "file": MAP_FILE,
         "method": data["method"],
@@ -419,43 +429,74 @@ def _save_map(folder: Path, data: dict[str, Any], layout: str, started: float) -
     }
 
 
-@dataclass
-class _Point:
-    """A mapped document as the previous map.json holds it (its id and label), standing in for its Document."""
+def append_state(previous: Path | None) -> MapState | None:
+    """What appending to the previous version's map needs, read without its points; None when it has no usable map.
 
-    id: str
-    title: str
-    text: str = ""
+    A version written before layered maps has no state: its map.json is read whole (``legacy``), once; the
+    version appended to it writes the layered files.
+    """
+    if previous is None:
+        return None
+    try:
+        if requested_method() == "off":
+            return None
+        state = read_state(previous)
+    except (OSError, SemsearchError):
+        return None  # no usable previous map: a full build lays it out again
+    if state is not None:
+        return state if state.algorithm == MAP_ALGORITHM else None
+    old = usable_map(previous)
+    if old is None:
+        return None
+    sizes = np.bincount([p[3] for p in old["points"]], minlength=len(old["clusters"])).astype(int).tolist()
+    return MapState(
+        folder=previous,
+        method=old["method"],
+        seed=int(old.get("seed", 0)),
+        algorithm=MAP_ALGORITHM,
+        laid_out_at=old["laid_out_at"],
+        laid_out_documents=old["laid_out_documents"],
+        changed_since_layout=old["changed_since_layout"],
+        documents=len(old["points"]),
+        sizes=sizes,
+        legacy=old,
+    )
 
 
-def can_append(old: dict[str, Any] | None, documents_after: int, changed: int) -> bool:
-    """Whether the previous map (``usable_map``) takes ``changed`` more added or removed documents without a new
-    layout."""
+def can_append(old: MapState | None, documents_after: int, changed: int) -> bool:
+    """Whether the previous map (``append_state``) takes ``changed`` more added or removed documents without a
+    new layout."""
     method = requested_method()
     if method == "off":
         return True
-    if old is None or choose_method(documents_after, method) != old["method"]:
+    if old is None or choose_method(documents_after, method) != old.method:
         return False
-    return _within_share(old, old["changed_since_layout"] + changed)
+    return _within_share(old.laid_out_documents, old.changed_since_layout + changed)
 
 
-def _within_share(old: dict[str, Any], changed: int) -> bool:
+def _within_share(laid_out_documents: int, changed: int) -> bool:
     """Whether this many documents added and removed since a layout leave it standing (RELAYOUT_SHARE)."""
-    return changed <= math.floor(RELAYOUT_SHARE * old["laid_out_documents"] + 1e-9)
+    return changed <= math.floor(RELAYOUT_SHARE * laid_out_documents + 1e-9)
 
 
 def append_map(
     folder: Path,
-    old: dict[str, Any] | None,
+    old: MapState | None,
     dropped: set[str],
     added: Sequence[Document],
-    vectors_of: Callable[[list[str]], np.ndarray],
+    added_vectors: np.ndarray,
+    previous_vectors_of: Callable[[list[str]], np.ndarray],
 ) -> dict[str, Any]:
     """Write the map of a version appended as a segment: the previous map less ``dropped``, plus ``added`` placed.
 
-    ``old`` is the previous version's map as ``usable_map`` read it (``can_append`` must have said yes).
-    Documents keep their place and cluster as in ``update_map``; ``vectors_of`` gives the vectors of document
-    ids. Added documents already on the map (changed, not new) keep their place.
+    ``old`` is the previous version's map state (``append_state``; ``can_append`` must have said yes).
+    ``added`` are documents the previous version lacks (row i of ``added_vectors`` is added[i]); documents it
+    keeps, rewritten or not, keep their place. ``previous_vectors_of`` gives the previous version's vectors of
+    document ids. Only what changes is written: the base and the earlier point files are hard-linked, this
+    segment's point file, the state and the centroids written (``map_layers``). The map ``load_map`` assembles
+    is the one ``update_map`` computes from the previous map (the cluster sums kept, not summed again, so a
+    tie between two clusters' cosines may fall the other way by rounding; the label centres come from the
+    stored four-decimal positions).
     """
     started = time.perf_counter()
     method = requested_method()
@@ -463,16 +504,94 @@ def append_map(
         return {"file": None, "method": "off", "clusters": 0, "seconds": 0.0}
     if old is None:
         raise SemsearchError("the previous version has no map to append to")
-    labels = old.get("labels") or [""] * len(old["points"])
-    kept = [_Point(p[0], label) for p, label in zip(old["points"], labels, strict=True) if p[0] not in dropped]
-    on_map = {p.id for p in kept}
-    documents: list[Any] = [*kept, *(d for d in added if d.id not in on_map)]
-    vectors = vectors_of([d.id for d in documents])
-    data = update_map(old, documents, vectors, method=old["method"])
-    if data is None:
-        raise SemsearchError("the previous map cannot take these documents without a new layout")
-    data["fingerprint"] = None  # a full layout's fingerprint; this map was not laid out in one go
-    return _save_map(folder, data, "incremental", started)
+    state = _layered(folder, old, previous_vectors_of) if old.legacy is not None else old
+    link_files(state.folder, folder, [*BASE_FILES, *state.segments])
+    sums = state.centroids().copy()
+    sizes = np.asarray(state.sizes, dtype=np.int64)
+    gone_ids, gone_clusters = _clusters_of(state, sorted(dropped))
+    if gone_ids:
+        np.subtract.at(sums, gone_clusters, previous_vectors_of(gone_ids).astype(np.float64))
+        np.subtract.at(sizes, gone_clusters, 1)
+    fitted_ids, fitted_xy = state.fitted()
+    gone = set(gone_ids)
+    fitted_gone = [*state.fitted_gone, *(doc_id for doc_id in fitted_ids if doc_id in gone)]
+    keep = [i for i, doc_id in enumerate(fitted_ids) if doc_id not in gone]
+    new = list(added)
+    points: list[list[Any]] = []
+    if new:
+        if not keep:
+            raise SemsearchError("the previous map cannot take these documents without a new layout")
+        vecs = np.ascontiguousarray(added_vectors, dtype=np.float32).reshape(len(new), -1)
+        fitted_vecs = previous_vectors_of([fitted_ids[i] for i in keep])
+        xy = place_by_neighbours(fitted_vecs, fitted_xy[keep], vecs)
+        assignment = _nearest_of(sums, sizes, vecs)
+        np.add.at(sums, assignment, vecs.astype(np.float64))
+        np.add.at(sizes, assignment, 1)
+        points = [
+            [d.id, round(float(x), DECIMALS), round(float(y), DECIMALS), int(c)]
+            for d, (x, y), c in zip(new, xy, assignment, strict=True)
+        ]
+    name = f"{SEGMENT_PREFIX}{len(state.segments) + 1:06d}.json"
+    segment = {"dropped": gone_ids, "points": points, "labels": [point_label(d) for d in new]}
+    (folder / name).write_text(json.dumps(segment, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    after = MapState(
+        folder=folder,
+        method=state.method,
+        seed=state.seed,
+        algorithm=state.algorithm,
+        laid_out_at=state.laid_out_at,
+        laid_out_documents=state.laid_out_documents,
+        changed_since_layout=state.changed_since_layout + len(gone_ids) + len(new),
+        documents=state.documents - len(gone_ids) + len(new),
+        sizes=sizes.astype(int).tolist(),
+        segments=[*state.segments, name],
+        fitted_gone=fitted_gone,
+    )
+    write_state(folder, after, sums)
+    return {
+        "file": MAP_FILE,
+        "method": after.method,
+        "clusters": int((sizes > 0).sum()),
+        "seconds": round(time.perf_counter() - started, 3),
+        "reused": False,
+        "layout": "incremental",
+        "laid_out_at": after.laid_out_at,
+        "laid_out_documents": after.laid_out_documents,
+        "changed_since_layout": after.changed_since_layout,
+        "segments": len(after.segments),
+    }
+
+
+def _layered(folder: Path, old: MapState, previous_vectors_of: Callable[[list[str]], np.ndarray]) -> MapState:
+    """An old version's whole map (``old.legacy``) as the base of layered maps: its map.json linked, the
+    files beside it written into ``folder`` (the vectors of every point read once for the cluster sums)."""
+    data = old.legacy
+    assert data is not None
+    link_files(old.folder, folder, [MAP_FILE])
+    write_base(folder, {**data, "algorithm": MAP_ALGORITHM}, previous_vectors_of([p[0] for p in data["points"]]))
+    state = read_state(folder)
+    assert state is not None
+    return state
+
+
+def _clusters_of(state: MapState, ids: list[str]) -> tuple[list[str], np.ndarray]:
+    """The ids of ``ids`` on the map and each one's (base-numbered) cluster; ids not on it are left out."""
+    if not ids:
+        return [], np.zeros(0, dtype=np.int64)
+    clusters = base_clusters_of(state, np.array([int(i, 16) for i in ids], dtype=np.int64))
+    if state.segments:
+        placed = segment_clusters(state)  # a document back in a segment after leaving the base is there
+        clusters = np.array([placed.get(i, c) for i, c in zip(ids, clusters.tolist(), strict=True)], dtype=np.int64)
+    on_map = clusters >= 0
+    return [i for i, keep in zip(ids, on_map.tolist(), strict=True) if keep], clusters[on_map]
+
+
+def _nearest_of(sums: np.ndarray, sizes: np.ndarray, vecs: np.ndarray) -> np.ndarray:
+    """The cluster of each vector: the one whose members' mean direction (``sums``) is nearest by cosine."""
+    norms = np.linalg.norm(sums, axis=1)
+    scores = vecs.astype(np.float64) @ (sums / np.maximum(norms, 1e-12)[:, None]).T
+    scores[:, (sizes <= 0) | (norms <= 1e-12)] = -np.inf  # a cluster with no member left takes no newcomers
+    return np.asarray(scores.argmax(axis=1), dtype=np.int64)
 
 
 def update_map(
@@ -496,7 +615,7 @@ def update_map(
     old_points = old["points"]
     kept = [(i, row_of[p[0]]) for i, p in enumerate(old_points) if p[0] in row_of]
     changed = old["changed_since_layout"] + (n - len(kept)) + (len(old_points) - len(kept))
-    if not _within_share(old, changed):
+    if not _within_share(old["laid_out_documents"], changed):
         return None
     fitted_rows = sorted(row_of[old_points[i][0]] for i in old["fitted"] if old_points[i][0] in row_of)
     if not fitted_rows:
@@ -517,7 +636,7 @@ def update_map(
     renumber[remaining] = np.arange(len(remaining))
     assignment = renumber[assignment]
     clusters = [
-        {**old["clusters"][c], "id": new_id, **_centre(xy[assignment == new_id]), "size": int(sizes[c])}
+        {**old["clusters"][c], "id": new_id, **centre(xy[assignment == new_id]), "size": int(sizes[c])}
         for new_id, c in enumerate(remaining)
     ]
     return {
@@ -593,7 +712,11 @@ def usable_map(previous: Path | None) -> dict[str, Any] | None:
 
 
 def load_map(version: Path) -> dict[str, Any] | None:
-    """A version's map, or None when the version has none (built before maps existed)."""
+    """A version's map, or None when the version has none (built before maps existed).
+
+    An appended version's map is its base map.json with its segments' point files applied (``map_layers``);
+    a version written before layered maps is its map.json alone.
+    """
     path = Path(version) / MAP_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -604,6 +727,9 @@ def load_map(version: Path) -> dict[str, Any] | None:
     problem = _schema_problem(data)
     if problem:
         raise IndexCorruptError(f"{path}: {problem}; rebuild with: semsearch index --full")
+    state = read_state(Path(version))
+    if state is not None and state.segments:
+        data = assemble(Path(version), state, data)  # checks each point file as it reads it
     return data
 
 

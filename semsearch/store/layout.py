@@ -11,7 +11,8 @@ Layout of an index directory (``indexes/default``)::
         tuning_queries.npy  encoded sample queries the ANN search was tuned on (ann.py)
         docs.sqlite      documents, provenance and external ids (documents.py)
         lexical/         the BM25 index, numpy arrays and JSON (lexical.py)
-        map.json         the corpus map (corpus_map.py)
+        map.json         the corpus map (corpus_map.py): the last layout; map-*.* beside it keep what an
+                         append needs, and each appended version's map-seg-N.json its changes (map_layers.py)
         near/            the near-duplicate band keys of every text, checked by refreshes (dedup.py)
         seg-<seq>/       a segment a refresh appended; hidden.npy: rows no longer live (segments.py)
         encoder/         the ONNX export of the model, when the ONNX backend built it (onnx_backend.py)

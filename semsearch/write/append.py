@@ -56,6 +56,7 @@ from semsearch.ingest.sources import PathLookup, expand_sources, read_sources
 from semsearch.store.documents import DocumentStore
 from semsearch.store.layout import doc_num
 from semsearch.store.manifest import Counts, Manifest
+from semsearch.store.map_layers import MapState
 from semsearch.store.versions import PreviousVersion, VersionWriter, next_sequence
 from semsearch.write.freshness import absolute_source_args, file_changed
 from semsearch.write.segment_writer import SegmentChange, no_room, write_segment_version
@@ -109,7 +110,7 @@ def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: fl
     Raises FullBuild when only a full build can say, or when the change is too big for a segment
     (``segment_writer.no_room``) or for the map's layout.
     """
-    from semsearch.store.corpus_map import can_append, usable_map
+    from semsearch.store.corpus_map import append_state, can_append
 
     store = DocumentStore.open_version(previous.path, previous.manifest.version_segments(previous.path))
     try:
@@ -122,7 +123,7 @@ def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: fl
     why = no_room(previous, rows, share)
     if why:
         raise FullBuild(why)
-    change.previous_map = usable_map(previous.path)  # read once: checked here, updated by the segment writer
+    change.previous_map = append_state(previous.path)  # read once: checked here, updated by the segment writer
     if not can_append(change.previous_map, after, moved):
         raise FullBuild("the map is due for a new layout")
     return change
@@ -139,7 +140,7 @@ class Change:
     joined_groups: int  # exact groups of arrived records whose text a live document already held
     merged: list[Document] = field(default_factory=list)  # live documents an arrival merged into another
     near_keys: NearKeys | None = None  # band keys of the texts the new segment's documents gained
-    previous_map: dict[str, Any] | None = None  # the live version's map (corpus_map.usable_map)
+    previous_map: MapState | None = None  # the live version's map (corpus_map.append_state)
 
     @property
     def gone(self) -> set[int]:

@@ -181,7 +181,7 @@ def _append(
     ``removal`` is (ids dropped by name, provenance file names removed, their recorded paths).
     """
     drop, gone_files, gone_paths = removal
-    from semsearch.store.corpus_map import can_append, usable_map
+    from semsearch.store.corpus_map import append_state, can_append
     from semsearch.store.versions import next_sequence
     from semsearch.write.segment_writer import SegmentChange, no_room, write_segment_version
 
@@ -194,7 +194,7 @@ def _append(
     after = manifest.counts.documents - len(dropped)
     if no_room(previous, len(touched), share):
         return None
-    old_map = usable_map(previous.path)
+    old_map = append_state(previous.path)
     if not can_append(old_map, after, len(dropped)):
         return None
     no_vectors = np.zeros((0, manifest.model.dimension), dtype=np.float32)

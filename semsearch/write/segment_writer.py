@@ -4,7 +4,8 @@ Used when a change is small against the corpus (``segments.MERGE_SHARE``): a ref
 ``remove`` by id or by source. The new version links every file of the previous one (no bytes copied), writes
 the documents that are new or changed into one new ``seg-<seq>/`` folder and records which older rows it no
 longer holds (``hidden.npy``). Vectors, the ANN structure of the base, documents and BM25 postings of unchanged
-documents are thus shared; only ``map.json`` and the manifest are written whole.
+documents are thus shared; the manifest is written whole, and the map writes its point file and state beside a
+linked base (``corpus_map.append_map``).
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from semsearch.dedup.duplicates import save_near_keys
 from semsearch.store.documents import write_documents
 from semsearch.store.layout import DOCS, LEXICAL_DIR, MANIFEST, doc_id_from_num, doc_num
 from semsearch.store.lexical_build import TF_FILE, write_lexical
+from semsearch.store.map_layers import MAP_PREFIX, MapState
 from semsearch.store.segments import HIDDEN_FILE, MAX_SEGMENTS, MERGE_SHARE, SEGMENT_PREFIX, Segment, write_hidden
 from semsearch.store.vectors import IDS_FILE, write_vector_files
 from semsearch.store.versions import PreviousVersion
 
-# Written afresh by every version: never linked from the previous one.
-_OWN_FILES = {MANIFEST, HIDDEN_FILE, "map.json"}
+# Written afresh by every version: never linked from the previous one (the map links what it keeps itself).
+_OWN_FILES = {MANIFEST, HIDDEN_FILE}
 
 
 @dataclass
@@ -40,7 +42,7 @@ class SegmentChange:
     rewritten: list[Document]  # live documents written again under the same id; they keep their vectors
     dropped: set[int]  # numbers of documents the version no longer holds
     near_keys: NearKeys | None = None  # band keys of the texts the segment's documents gained (dedup.py)
-    previous_map: dict[str, Any] | None = None  # the previous version's map, as corpus_map.usable_map read it
+    previous_map: MapState | None = None  # the previous version's map, as corpus_map.append_state read it
 
 
 def no_room(previous: PreviousVersion, changed_rows: int, share: float = MERGE_SHARE) -> str:
@@ -64,7 +66,7 @@ def link_version(previous: Path, target: Path) -> None:
     for root, _dirs, files in os.walk(previous):
         rel = Path(root).relative_to(previous)
         for name in files:
-            if rel == Path(".") and name in _OWN_FILES:
+            if rel == Path(".") and (name in _OWN_FILES or name.startswith(MAP_PREFIX)):
                 continue
             dst = target / rel / name
             if dst.exists():  # the encoder export, already linked by the encoder's own loader
@@ -129,22 +131,17 @@ def write_segment_version(folder: Path, previous: PreviousVersion, change: Segme
             save_near_keys(seg, change.near_keys)
         entries.append({"name": name, "rows": len(ordered)})
     hidden_rows = write_hidden(folder, hidden)
-    row_of = {d.id: i for i, d in enumerate(docs)}
 
-    def vectors_of(ids: list[str]) -> np.ndarray:
-        """The vectors of document ids: this segment's from this change, the others' from the previous version."""
-        out = np.empty((len(ids), manifest.model.dimension), dtype=np.float32)
-        mine = [i for i, doc_id in enumerate(ids) if doc_id in row_of]
-        theirs = [i for i, doc_id in enumerate(ids) if doc_id not in row_of]
-        out[mine] = vectors[[row_of[ids[i]] for i in mine]]
-        out[theirs] = store.get([doc_num(ids[i]) for i in theirs])
-        return out
+    def previous_vectors_of(ids: list[str]) -> np.ndarray:
+        """The previous version's vectors of document ids (dropped ones included)."""
+        return np.asarray(store.get([doc_num(i) for i in ids]), dtype=np.float32).reshape(len(ids), -1)
 
     dropped_ids = {doc_id_from_num(n) for n in change.dropped}
+    added_vectors = vectors[: len(change.added)]
     return {
         "format_version": SEGMENTED_FORMAT_VERSION if entries or hidden_rows else FORMAT_VERSION,
         "segments": entries,
         "hidden": hidden_rows,
         "lexical": {**manifest.lexical, "analysed": len(docs)},
-        "map": append_map(folder, change.previous_map, dropped_ids, docs, vectors_of),
+        "map": append_map(folder, change.previous_map, dropped_ids, change.added, added_vectors, previous_vectors_of),
     }

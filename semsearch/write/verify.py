@@ -40,6 +40,7 @@ def verify_index(index_dir: str | Path) -> list[str]:
         if differ:
             problems.append(f"{version / VECTORS}: {len(differ)} ids differ from {VECTOR_FILE}")
     problems += _check_store(version, manifest, expected, {int(i) for i in exact.ids})
+    problems += _check_map(version, {int(i) for i in exact.ids})
     if model.backend == "onnx":
         problems += _check_encoder(version / ENCODER_DIR, model.fingerprint)
     return problems
@@ -89,6 +90,27 @@ def _check_store(version: Path, manifest: Manifest, expected: int, faiss_ids: se
     if nums != faiss_ids:
         problems.append(f"{path}: {len(nums ^ faiss_ids)} document ids differ from the vector ids")
     return problems
+
+
+def _check_map(version: Path, live: set[int]) -> list[str]:
+    """The map (base plus segments) assembles, and places exactly the version's documents."""
+    from semsearch.store.corpus_map import load_map
+
+    try:
+        data = load_map(version)
+    except SemsearchError as exc:
+        return [str(exc)]
+    if data is None:
+        return []
+    try:
+        placed = {int(p[0], 16) for p in data["points"]}
+    except (TypeError, ValueError):
+        return [f"{version}: the map holds a point whose id is no document id"]
+    if placed != live or len(data["points"]) != len(live):
+        return [
+            f"{version}: the map places {len(data['points'])} documents, {len(placed ^ live)} differ from the index"
+        ]
+    return []
 
 
 def _check_encoder(folder: Path, fingerprint: str) -> list[str]:
