@@ -9,7 +9,6 @@ pointer is sound, and no removal is undone.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
@@ -21,13 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import faiss
-import numpy as np
 import pytest
 from conftest import PAPERS, FakeEmbedder
 from faultkit import ForkServer, Writer, assert_versions_intact, lock_held, versions_snapshot
 from test_cli import run
 from test_crash_safety import synthetic_abstracts
+from test_disk_full import FullConnection, enospc, inject
 
 import semsearch.encode.onnx_backend
 import semsearch.reader.tags
@@ -338,53 +336,17 @@ def test_sigkill_at_each_barrier(
 # ---------------------------------------------------------------- a full disk at each write layer
 
 
-def _enospc(name: str = "") -> OSError:
-    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), name or None)
-
-
-class _FullConnection:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def executemany(self, *args: Any) -> Any:
-        raise sqlite3.OperationalError("database or disk is full")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-
 def fill_disk(patch: pytest.MonkeyPatch, layer: str) -> None:
     """Make one write layer find the disk full (a half-written file first, where a layer writes one)."""
     real_atomic = semsearch.store.versions.write_text_atomic
-    if layer == "vectors":
-
-        def save(path: Any, array: Any, *args: Any, **kwargs: Any) -> None:
-            Path(path).write_bytes(b"\x93NUMPY" + b"\0" * 100)
-            raise _enospc(str(path))
-
-        patch.setattr(semsearch.store.vectors.np, "save", save)
-    elif layer == "lexical":
-        real_save = np.save
-
-        def lexical_save(path: Any, array: Any, *args: Any, **kwargs: Any) -> None:
-            if "lexical" in str(path):
-                raise _enospc(str(path))
-            real_save(path, array, *args, **kwargs)
-
-        patch.setattr(semsearch.store.lexical.np, "save", lexical_save)
-    elif layer == "faiss":
-
-        def write_index(index: Any, path: str) -> None:
-            Path(path).write_bytes(b"IxM2" + b"\0" * 64)
-            raise RuntimeError(f"faiss::FileIOWriter: write error in {path}: 28 (No space left on device)")
-
-        patch.setattr(faiss, "write_index", write_index)
+    if layer in ("vectors", "lexical", "faiss"):
+        inject(patch, layer)  # the same faults as tests/test_disk_full.py's
     elif layer == "documents":
         real_connect = sqlite3.connect
 
         def connect(*args: Any, **kwargs: Any) -> Any:
             conn = real_connect(*args, **kwargs)
-            return _FullConnection(conn) if ".build-" in str(args[0]) else conn  # writes only: reads still work
+            return FullConnection(conn) if ".build-" in str(args[0]) else conn  # writes only: reads still work
 
         patch.setattr(semsearch.store.documents.sqlite3, "connect", connect)
     elif layer in ("journal", "current"):
@@ -392,7 +354,7 @@ def fill_disk(patch: pytest.MonkeyPatch, layer: str) -> None:
 
         def atomic(path: Path, text: str) -> None:
             if path.name == target:
-                raise _enospc(str(path))
+                raise enospc(str(path))
             real_atomic(path, text)
 
         patch.setattr(semsearch.store.versions, "write_text_atomic", atomic)
@@ -401,11 +363,11 @@ def fill_disk(patch: pytest.MonkeyPatch, layer: str) -> None:
         def export(model: str, out_dir: Path, **kwargs: Any) -> Any:
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / "model.onnx").write_bytes(b"\x08\x01" * 64)
-            raise _enospc(str(out_dir / "model.onnx"))
+            raise enospc(str(out_dir / "model.onnx"))
 
         patch.setattr(semsearch.encode.onnx_backend, "export_onnx", export)
     elif layer == "tags":
-        patch.setattr(semsearch.reader.tags, "write_text_atomic", lambda path, text: (_ for _ in ()).throw(_enospc()))
+        patch.setattr(semsearch.reader.tags, "write_text_atomic", lambda path, text: (_ for _ in ()).throw(enospc()))
     else:  # pragma: no cover
         raise ValueError(layer)
 
