@@ -8,11 +8,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 from conftest import FakeEmbedder
+from test_cli import run
 
 from semsearch import build_index
-from semsearch.faces.cli import cli
 from semsearch.write.build import BuildOptions
 
 ATOM = "{http://www.w3.org/2005/Atom}"
@@ -28,10 +27,6 @@ RECORDS = [
     {"id": "other", "title": "Soil moisture", "abstract": "Soil moisture forecasting with radar and sensors."},
 ]
 RAW = ("**", "``", "''", "\\%", "$", "\\uparrow", "\\texttt", "\\textbf", "*federated")
-
-
-def run(args: list[str], embedder: FakeEmbedder) -> Result:
-    return CliRunner().invoke(cli, args, obj={"embedder": embedder})
 
 
 @pytest.fixture

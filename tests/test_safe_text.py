@@ -10,12 +10,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 from conftest import FakeEmbedder
+from test_cli import run
 
 from semsearch import Index, build_index
 from semsearch.core.safe_text import bare_doi, clean_text, csv_cell, doi_url, json_text, markdown_text, safe_url
-from semsearch.faces.cli import cli
 from semsearch.write.build import BuildOptions
 
 ATOM = "{http://www.w3.org/2005/Atom}"
@@ -49,10 +48,6 @@ HOSTILE = [
 ]
 QUOTE_LINK = "https://example.org/a%22onmouseover='alert(1)'%3Cb%3Ex%3C/b%3E"
 DOI_LINK = "https://doi.org/10.1000/xyz%3C%22'%3E"
-
-
-def run(args: list[str], embedder: FakeEmbedder) -> Result:
-    return CliRunner().invoke(cli, args, obj={"embedder": embedder})
 
 
 @pytest.fixture
