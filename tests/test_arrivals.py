@@ -271,3 +271,28 @@ def test_new_since_last_follows_its_own_bookmark(arrived: tuple[Path, Path, list
     again = run(["new", "--since", "last", "--index", str(index), "--json"], fake)
     assert json.loads(again.output) == []
     assert "nothing new" in run(["new", "--since", "last", "--index", str(index)], fake).output
+
+
+def test_a_digest_named_new_and_new_since_last_keep_separate_bookmarks(
+    arrived: tuple[Path, Path, list[str]], fake: FakeEmbedder
+) -> None:
+    index, _, _ = arrived
+    digest = run(["digest", "--index", str(index), "--name", "new", "--format", "json"], fake)
+    assert digest.exit_code == 0, digest.output
+    marks = json.loads((index / "bookmarks.json").read_text(encoding="utf-8"))
+    assert set(marks) == {"new", "@new"} and marks["@new"] is None
+    # The digest moved its own bookmark; `new --since last` has none yet, so it still lists everything.
+    first = json.loads(run(["new", "--since", "last", "-k", "500", "--index", str(index), "--json"], fake).output)
+    assert len(first) == 94
+    again = run(["digest", "--index", str(index), "--name", "new", "--since", "last", "--format", "json"], fake)
+    assert json.loads(again.output)["arrived"] == 0  # the digest's place did not move back
+
+
+def test_new_since_last_reads_a_bookmark_written_before_they_were_separate(
+    arrived: tuple[Path, Path, list[str]], fake: FakeEmbedder
+) -> None:
+    index, _, _ = arrived
+    run(["new", "--since", "last", "--index", str(index), "--json"], fake)
+    marks = json.loads((index / "bookmarks.json").read_text(encoding="utf-8"))
+    (index / "bookmarks.json").write_text(json.dumps({"new": marks["@new"]}), encoding="utf-8")
+    assert json.loads(run(["new", "--since", "last", "--index", str(index), "--json"], fake).output) == []

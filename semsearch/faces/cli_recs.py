@@ -322,7 +322,7 @@ def new(
     """
     from semsearch.core.limits import check_k
     from semsearch.query.search import Index
-    from semsearch.reader.arrivals import live_seq, new_since, set_bookmark
+    from semsearch.reader.arrivals import NEW_BOOKMARK, live_seq, new_since, set_bookmark
     from semsearch.reader.whats_new import ranked_new
 
     fmt = _fmt(fmt, as_json, as_jsonl)
@@ -330,7 +330,7 @@ def new(
     with Index.open(index_dir, embedder=embedder_of(ctx)) as idx:
         papers = ranked_new(idx, new_since(idx, since), k=k, where=where)
         if since == "last":
-            set_bookmark(idx.path, "new", live_seq(idx))
+            set_bookmark(idx.path, NEW_BOOKMARK, live_seq(idx))
     rows = [p.to_dict() for p in papers]
     table = _new_table(papers)
     _print_rows(rows, fmt, table, [p.hit for p in papers])

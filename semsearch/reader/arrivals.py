@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 WATCHES_FILE = "watches.json"
 BOOKMARKS_FILE = "bookmarks.json"
+# `new --since last` keeps its bookmark under a name no digest can take ('@' is not allowed in one), so a digest
+# called "new" and `semsearch new` never move each other's place. Before that, both wrote "new".
+NEW_BOOKMARK = "@new"
+_LEGACY_NEW_BOOKMARK = "new"
 VERSION_PATTERN = r"(?:v-)?(\d{1,6})(?:-\d{8}T\d{6})?"
 # A date (and time) with its fields in range; the server's OpenAPI description states the same pattern.
 DATE_PATTERN = r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])(?:[T ](?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d)?)?"
@@ -55,12 +59,15 @@ def live_seq(index: Index) -> int:
     return max(sequence_of(index.version.name), 0)
 
 
-def since_where(index: Index, since: str, *, name: str = "new") -> list[str]:
+def since_where(index: Index, since: str, *, name: str = NEW_BOOKMARK) -> list[str]:
     """``--since`` as --where clauses: VERSION (v-000003-… or 3) → added after it; DATE → added on/after it;
     ``last`` → after the bookmark ``name`` (everything when there is none)."""
     since = since.strip()
     if since == "last":
-        mark = read_bookmarks(index.path).get(name)
+        marks = read_bookmarks(index.path)
+        if name == NEW_BOOKMARK and NEW_BOOKMARK not in marks:
+            marks[NEW_BOOKMARK] = marks.get(_LEGACY_NEW_BOOKMARK)  # a file from before the split
+        mark = marks.get(name)
         return [f"added_version>{int(mark['version'])}"] if mark else []
     match = _VERSION.fullmatch(since)
     if match:
@@ -137,16 +144,20 @@ def read_bookmarks(index_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def set_bookmark(index_dir: Path, name: str, seq: int) -> None:
-    """Remember that digest ``name`` has reported everything up to version ``seq``."""
-    check_name(name, "digest")
+    """Remember that digest ``name`` (or ``new --since last``: ``NEW_BOOKMARK``) has reported up to version ``seq``."""
+    if name != NEW_BOOKMARK:
+        check_name(name, "digest")
     index_dir = Path(index_dir)
     with locked_state(index_dir):
         data = read_bookmarks(index_dir)
+        # The first write after the split settles what `new --since last` had: the shared "new" entry, or
+        # nothing (null), so a digest named "new" moving on later is never read as `new`'s place.
+        data.setdefault(NEW_BOOKMARK, data.get(_LEGACY_NEW_BOOKMARK))
         data[name] = {"version": seq, "at": utc_now()}
         _write_json(index_dir / BOOKMARKS_FILE, data)
 
 
-def new_since(index: Index, since: str | None = None, *, name: str = "new") -> list[str]:
+def new_since(index: Index, since: str | None = None, *, name: str = NEW_BOOKMARK) -> list[str]:
     """The --where clauses of "arrived since": by default the latest arrivals (the last build that added any)."""
     if since is None:
         latest = index.store.latest_arrival()

@@ -200,13 +200,6 @@ def bm25_features(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_d
 # ---------------------------------------------------------------- the library call: recommend(index, ...)
 
 
-@dataclass
-class _Liked:
-    docs: list[Document]
-    texts: list[str]
-    negatives: list[Document]
-
-
 def resolve_liked(index: Index, keys: Sequence[str]) -> list[Document]:
     """Documents named by tags (their live members) or by ids / external ids / prefixes / DOIs."""
     from semsearch.core.errors import UnknownDocumentError
