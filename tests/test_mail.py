@@ -171,6 +171,23 @@ def test_digest_is_mailed_as_text_and_html(
     assert "daily" in json.loads((index / BOOKMARKS_FILE).read_text(encoding="utf-8"))
 
 
+@pytest.mark.parametrize("smtp", ["starttls"], indirect=True)
+def test_a_quiet_day_mails_nothing_unless_asked(
+    smtp: tuple[Inbox, int, str], cert: tuple[Path, Path], index: Path, tmp_path: Path
+) -> None:
+    inbox, port, kind = smtp
+    env = clean_env(tmp_path, SEMSEARCH_SMTP_PASSWORD=PASSWORD)
+    assert run(index, mail_args(port, kind, cert), env).exit_code == 0  # everything, the first time
+    assert len(inbox.messages) == 1
+    quiet = run(index, mail_args(port, kind, cert), env)  # nothing arrived since
+    assert quiet.exit_code == 0, quiet.output
+    assert "0 arrived" in quiet.output and "no mail sent" in quiet.output and "--mail-empty" in quiet.output
+    assert len(inbox.messages) == 1
+    asked = run(index, [*mail_args(port, kind, cert), "--mail-empty"], env)
+    assert asked.exit_code == 0, asked.output
+    assert len(inbox.messages) == 2 and inbox.messages[1]["Subject"].startswith("semsearch digest daily: 0 new")
+
+
 def test_refused_login_is_one_line_and_keeps_the_bookmark(
     smtp: tuple[Inbox, int, str], cert: tuple[Path, Path], index: Path, tmp_path: Path
 ) -> None:

@@ -416,6 +416,10 @@ def _mail_options(fn: Any) -> Any:
         ("--smtp-port", dict(type=int, help="[default: 587 starttls, 465 ssl, 25 none]")),
         ("--smtp-host", dict(help="SMTP server (or SEMSEARCH_SMTP_HOST, or host in the mail settings).")),
         (
+            "--mail-empty",
+            dict(is_flag=True, help="Mail the digest even when nothing arrived (by default no mail is sent then)."),
+        ),
+        (
             "--mail-to",
             dict(multiple=True, metavar="ADDR", help="Mail the digest (text + HTML) to ADDR (repeatable)."),
         ),
@@ -468,6 +472,7 @@ def digest(
     min_fit: float,
     also_max: int,
     mail_to: tuple[str, ...],
+    mail_empty: bool,
     smtp_host: str | None,
     smtp_port: int | None,
     smtp_security: str | None,
@@ -523,14 +528,18 @@ def digest(
                 write_text_atomic(out, render(made, fmt))
             except OSError as exc:
                 raise SemsearchCliError(f"cannot write {out}: {exc.strerror or exc}") from exc
-        if settings is not None:
+        # A daily cron job should not mail "0 new" every quiet day (an --out file is still written).
+        quiet = settings is not None and made.arrived == 0 and not mail_empty
+        if quiet:
+            settings = None
+        elif settings is not None:
             from semsearch.reader.mail import build_message, send
 
             shown = sum(len(s.papers) for s in made.sections)
             subject = f"semsearch digest {name}: {made.arrived} new, {shown} for you"
             message = build_message(subject, settings.sender, list(mail_to), render(made, "md"), render(made, "html"))
             send(settings, message)
-        elif out is None:
+        elif out is None and not quiet:
             click.echo(render(made, fmt), nl=False)
         if not no_bookmark:  # only once the digest is out
             from semsearch.reader.arrivals import live_seq, set_bookmark
@@ -538,6 +547,8 @@ def digest(
             set_bookmark(idx.path, name, live_seq(idx))
     papers = sum(len(s.papers) for s in made.sections)
     summary = f"digest {name}: {made.arrived} arrived, {papers} in {len(made.sections)} sections"
+    if quiet:
+        click.echo(f"{summary}, nothing arrived: no mail sent (--mail-empty sends it anyway)", err=True)
     if settings is not None:
         click.echo(f"{summary}, mailed to {', '.join(mail_to)} via {settings.host}:{settings.port}", err=True)
     if out is not None:
