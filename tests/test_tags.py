@@ -257,3 +257,22 @@ def test_edit_adds_and_removes_in_one_write_or_not_at_all(index: Path, fake: Fak
     assert digest(index / TAGS_FILE) == before
     assert store.edit("liked", [llm, llm], ["key-fed"]) == (1, 1, 2)
     assert [e.id for e in store.entries("liked")] == [rl.id, llm.id]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["tag", "add", "liked", "ID"],
+        ["watch", "add", "fed", "federated learning"],
+        ["digest", "--format", "json"],
+        ["new", "--since", "last"],
+    ],
+)
+def test_state_is_never_written_into_a_version_folder(index: Path, fake: FakeEmbedder, command: list[str]) -> None:
+    version = index / (index / "CURRENT").read_text(encoding="utf-8").strip()
+    before = sorted(p.name for p in version.iterdir())
+    args = [doc_id(index, "fed") if a == "ID" else a for a in command]
+    result = run([*args, "--index", str(version)], fake)
+    assert result.exit_code == 2, result.output
+    assert f"one version of the index {index.resolve()}" in result.output and "Traceback" not in result.output
+    assert sorted(p.name for p in version.iterdir()) == before

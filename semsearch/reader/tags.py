@@ -96,6 +96,14 @@ def locked_state(index_dir: Path) -> Iterator[None]:
     """Hold the lock of the user state kept beside an index (tags, saved queries, digest bookmarks)."""
     if not index_dir.is_dir():
         raise TagError(f"no index at {index_dir}")
+    from semsearch.store.layout import index_of_version
+
+    owner = index_of_version(index_dir)
+    if owner is not None:  # state written there would vanish with the version when it is cleaned up
+        raise TagError(
+            f"{index_dir} is one version of the index {owner}: tags, saved queries and bookmarks live beside "
+            f"the index, so give {owner}"
+        )
     fd = os.open(index_dir / TAGS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

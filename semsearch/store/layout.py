@@ -75,6 +75,15 @@ def live_version(index_dir: Path) -> Path | None:
     return _version_named(index_dir, read_pointer(index_dir))
 
 
+def index_of_version(folder: Path) -> Path | None:
+    """The index a version folder belongs to (``IDX`` for ``IDX/v-…``), or None for any other folder."""
+    folder = Path(folder)
+    parent = folder.resolve().parent
+    if folder.name.startswith(VERSION_PREFIX) and (folder / MANIFEST).is_file() and (parent / CURRENT).exists():
+        return parent
+    return None
+
+
 def version_folders(index_dir: Path) -> list[Path]:
     """The ``v-*`` folders of an index, newest (highest publication number) first."""
     folders = [p for p in index_dir.glob(f"{VERSION_PREFIX}*") if p.is_dir()] if index_dir.is_dir() else []
