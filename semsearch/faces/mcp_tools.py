@@ -75,10 +75,14 @@ def mcp_type(param: Param) -> Any:
     spec = param.spec
     kind = param.base if spec.default is not None else param.type  # an agent's text defaults to "", never null
     if param.is_list:
-        each = {"min_length": spec.item_min_length, "max_length": spec.item_max_length, "pattern": spec.item_pattern}
-        each = {key: value for key, value in each.items() if value is not None}
+        given: dict[str, Any] = {
+            "min_length": spec.item_min_length,
+            "max_length": spec.item_max_length,
+            "pattern": spec.item_pattern,
+        }
+        each = {key: value for key, value in given.items() if value is not None}
         kind = tuple[Annotated[str, Field(**each)], ...] if each else tuple[str, ...]
-    bounds = {
+    bounds: dict[str, Any] = {
         "ge": spec.ge,
         "le": spec.le,
         "lt": spec.lt,
