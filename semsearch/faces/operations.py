@@ -157,13 +157,13 @@ def _where(**cli: Any) -> Any:
     )
 
 
-def _k(default: int = DEFAULT_K, *, cli: str = f"How many hits (1..{MAX_K}).", **faces: Any) -> Any:
+def _k(default: int = DEFAULT_K, *, cli: str = "", **faces: Any) -> Any:
     return arg(
         default,
         help="How many hits.",
         ge=1,
         le=MAX_K,
-        cli={"name": "-k", "help": cli},
+        cli={"name": "-k", **({"help": cli} if cli else {})},
         mcp={"help": "How many papers on this page (fewer if the budget ends it).", **faces.get("mcp", {})},
     )
 
