@@ -63,9 +63,9 @@ def http_parameter(param: Param) -> inspect.Parameter:
     )
 
 
-def route(router: APIRouter, name: str, handler: Callable[[LiveIndex, Any], Any], **more: Any) -> None:
-    """Add operation ``name``'s route to ``router``: ``handler(live, request)`` answers it."""
-    op: Operation = operation(name)
+def route(router: APIRouter, name: str | Operation, handler: Callable[[LiveIndex, Any], Any], **more: Any) -> None:
+    """Add the operation's route (by name, or an ``Operation``) to ``router``: ``handler(live, request)`` answers it."""
+    op = operation(name) if isinstance(name, str) else name
     params = op.params(HTTP)
     by_argument = {p.name if p.spec.path else p.field: p.field for p in params}
 
@@ -79,5 +79,5 @@ def route(router: APIRouter, name: str, handler: Callable[[LiveIndex, Any], Any]
         [live, *map(http_parameter, params)], return_annotation=returns
     )
     endpoint.__name__ = handler.__name__  # the OpenAPI operationId
-    assert op.http is not None, f"{name} has no HTTP route"
+    assert op.http is not None, f"{op.name} has no HTTP route"
     router.add_api_route(op.http, endpoint, methods=[op.method], summary=op.help.rstrip("."), **more)
