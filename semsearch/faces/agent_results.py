@@ -145,7 +145,11 @@ def citations(index: Index, ids: Sequence[str], fmt: str, *, budget: int = DEFAU
     return Citations(fmt, text, [d.id for d in docs[:count]], [d.id for d in docs[count:]])
 
 
-def to_dict(record: PaperCard | Page | Paper | IndexSummary | Citations) -> dict[str, Any]:
+# Every record a tool can return (a new kind joins here).
+Record = PaperCard | Page | Paper | IndexSummary | Citations
+
+
+def to_dict(record: Record) -> dict[str, Any]:
     """The record as JSON-ready data; a card leaves out what it lacks (no "authors": null on every line)."""
     data = asdict(record)
     if isinstance(record, PaperCard):

@@ -34,7 +34,7 @@ INSTRUCTIONS = (
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
-def _reply(record: Page | Paper | IndexSummary | Citations) -> CallToolResult:
+def _reply(record: results.Record) -> CallToolResult:
     """A tool result: the record as structured content, and the same compact JSON as its text block."""
     data = results.to_dict(record)
     return CallToolResult(content=[TextContent(type="text", text=results.compact_json(data))], structured_content=data)
@@ -93,8 +93,7 @@ def mcp_type(param: Param) -> Any:
     return Annotated[kind, Field(**{key: value for key, value in bounds.items() if value is not None})]
 
 
-Record = Page | Paper | IndexSummary | Citations
-Handler = Callable[[LoadedVersion, Any, int], Record]
+Handler = Callable[[LoadedVersion, Any, int], results.Record]
 
 
 def _search(v: LoadedVersion, r: ops.Search, budget: int) -> Page:
