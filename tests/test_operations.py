@@ -195,7 +195,8 @@ def _compared(key: str, face: str, spec: ops.Spec) -> bool:
     stated by type only, and no value the table replaces for that face on purpose."""
     own = {CLI: spec.cli, HTTP: spec.http, MCP: spec.mcp}[face]
     if key in ("min_length", "max_length"):
-        return face in NETWORK and key not in own and not (face == HTTP and spec.schema)
+        stated = {"min_length": "minLength", "max_length": "maxLength"}[key] in spec.schema  # HTTP's schema says
+        return face in NETWORK and key not in own and not (face == HTTP and stated)
     if key == "enum":
         return "enum" not in spec.schema
     return key not in own

@@ -50,10 +50,11 @@ DigestFormat = Literal["md", "html", "json", "atom"]
 class Spec:
     """How one request field is bounded, explained and named on each face.
 
-    Integer bounds, choices and defaults hold on every face (the CLI states them, the library enforces them
-    with its one-line errors). Lengths (a text's characters, a list's items) bound the network faces, HTTP and
-    MCP, whose callers are remote. ``cli``, ``http`` and ``mcp`` replace attributes on that face only (a
-    different default, a name, the help an agent reads): every difference between faces is written here.
+    Integer bounds and choices hold on every face (HTTP and MCP validate them; the CLI states them and the
+    library enforces them, with its one-line errors). Lengths (a text's characters, a list's items) bound the
+    network faces, HTTP and MCP, whose callers are remote. ``cli``, ``http`` and ``mcp`` replace attributes on
+    that face only (a default, a name, the help an agent reads; never an integer bound, which a test checks):
+    every difference between faces is written here.
     """
 
     help: str
