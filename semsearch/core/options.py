@@ -54,6 +54,9 @@ ALSO_NEW_CAP = 50
 # How `digest --mail-to` talks to its SMTP server (reader/mail.py); here so the CLI declares the choice
 # without importing smtplib, ssl and email on every command.
 SMTP_SECURITIES = ("starttls", "ssl", "none")
+# How `recommend` scores (reader/recommend.py METHODS; a test checks they agree), here so the faces declare the
+# choice without importing numpy.
+RECOMMEND_METHODS = ("centroid", "maxsim", "svm", "svm-bm25", "fused", "related")
 # The MCP server's tools, in the order `tools/list` gives them (faces/mcp_tools.py; a test checks they agree),
 # named here so `semsearch mcp --help` can list them without importing the MCP SDK.
 MCP_TOOLS = ("search", "related", "get_paper", "info", "recommend", "whats_new", "export")
