@@ -397,7 +397,11 @@ def add_filter_columns(path: Path, documents: Sequence[Document]) -> None:
     documents = sorted(documents, key=lambda d: doc_num(d.id))
     conn = _new_file_connection(path)
     try:
-        write_filter_columns(conn, documents, stored_metadata(documents))
+        # The metadata as stored, read back in number order (the documents' order here): not encoded again.
+        metadata = [str(r[0]) for r in conn.execute("SELECT metadata FROM documents ORDER BY num")]
+        if len(metadata) != len(documents):
+            raise ValueError(f"{path} holds {len(metadata)} documents, not the {len(documents)} given")
+        write_filter_columns(conn, documents, metadata)
         conn.commit()
     finally:
         conn.close()
