@@ -6,7 +6,9 @@ exact. Above it an inverted file (IVF) probes a few lists; its ``nprobe`` is tun
 recall@10 against exact search on a sample of the corpus reaches ``RECALL_TARGET``. When the raw vectors
 would exceed the memory budget, IVF-PQ keeps 48-byte codes and re-ranks the best candidates exactly from the
 memory-mapped vector file. HNSW is offered on request; it cannot remove ids, so a build that removes
-documents rebuilds its graph.
+documents rebuilds its graph. What differs between the kinds (their parameters, FAISS spelling, tuning knob
+and search parameters) is each kind's class in ``ann_kinds.py``: this module names kinds only where "auto"
+chooses among the built-in ones (``choose_kind``).
 """
 
 from __future__ import annotations
