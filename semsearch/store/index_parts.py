@@ -24,7 +24,6 @@ from semsearch.store.filter_columns import FilterColumns
 from semsearch.store.layout import DOCS, LEXICAL_DIR
 from semsearch.store.lexical import ANALYZER_NAME, LexicalIndex, bm25_settings
 from semsearch.store.lexical_build import write_lexical
-from semsearch.store.lexical_segments import lexical_folder, load_segments
 from semsearch.store.manifest import Manifest
 from semsearch.store.parts import BaseJob, SegmentJob
 from semsearch.store.sections import AnnSection, FaissSection, LexicalSection, MapSection, VectorsSection
@@ -251,10 +250,14 @@ class LexicalPart:
         return LexicalSection.from_dict({**job.previous.manifest.lexical, "analysed": len(job.documents)})
 
     def open(self, version: Path, manifest: Manifest) -> Any:
+        from semsearch.store.lexical_segments import load_segments  # a reader's module: writers never need it
+
         return load_segments(manifest.version_segments(version))
 
     def verify(self, version: Path, manifest: Manifest) -> list[str]:
         """Each segment's BM25 index loads and holds that segment's documents."""
+        from semsearch.store.lexical_segments import lexical_folder
+
         problems = []
         for segment in manifest.version_segments(version):
             try:
