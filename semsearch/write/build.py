@@ -47,7 +47,7 @@ from semsearch.store.versions import (
     write_errors_explained,
     writer_lock,
 )
-from semsearch.write.contents import write_contents
+from semsearch.write.contents import stale_parts, write_contents
 from semsearch.write.freshness import absolute_source_args, catalogues_changed, stale_sources
 
 if TYPE_CHECKING:
@@ -505,7 +505,8 @@ def _same_settings(manifest: Manifest, opts: BuildOptions, embedder: Embedder | 
         return False
     if manifest.dedup.get("near") is not opts.near or not _same_encoder(opts, manifest, embedder):
         return False
-    return _ann_settings(opts, manifest) == _ann_settings(BuildOptions(), manifest) and _same_map(manifest)
+    # Each index part says whether the settings it was written with are the current ones (map method, BM25).
+    return _ann_settings(opts, manifest) == _ann_settings(BuildOptions(), manifest) and not stale_parts(manifest)
 
 
 def _stamp_arrivals(
@@ -580,18 +581,6 @@ def _same_encoder(opts: BuildOptions, manifest: Manifest, embedder: Embedder | N
 
     on_disk = source_fingerprint(model.name)
     return same_regime and (on_disk is None or on_disk == model.fingerprint)
-
-
-def _same_map(manifest: Manifest) -> bool:
-    """Whether the map the build would draw (SEMSEARCH_MAP, the corpus size) is the kind the live version has."""
-    from semsearch.store.corpus_map import choose_method, requested_method
-
-    try:
-        wish = requested_method()
-        wanted = "off" if wish == "off" else choose_method(manifest.counts.documents, wish)
-    except SemsearchError:
-        return False  # the full path reports the bad setting
-    return manifest.map.get("method") == wanted
 
 
 def _ann_line(manifest: Manifest) -> str:
