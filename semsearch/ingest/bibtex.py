@@ -16,12 +16,25 @@ from typing import Any
 
 from semsearch.core.errors import InputError
 from semsearch.core.records import Provenance
+from semsearch.ingest.fields import Item
+from semsearch.ingest.formats import TextFormat
 
 PERSON_FIELDS = ("author", "editor")
 VENUE_FIELDS = ("booktitle", "journal")  # the first one present is also the entry's "venue"
 
 
-def bibtex_items(text: str, display: str) -> Iterator[tuple[Provenance, dict[str, Any] | str]]:
+class BibTeX(TextFormat):
+    """``.bib`` files (never sniffed: BibTeX is read when the name says so)."""
+
+    name = "bibtex"
+    extensions = (".bib",)
+
+    def items(self, text: str, display: str) -> Iterator[Item]:
+        """One item per entry."""
+        return bibtex_items(text, display)
+
+
+def bibtex_items(text: str, display: str) -> Iterator[Item]:
     """One item per entry, in file order, numbered by the line the entry starts on."""
     try:
         import bibtexparser
