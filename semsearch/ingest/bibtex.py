@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from semsearch.core.errors import InputError
+from semsearch.core.errors import ExtraNotInstalledError
 from semsearch.core.records import Provenance
 from semsearch.ingest.fields import Item
 from semsearch.ingest.formats import TextFormat
@@ -40,8 +40,8 @@ def bibtex_items(text: str, display: str) -> Iterator[Item]:
         import bibtexparser
         from bibtexparser import middlewares as mw
         from pylatexenc.latex2text import LatexNodes2Text
-    except ImportError:
-        raise InputError(f"{display}: reading BibTeX needs bibtexparser: pip install 'semsearch[bibtex]'") from None
+    except ImportError as exc:
+        raise ExtraNotInstalledError("bibtex", f"{display}: reading BibTeX", exc.name) from None
 
     decoder = LatexNodes2Text(math_mode="verbatim", strict_latex_spaces=True)
     # bibtexparser logs a warning per unreadable block; each is reported as a bad record instead.

@@ -139,8 +139,7 @@ class Index:
         expected = manifest.counts.vectors
         if self.ann.ntotal != expected or self.store.count() != expected:
             raise IndexCorruptError(
-                f"{version} holds {self.ann.ntotal} vectors and {self.store.count()} documents, "
-                f"expected {expected}; rebuild with: semsearch index --full"
+                f"{version} holds {self.ann.ntotal} vectors and {self.store.count()} documents, expected {expected}"
             )
         # Fail at open, not at the first query, when the caller asked for another model.
         if model is not None:
@@ -412,8 +411,7 @@ class Index:
             doc = docs.get(num)
             if doc is None:
                 raise IndexCorruptError(
-                    f"{self.version / VECTORS} has id {doc_id_from_num(num)} that the document store lacks; "
-                    "rebuild with: semsearch index --full"
+                    f"{self.version / VECTORS} has id {doc_id_from_num(num)} that the document store lacks"
                 )
             hit = Hit.of(rank, score, doc, ranking.mode)
             hit.relevance_rank = relevance_rank.get(num)
