@@ -112,7 +112,11 @@ class Shape:
 class Index:
     """An opened index version: search it by text or by document.
 
-    The encoder is loaded on first use, so opening an index for ``info`` or ``related ID`` is cheap.
+    The encoder is loaded on first use, so opening an index for ``info`` or ``related ID`` is cheap. Features
+    (recommendations, digests, arrivals, export) build on its public parts only: ``allowed_rows`` (candidate
+    filtering), ``where_warnings``, ``encode_query``, ``memo``, ``lexical``, ``get``, and the version's ``store``
+    (documents), ``vectors`` (vectors by document number) and ``manifest``. Whether the sources changed since the
+    build is the writer's question (``semsearch.write.freshness.stale_sources(index.manifest)``), not the index's.
     """
 
     def __init__(
@@ -210,12 +214,6 @@ class Index:
             segments=len(m.segments),
             hidden=m.hidden,
         )
-
-    def stale_sources(self) -> dict[str, list[str]]:
-        """Source files that are new, changed or missing since the build (empty lists when fresh)."""
-        from semsearch.write.freshness import stale_sources
-
-        return stale_sources(self.manifest)
 
     def get(self, doc_id: str) -> Document:
         """A document by id, unambiguous id prefix, or external id (e.g. a BEIR ``_id``)."""
