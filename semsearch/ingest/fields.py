@@ -8,7 +8,6 @@ with neither abstract nor title is a bad record: ``collect`` fails the read on i
 from __future__ import annotations
 
 import csv
-import io
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -44,16 +43,23 @@ def collect(items: Iterable[Item], skip_bad: bool) -> tuple[list[Record], list[s
 def leading_lines(text: str, count: int) -> list[str]:
     """The first `count` non-empty lines, stripped, without splitting the whole text."""
     lines: list[str] = []
-    for line in io.StringIO(text):
-        if line.strip():
-            lines.append(line.strip())
-            if len(lines) == count:
-                break
+    start = 0
+    # str.find, not a line iterator: every file of a folder is sniffed, and most need one line or two.
+    while len(lines) < count and start <= len(text):
+        end = text.find("\n", start)
+        line = (text[start:] if end < 0 else text[start:end]).strip()
+        if line:
+            lines.append(line)
+        if end < 0:
+            break
+        start = end + 1
     return lines
 
 
 def header_names_known_field(text: str, delimiter: str) -> bool:
     """Whether the first non-empty line, split by ``delimiter``, names a title, abstract or id field."""
+    if delimiter not in text:
+        return False  # not in the first line either (most seed files hold no tab)
     first = leading_lines(text, 1)[0]
     if delimiter not in first:
         return False

@@ -16,7 +16,8 @@ from semsearch.core.records import Provenance
 from semsearch.ingest.fields import Item, has_abstract, leading_lines
 from semsearch.ingest.formats import TextFormat
 
-_JSON_ARRAY_START = re.compile(r"\[\s*[{\]]")
+_JSON_START = re.compile(r"\s*(?:\[\s*[{\]]|\{)")  # an array of objects (or empty), or an object
+_OBJECT_START = re.compile(r"\s*\{")
 
 
 class JsonLines(TextFormat):
@@ -28,6 +29,8 @@ class JsonLines(TextFormat):
 
     def sniff(self, text: str) -> bool:
         """Whether the first non-empty line is a one-line JSON object and more lines follow."""
+        if not _OBJECT_START.match(text):
+            return False  # the cheap test first: every file of a folder is sniffed
         lines = leading_lines(text, 2)
         return len(lines) == 2 and lines[0].startswith("{") and lines[0].endswith("}")
 
@@ -55,8 +58,7 @@ class Json(TextFormat):
 
     def sniff(self, text: str) -> bool:
         """Text that opens a JSON array of objects, or an object."""
-        head = text.lstrip()
-        return bool(_JSON_ARRAY_START.match(head)) or head.startswith("{")
+        return bool(_JSON_START.match(text))
 
     def items(self, text: str, display: str) -> Iterator[Item]:
         """One item per record the document holds."""
