@@ -44,7 +44,7 @@ def _expand_one(source: str, formats: FormatRegistry) -> list[Path]:
     path = Path(os.path.expanduser(source))
     data_file = formats.folder_source(path)
     if data_file is not None:
-        # A Zotero data folder means its library, not the PDFs and snapshots stored beside it.
+        # A data folder (Zotero's) means its database, not the PDFs and snapshots stored beside it.
         return [data_file.resolve()]
     if path.is_dir():
         return _require_readable(_directory_files(path, formats), source, formats)
@@ -162,7 +162,7 @@ def read_file(path: Path, *, skip_bad: bool = False) -> tuple[list[Record], Sour
         # Taken before the read: a file changed while being read then looks stale, never fresh.
         mtime_ns = path.stat().st_mtime_ns
     except OSError:
-        mtime_ns = 0  # _read_bytes reports the error
+        mtime_ns = 0  # read_bytes reports the error
     # Not a FIFO, no line of hundreds of MB (streamed, bounded memory; gzip read no further than it may expand).
     check_source_file(path, display, max_inflated=inflate_limit(_file_size(path))[0])
     raw = read_bytes(path, display)
