@@ -78,10 +78,13 @@ def _print_hits(
 
 
 def _warn_if_stale(idx: Any) -> None:
-    """One line on stderr when the index's sources changed since it was built."""
-    from semsearch.write.freshness import stale_notice
+    """One line on stderr when the index's sources changed since it was built.
 
-    notice = stale_notice(idx.stale_sources(), str(idx.path))
+    The CLI asks the writer's freshness check itself: a library query (``Index``) never loads the source scanner.
+    """
+    from semsearch.write.freshness import stale_notice, stale_sources
+
+    notice = stale_notice(stale_sources(idx.manifest), str(idx.path))
     if notice:
         click.echo(f"semsearch: {notice}", err=True)
 

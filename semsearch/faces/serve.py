@@ -20,6 +20,7 @@ from semsearch.core.errors import (
     ModelMismatchError,
     QueryError,
     SemsearchError,
+    ServeUnavailableError,
     TagError,
     UnknownDocumentError,
 )
@@ -47,19 +48,13 @@ DOCS_CSP = (
 MAX_REQUEST_HEAD = 4 * 1024 * 1024
 
 
-class ServeUnavailableError(SemsearchError):
-    """The server was asked for, but its extra (fastapi, uvicorn) is not installed."""
-
-
 def check_installed() -> None:
     """Raise a one-line error naming the extra when the server's packages are missing."""
     try:
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
-        raise ServeUnavailableError(
-            f"semsearch serve needs the 'serve' extra ({exc.name} is missing): pip install 'semsearch[serve]'"
-        ) from exc
+        raise ServeUnavailableError("serve", "semsearch serve", exc.name) from exc
 
 
 log = logging.getLogger("semsearch.faces.serve")

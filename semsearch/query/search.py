@@ -112,7 +112,11 @@ class Shape:
 class Index:
     """An opened index version: search it by text or by document.
 
-    The encoder is loaded on first use, so opening an index for ``info`` or ``related ID`` is cheap.
+    The encoder is loaded on first use, so opening an index for ``info`` or ``related ID`` is cheap. Features
+    (recommendations, digests, arrivals, export) build on its public parts only: ``allowed_rows`` (candidate
+    filtering), ``where_warnings``, ``encode_query``, ``memo``, ``lexical``, ``get``, and the version's ``store``
+    (documents), ``vectors`` (vectors by document number) and ``manifest``. Whether the sources changed since the
+    build is the writer's question (``semsearch.write.freshness.stale_sources(index.manifest)``), not the index's.
     """
 
     def __init__(
@@ -139,8 +143,7 @@ class Index:
         expected = manifest.counts.vectors
         if self.ann.ntotal != expected or self.store.count() != expected:
             raise IndexCorruptError(
-                f"{version} holds {self.ann.ntotal} vectors and {self.store.count()} documents, "
-                f"expected {expected}; rebuild with: semsearch index --full"
+                f"{version} holds {self.ann.ntotal} vectors and {self.store.count()} documents, expected {expected}"
             )
         # Fail at open, not at the first query, when the caller asked for another model.
         if model is not None:
@@ -211,12 +214,6 @@ class Index:
             segments=len(m.segments),
             hidden=m.hidden,
         )
-
-    def stale_sources(self) -> dict[str, list[str]]:
-        """Source files that are new, changed or missing since the build (empty lists when fresh)."""
-        from semsearch.write.freshness import stale_sources
-
-        return stale_sources(self.manifest)
 
     def get(self, doc_id: str) -> Document:
         """A document by id, unambiguous id prefix, or external id (e.g. a BEIR ``_id``)."""
@@ -412,8 +409,7 @@ class Index:
             doc = docs.get(num)
             if doc is None:
                 raise IndexCorruptError(
-                    f"{self.version / VECTORS} has id {doc_id_from_num(num)} that the document store lacks; "
-                    "rebuild with: semsearch index --full"
+                    f"{self.version / VECTORS} has id {doc_id_from_num(num)} that the document store lacks"
                 )
             hit = Hit.of(rank, score, doc, ranking.mode)
             hit.relevance_rank = relevance_rank.get(num)
