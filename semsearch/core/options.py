@@ -7,6 +7,17 @@ same names, so a new mode or backend is one edit and ``semsearch --help`` never 
 from __future__ import annotations
 
 MODES = ("hybrid", "dense", "lexical")  # search.py: how hits are scored; the first is the default
+FUSIONS = ("adaptive", "fixed")  # query/fusion.py: how hybrid weighs its two sides per query, or alpha 0.5
+# What a new build records as its hybrid weighting (the manifest's "fusion"; query/fusion.py explains the
+# parameters). Recorded, not implied, so a later release's new defaults never change an existing index's ranking.
+ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_CLIP = 1, 2.0, (0.0, 1.0)
+
+
+def adaptive_fusion() -> dict[str, object]:
+    """The manifest's "fusion" entry of a new build: adaptive weights, with the parameters that define them."""
+    return {"method": "adaptive", "peak_top": ADAPTIVE_PEAK_TOP, "power": ADAPTIVE_POWER, "clip": list(ADAPTIVE_CLIP)}
+
+
 BACKENDS = ("onnx", "torch")  # encoder_choice.py: the runtime that encodes; the first is the default
 PRECISIONS = ("fp32", "int8")  # onnx_backend.py: ONNX weights
 DEFAULT_PRECISION = "int8"

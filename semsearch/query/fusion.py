@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from semsearch.core.options import ADAPTIVE_CLIP, ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, FUSIONS
 
 NORMS = ("minmax", "zscore", "none")
 # Hybrid defaults, tuned on SciFact train with all-MiniLM-L6-v2 + BM25 (scripts/study_fusion.py): convex zscore
@@ -106,6 +110,105 @@ def convex_arrays(
     fused = alpha * _spread(docs, dense_ids, nd, floor_d) + (1.0 - alpha) * _spread(docs, lexical_ids, nl, floor_l)
     order = np.lexsort((docs, -fused))[:limit]
     return docs[order], fused[order]
+
+
+# Adaptive fusion (issue #24): a query's weight on the dense side follows how far each list's head stands out of
+# the list (its PEAK_TOP best, in z-scores): alpha = pd^g / (pd^g + pl^g), clipped to [ALPHA_MIN, ALPHA_MAX].
+# Chosen on the train splits of SciFact and two ML Anthology collections (scripts/study_adaptive.py).
+# The parameters live in core.options, beside the entry a new build records (write/ cannot import query/).
+PEAK_TOP, PEAK_POWER, (ALPHA_MIN, ALPHA_MAX) = ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_CLIP
+
+
+@dataclass(frozen=True)
+class FusionChoice:
+    """The weight hybrid gave the dense side for one query (1 - alpha to BM25), and why."""
+
+    alpha: float
+    method: str  # "fixed" or "adaptive"
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"alpha": round(self.alpha, 4), "method": self.method, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class FusionPolicy:
+    """How an index fuses: a fixed alpha, or adaptive per query with its parameters (the manifest's "fusion")."""
+
+    method: str = "fixed"
+    alpha: float = DEFAULT_ALPHA
+    peak_top: int = PEAK_TOP
+    power: float = PEAK_POWER
+    clip: tuple[float, float] = (ALPHA_MIN, ALPHA_MAX)
+    note: str = ""  # why this policy (what the manifest said)
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any] | None) -> FusionPolicy:
+        """The policy a manifest's "fusion" entry records; none (an index built before it): fixed alpha 0.5.
+
+        An entry this release cannot read (a newer writer's method, a malformed value) also falls back to
+        alpha 0.5, and says so in ``note``: fusion weights never make an index unreadable.
+        """
+        if not entry:
+            return cls(note="no fusion recorded (index built before adaptive fusion)")
+        method = entry.get("method")
+        try:
+            if method == "fixed":
+                alpha = float(entry.get("alpha", DEFAULT_ALPHA))
+                _check(alpha, DEFAULT_NORM)
+                return cls(alpha=alpha, note="fixed in the manifest")
+            if method == "adaptive":
+                lo, hi = (float(v) for v in entry.get("clip", (ALPHA_MIN, ALPHA_MAX)))
+                top, power = int(entry.get("peak_top", PEAK_TOP)), float(entry.get("power", PEAK_POWER))
+                if not (0.0 <= lo <= hi <= 1.0 and top >= 1 and power >= 0.0):
+                    raise ValueError(entry)
+                return cls("adaptive", DEFAULT_ALPHA, top, power, (lo, hi), "adaptive in the manifest")
+        except (TypeError, ValueError):
+            pass
+        return cls(note=f"unreadable fusion entry {dict(entry)!r} in the manifest")
+
+    def with_method(self, method: str | None) -> FusionPolicy:
+        """This policy, or the one a --fusion option asks for instead (None: as recorded)."""
+        if method is None or method == self.method:
+            return self
+        if method not in FUSIONS:
+            raise ValueError(f"unknown fusion {method!r}; choose from {', '.join(FUSIONS)}")
+        if method == "fixed":
+            return FusionPolicy(note="--fusion fixed")
+        return FusionPolicy("adaptive", note="--fusion adaptive")
+
+    def choose(self, dense_scores: np.ndarray, lexical_scores: np.ndarray, depth: int = 0) -> FusionChoice:
+        """The weight for one query from its two candidate lists' scores (best first) of ``depth`` asked for.
+
+        BM25 returns only the documents that match a query word; the rest of the ``depth`` scored 0, so the
+        lexical head is measured against them too (a rare identifier matched by 3 documents stands out).
+        """
+        if self.method != "adaptive":
+            return FusionChoice(self.alpha, "fixed", f"alpha {self.alpha:g}: {self.note}")
+        pd, pl = peak(dense_scores, self.peak_top), peak(lexical_scores, self.peak_top, pad_to=depth)
+        if pd <= 0.0 and pl <= 0.0:
+            alpha = DEFAULT_ALPHA
+            why = "neither list's head stands out"
+        else:
+            wd, wl = max(pd, 0.0) ** self.power, max(pl, 0.0) ** self.power
+            alpha = wd / (wd + wl)
+            why = f"head z-score dense {pd:.2f}, lexical {pl:.2f}"
+        alpha = min(max(alpha, self.clip[0]), self.clip[1])
+        return FusionChoice(alpha, "adaptive", f"alpha {alpha:.2f} to dense: {why}")
+
+
+def peak(scores: np.ndarray, top: int = PEAK_TOP, *, pad_to: int = 0) -> float:
+    """How far a list's head stands out: the mean z-score of its ``top`` best within the list (0: flat or empty).
+
+    ``pad_to``: count the list as that long, the missing entries scoring 0 (BM25's unmatched documents).
+    """
+    values = np.asarray(scores, dtype=np.float64)
+    if 0 < values.size < pad_to:
+        values = np.concatenate([values, np.zeros(pad_to - values.size)])
+    if values.size < 2:
+        return 0.0  # one candidate (or none) says nothing about a distribution
+    z = _normalized(values, "zscore")
+    return float(np.sort(z)[::-1][:top].mean())
 
 
 def _check(alpha: float, norm: str) -> None:
