@@ -6,15 +6,20 @@ queried documents differ between them and the embedding cache re-encodes little.
 from; queries whose id hashes even are ``train``, odd ``test`` (qrels/train.tsv, qrels/test.tsv).
 
 - ``mismatch`` (lexical weak): the query is the paper's title; no document carries its title, and the
-  queried document's abstract has every word removed whose stem is one of the title's (the lexical analyzer's
-  own stems), so BM25 can match it only through words the title does not use, while other papers that do use
-  the title's words outrank it. The dense side still reads the rest of the abstract's meaning.
+  queried document's abstract has every word removed whose stem is one of the title's distinctive ones (the
+  lexical analyzer's own stems, found in at most ``RARE_DF`` of the slice's abstracts), so BM25 can match it
+  only through the title's common words, which other papers share, while the dense side still reads the rest
+  of the abstract's meaning. (Removing every title stem, ``--strip all``, leaves both sides near 0.)
+- ``typos`` (lexical weak): the query is the paper's title typed with a slip in every word of four letters or
+  more (its second and third letters swapped: "Forecasting" -> "Froecasting"); documents are the abstracts
+  unchanged, as in ``identifiers``. BM25 matches only the title's short words and the stems a slip leaves
+  alone; the encoder's subwords still carry much of a misspelt word.
 - ``identifiers`` (dense weak): the query is the two or three rarest words of the abstract (lowest document
   frequency in the slice, at most ``MAX_DF``), preferring identifier-like ones (acronyms, names with digits);
   documents are the abstracts unchanged (no titles either, so most vectors are shared with ``mismatch``).
   BM25 finds exact rare words; MiniLM sees a bag of rare tokens.
 
-    python scripts/make_collections.py --out /tmp/fu      # writes /tmp/fu/mismatch and /tmp/fu/identifiers
+    python scripts/make_collections.py --out /tmp/fu   # writes /tmp/fu/mismatch, /tmp/fu/typos, /tmp/fu/identifiers
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from semsearch.store.lexical import TOKEN_PATTERN, Analyzer  # noqa: E402
 
 SOURCE = REPO.parent / "shared" / "data" / "mlanthology" / "neurips2025.jsonl.gz"
 MAX_DF = 5  # a query word appears in at most this many documents of the slice
+RARE_DF = 50  # mismatch: a title stem in at most this many abstracts (1% of 5,000) is removed from its paper
 IDENTIFIER = re.compile(r"[A-Za-z]*[A-Z0-9][A-Za-z0-9-]*[A-Z0-9][A-Za-z0-9-]*")  # LoRA, GPT-4, ResNet50
 
 
@@ -69,17 +75,34 @@ def without_stems(text: str, stems: set[str], analyzer: Analyzer) -> str:
     return re.sub(r"\s{2,}", " ", "".join(out)).strip()
 
 
-def mismatch(rows: list[dict[str, Any]], picked: list[int], analyzer: Analyzer) -> tuple[list[dict], dict[str, str]]:
-    """(corpus, queries) of the lexical-weak collection."""
+def mismatch(
+    rows: list[dict[str, Any]], picked: list[int], analyzer: Analyzer, rare_df: int | None
+) -> tuple[list[dict], dict[str, str]]:
+    """(corpus, queries) of the lexical-weak collection; ``rare_df`` None strips every title stem."""
+    df = Counter(s for r in rows for s in set(analyzer(r["text"])))
     queries = {}
     corpus = [{"_id": r["_id"], "title": "", "text": r["text"]} for r in rows]
     for i in picked:
-        stems = set(analyzer(rows[i]["title"]))
+        stems = {s for s in analyzer(rows[i]["title"]) if rare_df is None or df[s] <= rare_df}
         stripped = without_stems(rows[i]["text"], stems, analyzer)
         if not stems or len(stripped.split()) < 20:
             continue
         corpus[i]["text"] = stripped
         queries[f"m{i}"] = rows[i]["title"]
+    return corpus, queries
+
+
+def typo(word: str) -> str:
+    """A word typed with its second and third letters swapped (words under four letters, or with a digit, kept)."""
+    if len(word) < 4 or not word.isalpha() or word[1] == word[2]:
+        return word
+    return word[0] + word[2] + word[1] + word[3:]
+
+
+def typos(rows: list[dict[str, Any]], picked: list[int]) -> tuple[list[dict], dict[str, str]]:
+    """(corpus, queries) of the second lexical-weak collection."""
+    corpus = [{"_id": r["_id"], "title": "", "text": r["text"]} for r in rows]
+    queries = {f"t{i}": re.sub(r"[A-Za-z]+", lambda m: typo(m.group()), rows[i]["title"]) for i in picked}
     return corpus, queries
 
 
@@ -129,13 +152,15 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=5000)
     parser.add_argument("--queries", type=int, default=600)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--strip", choices=["rare", "all"], default="rare", help="mismatch: which title stems go")
     args = parser.parse_args()
     rows = read_slice(args.source, args.docs)
     picked = sorted(random.Random(args.seed).sample(range(len(rows)), min(args.queries, len(rows))))
     analyzer = Analyzer()
     report = {}
     for name, (corpus, queries) in (
-        ("mismatch", mismatch(rows, picked, analyzer)),
+        ("mismatch", mismatch(rows, picked, analyzer, RARE_DF if args.strip == "rare" else None)),
+        ("typos", typos(rows, picked)),
         ("identifiers", identifiers(rows, picked)),
     ):
         report[name] = write(args.out / name, corpus, queries, rows)

@@ -109,10 +109,30 @@ def peak(scores: np.ndarray, top: int, pad: int = 0) -> float:
     return float(z[:top].mean()) if z.size else 0.0
 
 
-def by_peaks(top: int, gamma: float, lo: float = 0.0, hi: float = 1.0, pad: bool = True) -> Rule:
+def by_peaks(top: int, gamma: float, lo: float = 0.0, hi: float = 1.0, pad: bool = True, scale: float = 1.0) -> Rule:
+    """alpha = pd^g / (pd^g + (pl / scale)^g): ``scale`` > 1 discounts BM25's heavier-tailed head."""
+
     def rule(di: np.ndarray, ds: np.ndarray, li: np.ndarray, ls: np.ndarray) -> tuple[np.ndarray, float]:
-        pd, pl = max(peak(ds, top), 1e-6), max(peak(ls, top, len(ds) if pad else 0), 1e-6)
+        pd, pl = max(peak(ds, top), 1e-6), max(peak(ls, top, len(ds) if pad else 0) / scale, 1e-6)
         alpha = float(np.clip(pd**gamma / (pd**gamma + pl**gamma), lo, hi))
+        return convex_arrays(di, ds, li, ls, alpha=alpha, limit=100)[0], alpha
+
+    return rule
+
+
+def gap(scores: np.ndarray, k: int, pad: int = 0) -> float:
+    """z(best) - z(k-th best) of a list (padded with zeros to ``pad``): how far the head stands above the next."""
+    values = np.asarray(scores, dtype=np.float64)
+    if values.size < pad:
+        values = np.concatenate([values, np.zeros(pad - values.size)])
+    z = _z(values)
+    return float(z[0] - z[min(k, z.size) - 1]) if z.size else 0.0
+
+
+def by_gaps(k: int, gamma: float) -> Rule:
+    def rule(di: np.ndarray, ds: np.ndarray, li: np.ndarray, ls: np.ndarray) -> tuple[np.ndarray, float]:
+        gd, gl = max(gap(ds, k), 1e-6), max(gap(ls, k, len(ds)), 1e-6)
+        alpha = float(gd**gamma / (gd**gamma + gl**gamma))
         return convex_arrays(di, ds, li, ls, alpha=alpha, limit=100)[0], alpha
 
     return rule
@@ -134,19 +154,38 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--split", default="train")
+    parser.add_argument("--wide", action="store_true", help="also the first round's rules (gaps, clips, top 10)")
     args = parser.parse_args()
     lists, qrels, names = load_lists(args.data, args.index, args.split)
     rules: dict[str, Rule] = {f"alpha {a:.1f}": fixed(a) for a in np.linspace(0, 1, 11)}
-    for top in (1, 3, 10):
-        for gamma in (1.0, 2.0, 4.0, 8.0):
-            rules[f"peaks top{top} g{gamma:g}"] = by_peaks(top, gamma)
-            rules[f"peaks top{top} g{gamma:g} nopad"] = by_peaks(top, gamma, pad=False)
+    if args.wide:
+        for top in (1, 3, 10):
+            for gamma in (1.0, 2.0, 4.0):
+                rules[f"peaks top{top} g{gamma:g}"] = by_peaks(top, gamma)
+        for k in (2, 5, 10):
+            for gamma in (1.0, 2.0):
+                rules[f"gaps k{k} g{gamma:g}"] = by_gaps(k, gamma)
+        for top, gamma, lo, hi in ((10, 2.0, 0.2, 0.8), (10, 4.0, 0.2, 0.8), (10, 4.0, 0.1, 0.9), (3, 4.0, 0.2, 0.8)):
+            rules[f"peaks top{top} g{gamma:g} clip{lo:g}-{hi:g}"] = by_peaks(top, gamma, lo, hi)
+    for top in (1, 3):
+        for gamma in (1.0, 2.0, 4.0):
+            for scale in (1.0, 1.25, 1.5, 2.0):
+                rules[f"peaks top{top} g{gamma:g} scale{scale:g}"] = by_peaks(top, gamma, scale=scale)
     results = {name: score_rule(rule, lists, qrels, names) for name, rule in rules.items()}
     base = results["alpha 0.5"]["ndcg"]
+    best = max((results["alpha 0.0"], results["alpha 1.0"]), key=lambda r: float(np.mean(list(r["ndcg"].values()))))
+    print(f"{'rule':34s} nDCG@10  vs alpha 0.5       vs best single    mean alpha")
     for name, r in results.items():
-        diff = paired_difference(base, r["ndcg"])
-        print(f"{name:30s} {np.mean(list(r['ndcg'].values())):.4f}  {diff['difference']:+.4f} ± {diff['stderr']:.4f}")
-    print(json.dumps({n: round(float(np.mean(list(r["ndcg"].values()))), 4) for n, r in results.items()}))
+        diff, gap = paired_difference(base, r["ndcg"]), paired_difference(best["ndcg"], r["ndcg"])
+        print(
+            f"{name:34s} {np.mean(list(r['ndcg'].values())):.4f}  {diff['difference']:+.4f} ± {diff['stderr']:.4f}  "
+            f"{gap['difference']:+.4f} ± {gap['stderr']:.4f}  {r['alpha']:.3f}"
+        )
+    out = {
+        n: {"ndcg@10": round(float(np.mean(list(r["ndcg"].values()))), 4), "alpha": r["alpha"]}
+        for n, r in results.items()
+    }
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from test_search_modes import beir
 
 from semsearch import BuildOptions, Index, build_index
 from semsearch.core.errors import QueryError
-from semsearch.core.options import adaptive_fusion
+from semsearch.core.options import fusion_entry
 from semsearch.store.layout import MANIFEST, current_version
 
 QUERY = "graph neural networks oversmoothing"
@@ -32,15 +32,21 @@ def built(tmp_path: Path, fake: FakeEmbedder) -> Path:
     return index
 
 
-def _forget_fusion(index: Path) -> None:
-    """Make the live version look like one built before adaptive fusion: no "fusion" in its manifest."""
+def _set_fusion(index: Path, entry: dict | None) -> None:
+    """Rewrite the live version's "fusion" entry (None: none, as in a version built before it existed)."""
     path = current_version(index) / MANIFEST
     data = json.loads(path.read_text(encoding="utf-8"))
-    del data["fusion"]
+    data.pop("fusion")
+    if entry is not None:
+        data["fusion"] = entry
     path.write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 
-def test_a_build_records_adaptive_fusion_and_a_refresh_keeps_what_was_recorded(
+def _forget_fusion(index: Path) -> None:
+    _set_fusion(index, None)
+
+
+def test_a_build_records_its_fusion_and_a_refresh_keeps_what_was_recorded(
     tmp_path: Path, fake: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from dataclasses import replace
@@ -52,7 +58,7 @@ def test_a_build_records_adaptive_fusion_and_a_refresh_keeps_what_was_recorded(
     index = tmp_path / "idx"
     build_index([str(a)], index, OPTS, embedder=fake)
     manifest = json.loads((current_version(index) / MANIFEST).read_text(encoding="utf-8"))
-    assert manifest["fusion"] == adaptive_fusion()
+    assert manifest["fusion"] == fusion_entry() == {"method": "fixed", "alpha": 0.5}
     # An index built before adaptive fusion: a refresh that appends a segment keeps its (absent) weighting...
     _forget_fusion(index)
     assert build_index([str(a), str(b)], index, OPTS, embedder=fake).segments == 1
@@ -60,7 +66,7 @@ def test_a_build_records_adaptive_fusion_and_a_refresh_keeps_what_was_recorded(
     # ... and a rewrite is a new build: it records today's.
     build_index([str(a), str(b)], index, replace(OPTS, rewrite=True), embedder=fake)
     with Index.open(index, embedder=fake) as idx:
-        assert idx.manifest.fusion == adaptive_fusion()
+        assert idx.manifest.fusion == fusion_entry()
 
 
 def test_an_index_built_before_adaptive_fusion_fuses_with_alpha_one_half(built: Path, fake: FakeEmbedder) -> None:
@@ -78,6 +84,7 @@ def test_an_index_built_before_adaptive_fusion_fuses_with_alpha_one_half(built: 
 def test_adaptive_hybrid_ranks_as_the_convex_fusion_with_the_alpha_it_reports(built: Path, fake: FakeEmbedder) -> None:
     from test_fusion import dict_convex
 
+    _set_fusion(built, fusion_entry("adaptive"))  # an index that records adaptive fusion uses it unasked
     with Index.open(built, embedder=fake) as index:
         assert index.fusion.method == "adaptive"
         ranking = index._rank(QUERY, index.encode_query(QUERY), "hybrid", None, 5)
@@ -90,15 +97,20 @@ def test_adaptive_hybrid_ranks_as_the_convex_fusion_with_the_alpha_it_reports(bu
 
 
 def test_query_json_explains_the_weight_of_a_hybrid_search(built: Path, fake: FakeEmbedder) -> None:
-    result = run(["query", QUERY, "--index", str(built), "--json"], fake)
+    result = run(["query", QUERY, "--index", str(built), "--json", "--fusion", "adaptive"], fake)
     assert result.exit_code == 0, result.output
     hits = json.loads(result.stdout)
     fusion = hits[0]["fusion"]
     assert set(fusion) == {"alpha", "method", "reason"} and fusion["method"] == "adaptive"
     assert 0.0 <= fusion["alpha"] <= 1.0 and "head z-score dense" in fusion["reason"]
     assert all(h["fusion"] == fusion for h in hits)  # one weight per query
+    plain = json.loads(run(["query", QUERY, "--index", str(built), "--json"], fake).stdout)
+    assert plain[0]["fusion"] == {"alpha": 0.5, "method": "fixed", "reason": "alpha 0.5: fixed in the manifest"}
+    _forget_fusion(built)
+    old = json.loads(run(["query", QUERY, "--index", str(built), "--json"], fake).stdout)
+    assert old[0]["fusion"]["alpha"] == 0.5 and "before adaptive fusion" in old[0]["fusion"]["reason"]
     fixed = json.loads(run(["query", QUERY, "--index", str(built), "--json", "--fusion", "fixed"], fake).stdout)
-    assert fixed[0]["fusion"] == {"alpha": 0.5, "method": "fixed", "reason": "alpha 0.5: --fusion fixed"}
+    assert [h["id"] for h in fixed] == [h["id"] for h in plain] == [h["id"] for h in old]
     dense = json.loads(run(["query", QUERY, "--index", str(built), "--json", "--mode", "dense"], fake).stdout)
     assert all("fusion" not in h for h in dense)  # nothing was fused
     bad = run(["query", QUERY, "--index", str(built), "--fusion", "rrf"], fake)
@@ -108,7 +120,10 @@ def test_query_json_explains_the_weight_of_a_hybrid_search(built: Path, fake: Fa
 def test_eval_reports_the_fusion_of_its_hybrid_runs(tmp_path: Path, fake: FakeEmbedder) -> None:
     folder = beir(tmp_path)
     index = tmp_path / "evalidx"
-    adaptive = json.loads(run(["eval", str(folder), "--index", str(index), "--json"], fake).stdout)
+    plain = json.loads(run(["eval", str(folder), "--index", str(index), "--json"], fake).stdout)
+    assert plain["hybrid"]["fusion"] == {"method": "fixed", "mean_alpha": 0.5}
+    args = ["eval", str(folder), "--index", str(index), "--json", "--fusion", "adaptive"]
+    adaptive = json.loads(run(args, fake).stdout)
     assert adaptive["hybrid"]["fusion"]["method"] == "adaptive"
     assert 0.0 <= adaptive["hybrid"]["fusion"]["mean_alpha"] <= 1.0
     fixed = json.loads(run(["eval", str(folder), "--index", str(index), "--json", "--fusion", "fixed"], fake).stdout)

@@ -203,8 +203,9 @@ def test_adaptive_gives_the_weight_to_the_side_whose_head_stands_out() -> None:
     assert to_dense.alpha > 0.8 and to_lexical.alpha < 0.2
     assert to_dense.method == to_lexical.method == "adaptive"
     assert "dense" in to_dense.reason and "lexical" in to_dense.reason
-    # Equally peaked lists (the same shape on both sides) share the weight evenly.
-    assert policy.choose(_peaked(), _peaked(), 1000).alpha == pytest.approx(0.5)
+    # The same shape on both sides: BM25's head counts 1 / 1.5 of the dense one's (its scores are heavier-tailed).
+    assert policy.choose(_peaked(), _peaked(), 1000).alpha == pytest.approx(1.5 / 2.5)
+    assert FusionPolicy("adaptive", lexical_scale=1.0).choose(_peaked(), _peaked(), 1000).alpha == pytest.approx(0.5)
 
 
 def test_adaptive_counts_bm25s_unmatched_documents_as_zeros() -> None:
@@ -246,9 +247,10 @@ def test_an_index_without_a_fusion_entry_keeps_alpha_one_half() -> None:
         {"method": "learned-by-a-newer-release"},
         {"method": "fixed", "alpha": 7},
         {"method": "fixed", "alpha": "half"},
-        {"method": "adaptive", "clip": [0.9, 0.1]},
+        {"method": "adaptive", "lexical_scale": 0},
         {"method": "adaptive", "peak_top": 0},
-        {"method": "adaptive", "clip": "wide"},
+        {"method": "adaptive", "power": "steep"},
+        {"method": "adaptive", "lexical_scale": float("nan")},
     ],
 )
 def test_an_unreadable_fusion_entry_falls_back_to_alpha_one_half_and_says_so(entry: dict) -> None:
@@ -260,10 +262,14 @@ def test_an_unreadable_fusion_entry_falls_back_to_alpha_one_half_and_says_so(ent
 
 
 def test_the_recorded_policy_gives_way_to_an_explicit_choice() -> None:
-    from semsearch.core.options import adaptive_fusion
-    from semsearch.query.fusion import FusionPolicy
+    from semsearch.core.options import fusion_entry
+    from semsearch.query.fusion import DEFAULT_ALPHA, FusionPolicy
 
-    recorded = FusionPolicy.from_entry(adaptive_fusion())
+    assert fusion_entry() == {"method": "fixed", "alpha": DEFAULT_ALPHA}  # what a build records by default
+    assert FusionPolicy.from_entry(fusion_entry()).choose(_peaked(), _flat(), 1000).reason == (
+        "alpha 0.5: fixed in the manifest"
+    )
+    recorded = FusionPolicy.from_entry(fusion_entry("adaptive"))
     assert recorded.method == "adaptive" and recorded.with_method(None) is recorded
     assert recorded.with_method("fixed").choose(_peaked(), _flat(), 1000).alpha == 0.5
     assert FusionPolicy.from_entry(None).with_method("adaptive").choose(_peaked(), _flat(), 1000).alpha > 0.8

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.core.options import ADAPTIVE_CLIP, ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, FUSIONS
+from semsearch.core.options import ADAPTIVE_LEXICAL_SCALE, ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, FUSIONS
 
 NORMS = ("minmax", "zscore", "none")
 # Hybrid defaults, tuned on SciFact train with all-MiniLM-L6-v2 + BM25 (scripts/study_fusion.py): convex zscore
@@ -113,10 +113,11 @@ def convex_arrays(
 
 
 # Adaptive fusion (issue #24): a query's weight on the dense side follows how far each list's head stands out of
-# the list (its PEAK_TOP best, in z-scores): alpha = pd^g / (pd^g + pl^g), clipped to [ALPHA_MIN, ALPHA_MAX].
-# Chosen on the train splits of SciFact and two ML Anthology collections (scripts/study_adaptive.py).
-# The parameters live in core.options, beside the entry a new build records (write/ cannot import query/).
-PEAK_TOP, PEAK_POWER, (ALPHA_MIN, ALPHA_MAX) = ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_CLIP
+# its list: pd and pl, the z-score of each list's best (PEAK_TOP best) candidate, BM25's divided by LEXICAL_SCALE
+# because BM25's scores are heavier-tailed (its head stands out further on queries where both sides are as good);
+# alpha = pd^p / (pd^p + pl^p). Chosen on the train splits of SciFact and three ML Anthology collections
+# (scripts/study_adaptive.py); the parameters live in core.options, beside the entry a build records.
+PEAK_TOP, PEAK_POWER, LEXICAL_SCALE = ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_LEXICAL_SCALE
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,8 @@ class FusionPolicy:
     alpha: float = DEFAULT_ALPHA
     peak_top: int = PEAK_TOP
     power: float = PEAK_POWER
-    clip: tuple[float, float] = (ALPHA_MIN, ALPHA_MAX)
-    note: str = ""  # why this policy (what the manifest said)
+    lexical_scale: float = LEXICAL_SCALE
+    note: str = ""  # why this policy (what the manifest said, or the option that asked for it)
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any] | None) -> FusionPolicy:
@@ -158,11 +159,10 @@ class FusionPolicy:
                 _check(alpha, DEFAULT_NORM)
                 return cls(alpha=alpha, note="fixed in the manifest")
             if method == "adaptive":
-                lo, hi = (float(v) for v in entry.get("clip", (ALPHA_MIN, ALPHA_MAX)))
                 top, power = int(entry.get("peak_top", PEAK_TOP)), float(entry.get("power", PEAK_POWER))
-                if not (0.0 <= lo <= hi <= 1.0 and top >= 1 and power >= 0.0):
-                    raise ValueError(entry)
-                return cls("adaptive", DEFAULT_ALPHA, top, power, (lo, hi), "adaptive in the manifest")
+                scale = float(entry.get("lexical_scale", LEXICAL_SCALE))
+                if top >= 1 and 0.0 <= power <= 16.0 and 0.0 < scale < float("inf"):
+                    return cls("adaptive", DEFAULT_ALPHA, top, power, scale, "adaptive in the manifest")
         except (TypeError, ValueError):
             pass
         return cls(note=f"unreadable fusion entry {dict(entry)!r} in the manifest")
@@ -185,15 +185,14 @@ class FusionPolicy:
         """
         if self.method != "adaptive":
             return FusionChoice(self.alpha, "fixed", f"alpha {self.alpha:g}: {self.note}")
-        pd, pl = peak(dense_scores, self.peak_top), peak(lexical_scores, self.peak_top, pad_to=depth)
+        pd = peak(dense_scores, self.peak_top)
+        pl = peak(lexical_scores, self.peak_top, pad_to=depth) / self.lexical_scale
         if pd <= 0.0 and pl <= 0.0:
-            alpha = DEFAULT_ALPHA
-            why = "neither list's head stands out"
+            alpha, why = DEFAULT_ALPHA, "neither list's head stands out"
         else:
             wd, wl = max(pd, 0.0) ** self.power, max(pl, 0.0) ** self.power
             alpha = wd / (wd + wl)
-            why = f"head z-score dense {pd:.2f}, lexical {pl:.2f}"
-        alpha = min(max(alpha, self.clip[0]), self.clip[1])
+            why = f"head z-score dense {pd:.2f}, lexical {pl:.2f} (BM25's / {self.lexical_scale:g})"
         return FusionChoice(alpha, "adaptive", f"alpha {alpha:.2f} to dense: {why}")
 
 
