@@ -87,9 +87,10 @@ def read(path: Path) -> Lists:
 Rule = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, float]]
 
 
-def fixed(alpha: float) -> Rule:
+def fixed(alpha: float, pad_norm: bool = False) -> Rule:
     def rule(di: np.ndarray, ds: np.ndarray, li: np.ndarray, ls: np.ndarray) -> tuple[np.ndarray, float]:
-        return convex_arrays(di, ds, li, ls, alpha=alpha, limit=100)[0], alpha
+        depth = len(ds) if pad_norm else 0
+        return convex_arrays(di, ds, li, ls, alpha=alpha, limit=100, lexical_depth=depth)[0], alpha
 
     return rule
 
@@ -109,13 +110,22 @@ def peak(scores: np.ndarray, top: int, pad: int = 0) -> float:
     return float(z[:top].mean()) if z.size else 0.0
 
 
-def by_peaks(top: int, gamma: float, lo: float = 0.0, hi: float = 1.0, pad: bool = True, scale: float = 1.0) -> Rule:
+def by_peaks(
+    top: int,
+    gamma: float,
+    lo: float = 0.0,
+    hi: float = 1.0,
+    pad: bool = True,
+    scale: float = 1.0,
+    pad_norm: bool = False,
+) -> Rule:
     """alpha = pd^g / (pd^g + (pl / scale)^g): ``scale`` > 1 discounts BM25's heavier-tailed head."""
 
     def rule(di: np.ndarray, ds: np.ndarray, li: np.ndarray, ls: np.ndarray) -> tuple[np.ndarray, float]:
         pd, pl = max(peak(ds, top), 1e-6), max(peak(ls, top, len(ds) if pad else 0) / scale, 1e-6)
         alpha = float(np.clip(pd**gamma / (pd**gamma + pl**gamma), lo, hi))
-        return convex_arrays(di, ds, li, ls, alpha=alpha, limit=100)[0], alpha
+        depth = len(ds) if pad_norm else 0
+        return convex_arrays(di, ds, li, ls, alpha=alpha, limit=100, lexical_depth=depth)[0], alpha
 
     return rule
 
@@ -167,10 +177,18 @@ def main() -> None:
                 rules[f"gaps k{k} g{gamma:g}"] = by_gaps(k, gamma)
         for top, gamma, lo, hi in ((10, 2.0, 0.2, 0.8), (10, 4.0, 0.2, 0.8), (10, 4.0, 0.1, 0.9), (3, 4.0, 0.2, 0.8)):
             rules[f"peaks top{top} g{gamma:g} clip{lo:g}-{hi:g}"] = by_peaks(top, gamma, lo, hi)
-    for top in (1, 3):
-        for gamma in (1.0, 2.0, 4.0):
-            for scale in (1.0, 1.25, 1.5, 2.0):
-                rules[f"peaks top{top} g{gamma:g} scale{scale:g}"] = by_peaks(top, gamma, scale=scale)
+    if args.wide:
+        for top in (1, 3):
+            for gamma in (1.0, 2.0, 4.0):
+                for scale in (1.0, 1.25, 1.5, 2.0):
+                    rules[f"peaks top{top} g{gamma:g} scale{scale:g}"] = by_peaks(top, gamma, scale=scale)
+    # Round 3: BM25's list normalized as the whole depth (its unmatched documents score 0), see convex_arrays.
+    rules["alpha 0.5 padnorm"] = fixed(0.5, pad_norm=True)
+    for top, gamma in ((1, 1.0), (1, 2.0), (3, 1.0)):
+        for scale in (1.0, 1.25, 1.5, 2.0):
+            name = f"peaks top{top} g{gamma:g} scale{scale:g}"
+            rules[name] = by_peaks(top, gamma, scale=scale)
+            rules[name + " padnorm"] = by_peaks(top, gamma, scale=scale, pad_norm=True)
     results = {name: score_rule(rule, lists, qrels, names) for name, rule in rules.items()}
     base = results["alpha 0.5"]["ndcg"]
     best = max((results["alpha 0.0"], results["alpha 1.0"]), key=lambda r: float(np.mean(list(r["ndcg"].values()))))

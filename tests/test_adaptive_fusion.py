@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import PAPERS, FakeEmbedder
 from test_cli import run
@@ -13,6 +14,7 @@ from test_search_modes import beir
 from semsearch import BuildOptions, Index, build_index
 from semsearch.core.errors import QueryError
 from semsearch.core.options import fusion_entry
+from semsearch.query.fusion import convex_arrays
 from semsearch.store.layout import MANIFEST, current_version
 
 QUERY = "graph neural networks oversmoothing"
@@ -89,7 +91,15 @@ def test_adaptive_hybrid_ranks_as_the_convex_fusion_with_the_alpha_it_reports(bu
         assert index.fusion.method == "adaptive"
         ranking = index._rank(QUERY, index.encode_query(QUERY), "hybrid", None, 5)
         assert ranking.fusion is not None and ranking.fusion.method == "adaptive"
-        assert ranking.ranked == dict_convex(ranking.dense, ranking.lexical, ranking.fusion.alpha, "zscore")[:5]
+        # The small index's lexical list is shorter than the depth: normalized as the depth (convex_arrays).
+        assert 0 < len(ranking.lexical) < ranking.fusion.lexical_depth == len(index)
+        arrays = [np.array(list(side), dtype=np.int64) for side in (ranking.dense, ranking.lexical)]
+        scores = [np.array(list(side.values())) for side in (ranking.dense, ranking.lexical)]
+        ids, fused = convex_arrays(
+            arrays[0], scores[0], arrays[1], scores[1], alpha=ranking.fusion.alpha, limit=5, lexical_depth=len(index)
+        )
+        assert ranking.ranked == list(zip(ids.tolist(), fused.tolist(), strict=True))
+        assert ranking.ranked != dict_convex(ranking.dense, ranking.lexical, ranking.fusion.alpha, "zscore")[:5]
         fixed = index.search(QUERY, 3, fusion="fixed")
         assert {h.fusion["alpha"] for h in fixed if h.fusion} == {0.5}
         with pytest.raises(QueryError, match="unknown fusion 'rrf'"):

@@ -275,3 +275,32 @@ def test_the_recorded_policy_gives_way_to_an_explicit_choice() -> None:
     assert FusionPolicy.from_entry(None).with_method("adaptive").choose(_peaked(), _flat(), 1000).alpha > 0.8
     with pytest.raises(ValueError, match="unknown fusion 'learned'"):
         recorded.with_method("learned")
+
+
+def test_a_lexical_list_normalized_as_its_depth_keeps_a_single_match() -> None:
+    """One document holds the query's rare word: z-scored alone it is 0 like every other; against the 999
+    candidates that scored BM25's 0 it stands out, and a document BM25 lacks gets the normalized 0."""
+    dense_ids, dense_scores = np.arange(10, dtype=np.int64), np.linspace(0.5, 0.4, 10)
+    lexical_ids, lexical_scores = np.array([7], dtype=np.int64), np.array([9.0])
+    plain, _ = convex_arrays(dense_ids, dense_scores, lexical_ids, lexical_scores, alpha=0.2)
+    assert plain[0] == 0  # the match's z-score is 0, as everyone's: the dense order alone decides
+    ids, fused = convex_arrays(dense_ids, dense_scores, lexical_ids, lexical_scores, alpha=0.2, lexical_depth=1000)
+    assert ids[0] == 7
+    sample = np.array([9.0] + [0.0] * 999)
+    z_match, z_zero = (9.0 - sample.mean()) / sample.std(), (0.0 - sample.mean()) / sample.std()
+    z_dense = (dense_scores - dense_scores.mean()) / dense_scores.std()
+    got = dict(zip(ids.tolist(), fused.tolist(), strict=True))
+    assert got[7] == pytest.approx(0.2 * z_dense[7] + 0.8 * z_match)
+    assert got[0] == pytest.approx(0.2 * z_dense[0] + 0.8 * z_zero)
+    # A full list (as long as the depth) is normalized as before.
+    full = np.linspace(9.0, 1.0, 10)
+    a = convex_arrays(dense_ids, dense_scores, dense_ids, full, alpha=0.3)
+    b = convex_arrays(dense_ids, dense_scores, dense_ids, full, alpha=0.3, lexical_depth=10)
+    assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
+
+
+def test_adaptive_choice_normalizes_bm25_as_the_depth_asked_for() -> None:
+    from semsearch.query.fusion import FusionPolicy
+
+    assert FusionPolicy("adaptive").choose(_flat(), np.array([5.0]), 1000).lexical_depth == 1000
+    assert FusionPolicy().choose(_flat(), np.array([5.0]), 1000).lexical_depth == 0  # fixed: as before

@@ -96,16 +96,29 @@ def convex_arrays(
     alpha: float = DEFAULT_ALPHA,
     norm: str = DEFAULT_NORM,
     limit: int | None = None,
+    lexical_depth: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``convex`` over (unique int64 ids, scores) arrays: (ids, fused scores), best first, at most ``limit``.
 
     The same float64 operations in the same order as ``convex``'s dict path, so the same result; hybrid search
     fuses two lists of 1,000, on which the dict path cost ~1.5 ms a query.
+
+    ``lexical_depth`` (adaptive fusion): the lexical list stands for that many candidates, those it lacks scoring
+    BM25's 0, so its normalization counts them and a document it lacks gets the normalized 0. Without it a list
+    of one match normalizes to all zeros and BM25's strongest evidence, the one document holding a rare word,
+    is lost.
     """
     _check(alpha, norm)
-    nd, nl = _normalized(dense_scores, norm), _normalized(lexical_scores, norm)
+    nd = _normalized(dense_scores, norm)
     floor_d = float(nd.min()) if nd.size else 0.0
-    floor_l = float(nl.min()) if nl.size else 0.0
+    if 0 < lexical_scores.size < lexical_depth and norm != "none":
+        padded = np.concatenate([np.asarray(lexical_scores, dtype=np.float64), np.zeros(1)])
+        stats = np.concatenate([padded, np.zeros(lexical_depth - padded.size)])
+        normalized = _normalized_against(padded, stats, norm)
+        nl, floor_l = normalized[:-1], float(normalized[-1])
+    else:
+        nl = _normalized(lexical_scores, norm)
+        floor_l = float(nl.min()) if nl.size else 0.0
     docs = np.union1d(dense_ids, lexical_ids)
     fused = alpha * _spread(docs, dense_ids, nd, floor_d) + (1.0 - alpha) * _spread(docs, lexical_ids, nl, floor_l)
     order = np.lexsort((docs, -fused))[:limit]
@@ -127,6 +140,7 @@ class FusionChoice:
     alpha: float
     method: str  # "fixed" or "adaptive"
     reason: str
+    lexical_depth: int = 0  # adaptive: BM25's list normalized as this many candidates (see convex_arrays)
 
     def to_dict(self) -> dict[str, Any]:
         return {"alpha": round(self.alpha, 4), "method": self.method, "reason": self.reason}
@@ -193,7 +207,7 @@ class FusionPolicy:
             wd, wl = max(pd, 0.0) ** self.power, max(pl, 0.0) ** self.power
             alpha = wd / (wd + wl)
             why = f"head z-score dense {pd:.2f}, lexical {pl:.2f} (BM25's / {self.lexical_scale:g})"
-        return FusionChoice(alpha, "adaptive", f"alpha {alpha:.2f} to dense: {why}")
+        return FusionChoice(alpha, "adaptive", f"alpha {alpha:.2f} to dense: {why}", depth)
 
 
 def peak(scores: np.ndarray, top: int = PEAK_TOP, *, pad_to: int = 0) -> float:
@@ -234,6 +248,15 @@ def _normalized(scores: np.ndarray, norm: str) -> np.ndarray:
         lo, span = float(values.min()), float(values.max() - values.min())
         return (values - lo) / span if span > 0 else np.ones_like(values)
     mean, std = float(values.mean()), float(values.std())
+    return (values - mean) / std if std > 0 else np.zeros_like(values)
+
+
+def _normalized_against(values: np.ndarray, sample: np.ndarray, norm: str) -> np.ndarray:
+    """``values`` normalized with the min/max or mean/std of ``sample`` (which holds them), in float64."""
+    if norm == "minmax":
+        lo, span = float(sample.min()), float(sample.max() - sample.min())
+        return (values - lo) / span if span > 0 else np.ones_like(values)
+    mean, std = float(sample.mean()), float(sample.std())
     return (values - mean) / std if std > 0 else np.zeros_like(values)
 
 

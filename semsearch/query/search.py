@@ -320,7 +320,14 @@ class Index:
         else:
             choice = (policy or self.fusion).choose(dense_top[1], lexical_top[1], depth)
             # The z-scores take all 2 x 1000 candidates; the hits need only the best ``want``.
-            ids, fused = convex_arrays(*dense_top, *lexical_top, alpha=choice.alpha, norm=DEFAULT_NORM, limit=want)
+            ids, fused = convex_arrays(
+                *dense_top,
+                *lexical_top,
+                alpha=choice.alpha,
+                norm=DEFAULT_NORM,
+                limit=want,
+                lexical_depth=choice.lexical_depth,
+            )
             ranked = list(zip(ids.tolist(), fused.tolist(), strict=True))
             return Ranking(ranked, dense, lexical, vector, text, mode, choice)
         return Ranking(ranked, dense, lexical, vector, text, mode)
