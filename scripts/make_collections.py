@@ -19,7 +19,10 @@ from; queries whose id hashes even are ``train``, odd ``test`` (qrels/train.tsv,
   documents are the abstracts unchanged (no titles either, so most vectors are shared with ``mismatch``).
   BM25 finds exact rare words; MiniLM sees a bag of rare tokens.
 
-    python scripts/make_collections.py --out /tmp/fu   # writes /tmp/fu/mismatch, /tmp/fu/typos, /tmp/fu/identifiers
+    python scripts/make_collections.py --out /tmp/fu2  # /tmp/fu2/mismatch, /tmp/fu2/typos, /tmp/fu2/identifiers
+    python scripts/make_collections.py --out /tmp/fu3 --strip all  # /tmp/fu3/mismatch: the table's mismatch-all
+
+Then ``semsearch eval /tmp/fu2/typos --split train --index /tmp/fu2/typos-idx --json`` builds and scores each.
 """
 
 from __future__ import annotations

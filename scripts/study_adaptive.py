@@ -1,8 +1,13 @@
 """Adaptive-fusion study: each query's dense and BM25 top 1000 from a built index, then fusion rules scored offline.
 
 The lists come from the product's own index (``semsearch eval DATA --index IDX`` builds it), so the int8 encoder
-and BM25 are exactly what a search sees; they are cached in ``IDX/../NAME-SPLIT-lists.npz`` (plain arrays). Rules
-are scored by nDCG@10 with the paired difference to z-score α 0.5 (today's hybrid) and to the best single mode.
+and BM25 are exactly what a search sees; they are cached beside the index as ``IDX-SPLIT-lists.npz`` (plain
+arrays). Each rule is scored by nDCG@10 with its paired difference to z-score alpha 0.5 (today's hybrid) and to
+the better of alpha 0 and 1 (the study's stand-ins for the single modes; they lose BM25's one-match lists, see
+``convex_arrays``' ``lexical_depth``, so take the single modes from ``semsearch eval``). Rounds: the weight from
+each list's head z-score (top 1, 3 or 10; power 1, 2, 4), from the head's gap (z1 - zk), with clips (``--wide``);
+BM25's head discounted (scale 1 to 2); BM25's list normalized as the whole depth ("padnorm", the default rules).
+The product's ``--fusion adaptive`` is "peaks top1 g1 scale1.5 padnorm". Tune on train only.
 
     python scripts/study_adaptive.py --data ../shared/data/scifact --index /tmp/fu/scifact-idx --split train
 """
