@@ -7,6 +7,27 @@ same names, so a new mode or backend is one edit and ``semsearch --help`` never 
 from __future__ import annotations
 
 MODES = ("hybrid", "dense", "lexical")  # search.py: how hits are scored; the first is the default
+FUSIONS = ("adaptive", "fixed")  # query/fusion.py: how hybrid weighs its two sides per query, or alpha 0.5
+# What a new build records as its hybrid weighting (the manifest's "fusion"; query/fusion.py explains both).
+# Recorded, not implied, so a later release's new default never changes an existing index's ranking. Adaptive
+# stays an option (--fusion adaptive) until it meets issue #24's rule everywhere (docs/explanation/quality.md).
+DEFAULT_FUSION = "fixed"
+FIXED_ALPHA = 0.5  # query.fusion.DEFAULT_ALPHA
+ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_LEXICAL_SCALE = 1, 1.0, 1.5
+
+
+def fusion_entry(method: str = DEFAULT_FUSION) -> dict[str, object]:
+    """The manifest's "fusion" entry of a build that fuses by ``method``, with the parameters that define it."""
+    if method == "adaptive":
+        return {
+            "method": "adaptive",
+            "peak_top": ADAPTIVE_PEAK_TOP,
+            "power": ADAPTIVE_POWER,
+            "lexical_scale": ADAPTIVE_LEXICAL_SCALE,
+        }
+    return {"method": "fixed", "alpha": FIXED_ALPHA}
+
+
 BACKENDS = ("onnx", "torch")  # encoder_choice.py: the runtime that encodes; the first is the default
 PRECISIONS = ("fp32", "int8")  # onnx_backend.py: ONNX weights
 DEFAULT_PRECISION = "int8"

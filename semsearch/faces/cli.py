@@ -414,6 +414,7 @@ def query(
     min_score: float | None,
     index_dir: Path,
     model: str | None,
+    fusion: str | None,
     as_json: bool,
     as_jsonl: bool,
     fmt: str | None,
@@ -426,7 +427,9 @@ def query(
     from semsearch.query.search import Index
 
     with Index.open(index_dir, embedder=embedder_of(ctx), model=model) as idx:
-        hits = idx.search(_read_text_arg(query), k, mode=mode, where=where, min_score=min_score, diverse=diverse)
+        hits = idx.search(
+            _read_text_arg(query), k, mode=mode, where=where, min_score=min_score, diverse=diverse, fusion=fusion
+        )
         _warn_if_stale(idx)
         _warn_where(idx, where)
         catalogued = idx.manifest.catalogue is not None
@@ -782,6 +785,7 @@ def _eval_suffix(model: str | None) -> str:
     show_default=True,
     help="How vectors read long abstracts (see: semsearch index --help).",
 )
+@click.option("--fusion", type=click.Choice(options.FUSIONS), help="Hybrid's weighting [default: the index's].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object keyed by mode.")
 @click.pass_context
 def eval_(
@@ -797,6 +801,7 @@ def eval_(
     backend: str,
     precision: str,
     reading: str,
+    fusion: str | None,
     as_json: bool,
 ) -> None:
     """Measure retrieval quality on BEIR-format DATA (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv).
@@ -821,6 +826,7 @@ def eval_(
         embedder=embedder_of(ctx),
         options=BuildOptions(model=model, backend=backend, precision=precision, reading=reading, progress=not as_json),
         progress=not as_json,
+        fusion=fusion,
     )
     click.echo(json.dumps(results) if as_json else eval_table(results))
 

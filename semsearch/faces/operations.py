@@ -42,6 +42,7 @@ class _Required:
 REQUIRED: Any = _Required()
 
 Mode = Literal["hybrid", "dense", "lexical"]
+Fusion = Literal["adaptive", "fixed"]
 CitationFormat = Literal["bibtex", "ris", "csljson", "csv"]
 DigestFormat = Literal["md", "html", "json", "atom"]
 
@@ -249,6 +250,11 @@ class Search:
         finite=True,
         faces=(CLI, HTTP),
         cli={"help": "Drop hits scoring below this (in the mode's units)."},
+    )
+    fusion: Fusion | None = arg(
+        None,
+        help="Hybrid's weighting: adaptive per query, or fixed alpha 0.5 (default: what the index records).",
+        faces=(CLI, HTTP),
     )
     offset: int = _offset()
 

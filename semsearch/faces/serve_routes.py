@@ -27,7 +27,9 @@ def search(live: LiveIndex, r: ops.Search) -> dict[str, Any]:
     start = time.perf_counter()
     where = list(r.where)
     with live.use() as loaded:
-        hits = loaded.index.search(r.query, r.k, mode=r.mode, where=where, diverse=r.diverse, min_score=r.min_score)
+        hits = loaded.index.search(
+            r.query, r.k, mode=r.mode, where=where, diverse=r.diverse, min_score=r.min_score, fusion=r.fusion
+        )
         rows = [h.to_dict() for h in hits]
         warnings = loaded.index.where_warnings(where)
     for row in rows:

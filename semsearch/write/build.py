@@ -22,7 +22,7 @@ from semsearch.core.errors import (
 )
 from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now
-from semsearch.core.options import DEFAULT_BATCH_SIZE, DEFAULT_READING, READINGS, encoder_regime
+from semsearch.core.options import DEFAULT_BATCH_SIZE, DEFAULT_READING, READINGS, encoder_regime, fusion_entry
 from semsearch.core.records import DedupResult, Document, IngestResult
 from semsearch.core.version import __version__
 from semsearch.dedup.duplicates import deduplicate
@@ -330,6 +330,7 @@ def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], star
         catalogue=read.catalogue.to_dict() if read.catalogue is not None else None,
         catalogues=[f.to_dict() for f in read.catalogue.files] if read.catalogue is not None else [],
         dedup={"near": read.near},
+        fusion=fusion_entry(),  # how hybrid weighs its sides (query.fusion); a refresh keeps the recorded one
         **contents,
     )
 
