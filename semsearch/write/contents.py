@@ -35,12 +35,14 @@ def write_contents(
     relayout: bool = False,
     tuning_queries: QuerySource | None = None,
     near_keys: NearKeys | None = None,
+    map_method: str | None = None,
 ) -> dict[str, Any]:
     """Write a version's vectors (row i for documents[i]), ANN index, document store, BM25 index and map.
 
     ``previous`` is the live version: its trained ANN structure is updated rather than trained again when it
     still fits (unless ``retrain``), its kept tuning queries stand in when ``tuning_queries`` is None, and its
-    map is copied when nothing it depends on changed. Returns the manifest entries that describe what was
+    map is copied when nothing it depends on changed. ``map_method`` is the map method the writer resolved
+    (None: as SEMSEARCH_MAP asks). Returns the manifest entries that describe what was
     written ("faiss", "ann", "vectors", "lexical", "map").
     """
     from semsearch.store.corpus_map import write_map  # the query path never needs the map builder
@@ -70,6 +72,11 @@ def write_contents(
             folder / LEXICAL_DIR, ids, documents, previous=None if previous is None else previous.path / LEXICAL_DIR
         ),
         "map": write_map(
-            folder, documents, vectors, previous=None if previous is None else previous.path, relayout=relayout
+            folder,
+            documents,
+            vectors,
+            previous=None if previous is None else previous.path,
+            relayout=relayout,
+            method=map_method,
         ),
     }

@@ -43,6 +43,7 @@ class SegmentChange:
     dropped: set[int]  # numbers of documents the version no longer holds
     near_keys: NearKeys | None = None  # band keys of the texts the segment's documents gained (dedup.py)
     previous_map: MapState | None = None  # the previous version's map, as corpus_map.append_state read it
+    map_method: str | None = None  # auto, pca, umap or off as the writer resolved it; None: SEMSEARCH_MAP
 
 
 def no_room(previous: PreviousVersion, changed_rows: int, share: float = MERGE_SHARE) -> str:
@@ -143,5 +144,13 @@ def write_segment_version(folder: Path, previous: PreviousVersion, change: Segme
         "segments": entries,
         "hidden": hidden_rows,
         "lexical": {**manifest.lexical, "analysed": len(docs)},
-        "map": append_map(folder, change.previous_map, dropped_ids, change.added, added_vectors, previous_vectors_of),
+        "map": append_map(
+            folder,
+            change.previous_map,
+            dropped_ids,
+            change.added,
+            added_vectors,
+            previous_vectors_of,
+            method=change.map_method,
+        ),
     }
