@@ -220,3 +220,18 @@ def test_a_bad_map_setting_is_one_error_before_anything_is_read(
         build_index(None, index, replace(OPTS, map_method="sideways"), embedder=fake)
     monkeypatch.setenv("SEMSEARCH_MAP", "pca")
     assert map_method_of(OPTS) == "pca" and map_method_of(replace(OPTS, map_method="OFF")) == "off"
+
+
+def test_the_walk_as_strings_lists_what_expand_sources_lists_in_its_order(tmp_path: Path) -> None:
+    from semsearch.ingest.sources import expand_source_names, expand_sources
+
+    root = tmp_path / "tree"
+    for rel in ("a/b.txt", "a-b/x.txt", "a/c/d.jsonl", "z.md", ".hidden/h.txt", "a/.h.txt", "a/skip.bin"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("Papers\n\nan abstract\n", encoding="utf-8")
+    (root / "link.txt").symlink_to(root / "z.md")
+    (root / "linked").symlink_to(root / "a", target_is_directory=True)  # linked folders are not entered
+    args = [str(root), str(root / "z.md"), str(tmp_path / "tree" / "a" / "*.txt")]
+    names = expand_source_names(args)
+    assert names == [str(p) for p in expand_sources(args)]
+    assert names[:2] == [str(root / "a" / "b.txt"), str(root / "a" / "c" / "d.jsonl")]  # a/ before a-b/

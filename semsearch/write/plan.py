@@ -24,7 +24,7 @@ from semsearch.core.faults import barrier
 from semsearch.core.options import encoder_regime
 from semsearch.core.records import IngestResult, SourceFile
 from semsearch.core.version import __version__
-from semsearch.ingest.sources import expand_sources, read_sources
+from semsearch.ingest.sources import expand_source_names, read_sources
 from semsearch.store.documents import open_documents
 from semsearch.store.layout import CURRENT, current_version
 from semsearch.store.manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION, Manifest
@@ -94,18 +94,18 @@ class Survey:
 
 def survey(args: Sequence[str], manifest: Manifest) -> Survey:
     """Walk the arguments once and compare each file with its record (``freshness.stale_sources``' rules)."""
-    found: set[Path] = set()
+    found: set[str] = set()
     complete = True
     for arg in args:
         if not os.path.exists(arg) and not glob.has_magic(arg):
             complete = False  # the files it named count as gone
             continue
         try:
-            found.update(expand_sources([arg]))
+            found.update(expand_source_names([arg]))
         except InputError:
             complete = False
     # expand_sources' order (and de-duplication) over all the arguments, as a full build reads them.
-    current = [str(p) for p in sorted(found, key=lambda p: p.parts)]
+    current = sorted(found, key=lambda p: p.split(os.sep))
     recorded = {s.path: s for s in manifest.sources}
     listed = set(current)
     kept = [p for p in current if p in recorded]

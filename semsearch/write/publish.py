@@ -70,5 +70,6 @@ def publish_segment(
     if started is not None:
         fields["build_seconds"] = round(time.perf_counter() - started, 3)
     manifest = previous.manifest.updated(built_at=utc_now(), **fields, files={}, **contents)
-    final = writer.publish(manifest, linked_from=previous.path)
+    # The previous manifest's file list, as read by the planner: not parsed again for 100,000 sources.
+    final = writer.publish(manifest, linked_from=previous.path, linked_files=previous.manifest.files)
     return Published(final, len(contents["segments"]))
