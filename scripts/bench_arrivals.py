@@ -77,9 +77,10 @@ STEPS = {
     "semsearch.write.build": ("read_sources", "deduplicate", "encode_with_cache", "_stamp_arrivals"),
     "semsearch.write.contents": ("write_vector_files", "write_ann", "write_documents", "write_lexical"),
     "semsearch.store.corpus_map": ("write_map", "append_map"),
-    # A refresh that appends a segment (semsearch/write/append.py, segment_writer.py).
+    # A refresh that appends a segment: planned (plan.py: one walk, the new files read), decided (append.py),
+    # written (segment_writer.py).
+    "semsearch.write.plan": ("survey", "read_sources"),
     "semsearch.write.append": (
-        "read_sources",
         "deduplicate",
         "_owners",
         "_near_hits",

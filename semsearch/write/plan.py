@@ -94,18 +94,19 @@ class Survey:
 
 def survey(args: Sequence[str], manifest: Manifest) -> Survey:
     """Walk the arguments once and compare each file with its record (``freshness.stale_sources``' rules)."""
-    found: set[str] = set()
+    named: list[list[str]] = []
     complete = True
     for arg in args:
         if not os.path.exists(arg) and not glob.has_magic(arg):
             complete = False  # the files it named count as gone
             continue
         try:
-            found.update(expand_source_names([arg]))
+            named.append(expand_source_names([arg]))
         except InputError:
             complete = False
-    # expand_sources' order (and de-duplication) over all the arguments, as a full build reads them.
-    current = sorted(found, key=lambda p: p.split(os.sep))
+    # expand_sources' order (and de-duplication) over all the arguments, as a full build reads them; one
+    # argument's files are in that order already.
+    current = named[0] if len(named) == 1 else sorted({p for n in named for p in n}, key=lambda p: p.split(os.sep))
     recorded = {s.path: s for s in manifest.sources}
     listed = set(current)
     kept = [p for p in current if p in recorded]
