@@ -235,3 +235,11 @@ def test_the_walk_as_strings_lists_what_expand_sources_lists_in_its_order(tmp_pa
     names = expand_source_names(args)
     assert names == [str(p) for p in expand_sources(args)]
     assert names[:2] == [str(root / "a" / "b.txt"), str(root / "a" / "c" / "d.jsonl")]  # a/ before a-b/
+
+
+def test_a_removal_with_a_bad_map_setting_changes_nothing(built: tuple[Path, Path]) -> None:
+    src, index = built
+    live = current_version(index)
+    with pytest.raises(SemsearchError, match="'sideways' is not a map method"):
+        remove_documents(index, sources=[str(src / "small.jsonl")], map_method="sideways")
+    assert current_version(index) == live and str(src / "small.jsonl") not in Manifest.read(live).excluded_sources
