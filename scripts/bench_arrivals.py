@@ -84,9 +84,10 @@ STEPS = {
         "write_lexical",
     ),
     "semsearch.store.corpus_map": ("write_map", "append_map"),
-    # A refresh that appends a segment (semsearch/write/append.py, segment_writer.py).
+    # A refresh that appends a segment: planned (plan.py: one walk, the new files read), decided (append.py),
+    # written (segment_writer.py).
+    "semsearch.write.plan": ("survey", "read_sources"),
     "semsearch.write.append": (
-        "read_sources",
         "deduplicate",
         "_owners",
         "_near_hits",

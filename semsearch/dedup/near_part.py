@@ -11,7 +11,7 @@ from pathlib import Path
 from semsearch.core.records import NearKeys
 from semsearch.dedup.duplicates import NEAR_DIR, load_near_keys, save_near_keys
 from semsearch.store.manifest import Manifest
-from semsearch.store.parts import BaseJob, SegmentJob
+from semsearch.store.parts import BaseJob, PartSettings, SegmentJob
 
 
 class NearKeysPart:
@@ -42,5 +42,5 @@ class NearKeysPart:
     def describe(self, manifest: Manifest) -> None:
         return None  # whether near copies merge is the manifest's ``dedup`` entry, a build option
 
-    def stale(self, manifest: Manifest) -> str:
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
         return ""

@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from semsearch.core.errors import InputError
 from semsearch.core.records import IngestResult, Record, SourceFile
@@ -22,6 +23,7 @@ from semsearch.ingest.formats import FormatRegistry
 from semsearch.ingest.guards import check_duplicate_ids, check_link, check_source_file
 from semsearch.ingest.registry import installed_formats
 
+_P = TypeVar("_P", str, Path)  # a walk's paths, as strings or as Paths
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
@@ -37,6 +39,23 @@ def expand_sources(sources: Sequence[str]) -> list[Path]:
     # Path order is the order of the paths' parts: comparing them as tuples is that order, without a Python
     # __lt__ per comparison (seconds at 100,000 files).
     return sorted(found, key=lambda p: p.parts)
+
+
+def expand_source_names(sources: Sequence[str]) -> list[str]:
+    """``expand_sources`` as strings, in the same order: what a refresh compares with its record.
+
+    A directory is walked without making a Path per file; the paths are absolute and normalised, so their
+    parts are their components between separators and sort as ``expand_sources`` sorts them.
+    """
+    formats = installed_formats()
+    found: set[str] = set()
+    for source in sources:
+        path = Path(os.path.expanduser(source))
+        if path.is_dir() and formats.folder_source(path) is None:
+            found.update(_require_readable(_directory_names(path, formats), source, formats))
+        else:
+            found.update(str(p) for p in _expand_one(source, formats))
+    return sorted(found, key=lambda p: p.split(os.sep))
 
 
 def _expand_one(source: str, formats: FormatRegistry) -> list[Path]:
@@ -73,7 +92,12 @@ def _glob_files(pattern: str, formats: FormatRegistry) -> list[Path]:
 
 def _directory_files(directory: Path, formats: FormatRegistry) -> list[Path]:
     """Candidate abstract files under a directory, recursively, skipping hidden and backup names."""
-    files: list[Path] = []
+    return [Path(name) for name in _directory_names(directory, formats)]
+
+
+def _directory_names(directory: Path, formats: FormatRegistry) -> list[str]:
+    """``_directory_files`` as strings: a refresh of 100,000 files makes no Path per file (a second a walk)."""
+    files: list[str] = []
     format_for_name = formats.for_name  # bound once: the walk asks it of every file name
     # The resolved folder, walked as os.walk walks (depth first, names in order, never into linked folders): every
     # plain file's path is then resolved already, and scandir tells plain files apart without a system call per
@@ -86,7 +110,6 @@ def _directory_files(directory: Path, formats: FormatRegistry) -> list[Path]:
                 entries = sorted(listing, key=lambda e: e.name)
         except OSError:
             continue  # an unreadable folder is passed over, as os.walk passes it
-        base = Path(folder)
         subfolders: list[str] = []
         for entry in entries:
             name = entry.name
@@ -98,12 +121,12 @@ def _directory_files(directory: Path, formats: FormatRegistry) -> list[Path]:
                 continue
             if format_for_name(name) is None:
                 continue
-            path = base / name
             if entry.is_file(follow_symlinks=False):
-                files.append(path)
+                files.append(entry.path)
             elif entry.is_symlink():
+                path = Path(entry.path)
                 if path.is_file():
-                    files.append(path.resolve())
+                    files.append(str(path.resolve()))
                 else:
                     check_link(path, str(path))  # a loop or a dangling link is named, not skipped
         pending.extend(reversed(subfolders))
@@ -117,7 +140,7 @@ def _entry_is_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def _require_readable(files: list[Path], source: str, formats: FormatRegistry) -> list[Path]:
+def _require_readable(files: list[_P], source: str, formats: FormatRegistry) -> list[_P]:
     """Fail when none of a directory's or pattern's files can be read; else keep them all."""
     if not any(os.access(path, os.R_OK) for path in files):
         suffixes = ", ".join(formats.extensions)
@@ -140,8 +163,9 @@ def read_sources(sources: Sequence[str], *, skip_bad: bool = False) -> IngestRes
     if not paths:
         raise InputError("no input files given")
     result = IngestResult(records=[], files=[], skipped=[])
+    here = _working_dir()  # once: resolving it and every (already resolved) path per file cost ~5 s at 100k files
     for path in paths:
-        records, source_file, skipped = read_file(path, skip_bad=skip_bad)
+        records, source_file, skipped = read_file(path, skip_bad=skip_bad, resolved_in=here)
         result.records.extend(records)
         result.files.append(source_file)
         result.skipped.extend(skipped)
@@ -150,10 +174,17 @@ def read_sources(sources: Sequence[str], *, skip_bad: bool = False) -> IngestRes
     return result
 
 
-def read_file(path: Path, *, skip_bad: bool = False) -> tuple[list[Record], SourceFile, list[str]]:
-    """Read one file's abstracts, with a description of the file and the bad records skipped."""
+def read_file(
+    path: Path, *, skip_bad: bool = False, resolved_in: Path | None = None
+) -> tuple[list[Record], SourceFile, list[str]]:
+    """Read one file's abstracts, with a description of the file and the bad records skipped.
+
+    ``resolved_in``: ``path`` is resolved already (``expand_sources`` gives it so) and this is the resolved
+    working directory its display name is relative to.
+    """
     path = Path(path)
-    display = _display_name(path)
+    absolute = path if resolved_in is not None else path.resolve()
+    display = _display_name(absolute, resolved_in if resolved_in is not None else _working_dir())
     formats = installed_formats()
     whole_file = formats.file_format(path)
     if whole_file is not None:
@@ -178,7 +209,7 @@ def read_file(path: Path, *, skip_bad: bool = False) -> tuple[list[Record], Sour
         detail = f" ({len(skipped)} bad records skipped)" if skipped else ""
         raise InputError(f"{display}: no abstracts found{detail}")
     source_file = SourceFile(
-        path=str(path.resolve()),
+        path=str(absolute),
         sha256=hashlib.sha256(raw).hexdigest(),
         size=len(raw),
         format=fmt.name,
@@ -221,13 +252,22 @@ class PathLookup:
         return [p for p in self._by_last.get(tail.rsplit(os.sep, 1)[-1], ()) if p.endswith(tail)]
 
 
-def _display_name(path: Path) -> str:
-    """The path relative to the working directory when it lies under it, else absolute."""
-    absolute = path.resolve()
-    try:
-        return str(absolute.relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
+def _display_name(absolute: Path, here: Path | None) -> str:
+    """The (resolved) path relative to the (resolved) working directory when it lies under it, else absolute."""
+    if here is None:
         return str(absolute)
+    try:
+        return str(absolute.relative_to(here))
+    except ValueError:
+        return str(absolute)
+
+
+def _working_dir() -> Path | None:
+    """The resolved working directory, None when it cannot be known (deleted under the process)."""
+    try:
+        return Path.cwd().resolve()
+    except OSError:
+        return None
 
 
 def _file_size(path: Path) -> int:

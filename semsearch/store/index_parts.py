@@ -25,7 +25,7 @@ from semsearch.store.layout import DOCS, LEXICAL_DIR
 from semsearch.store.lexical import ANALYZER_NAME, LexicalIndex, bm25_settings
 from semsearch.store.lexical_build import write_lexical
 from semsearch.store.manifest import Manifest
-from semsearch.store.parts import BaseJob, SegmentJob
+from semsearch.store.parts import BaseJob, PartSettings, SegmentJob
 from semsearch.store.sections import AnnSection, FaissSection, LexicalSection, MapSection, VectorsSection
 from semsearch.store.vectors import IDS_FILE, VECTOR_FILE, VectorStore, write_vector_files
 
@@ -59,7 +59,7 @@ class VectorsPart:
     def describe(self, manifest: Manifest) -> VectorsSection | None:
         return VectorsSection.from_dict(manifest.vectors) if manifest.vectors is not None else None
 
-    def stale(self, manifest: Manifest) -> str:
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
         return ""
 
 
@@ -107,7 +107,7 @@ class AnnPart:
             return None
         return AnnSection(FaissSection.from_dict(manifest.faiss), AnnSpec.from_dict(manifest.ann))
 
-    def stale(self, manifest: Manifest) -> str:
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
         return ""  # the kind and budget asked for are build options: the writers compare them (build.py)
 
 
@@ -142,7 +142,7 @@ class DocumentsPart:
     def describe(self, manifest: Manifest) -> None:
         return None  # the documents' counts are the manifest's own (``counts``)
 
-    def stale(self, manifest: Manifest) -> str:
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
         return ""
 
 
@@ -229,7 +229,7 @@ class FilterColumnsPart:
     def describe(self, manifest: Manifest) -> None:
         return None
 
-    def stale(self, manifest: Manifest) -> str:
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
         return ""
 
 
@@ -273,7 +273,7 @@ class LexicalPart:
     def describe(self, manifest: Manifest) -> LexicalSection:
         return LexicalSection.from_dict(manifest.lexical)
 
-    def stale(self, manifest: Manifest) -> str:
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
         """Why the recorded BM25 weights are not the current settings' (what a version records is compared)."""
         section = self.describe(manifest)
         if "bm25" in section.written and section.bm25 != bm25_settings():
@@ -298,15 +298,22 @@ class MapPart:
         from semsearch.store.corpus_map import write_map  # the query path never needs the map builder
 
         previous = None if job.previous is None else job.previous.path
-        return MapSection.from_dict(
-            write_map(job.folder, job.documents, job.vectors, previous=previous, relayout=job.relayout)
+        entry = write_map(
+            job.folder, job.documents, job.vectors, previous=previous, relayout=job.relayout, method=job.map_method
         )
+        return MapSection.from_dict(entry)
 
     def write_segment(self, job: SegmentJob) -> MapSection:
         from semsearch.store.corpus_map import append_map
 
         entry = append_map(
-            job.version, job.previous_map, job.dropped_ids, job.added, job.added_vectors, job.previous_vectors_of
+            job.version,
+            job.previous_map,
+            job.dropped_ids,
+            job.added,
+            job.added_vectors,
+            job.previous_vectors_of,
+            method=job.map_method,
         )
         return MapSection.from_dict(entry)
 
@@ -337,12 +344,12 @@ class MapPart:
     def describe(self, manifest: Manifest) -> MapSection:
         return MapSection.from_dict(manifest.map)
 
-    def stale(self, manifest: Manifest) -> str:
-        """Why the map is not the kind a build would draw now (SEMSEARCH_MAP, the corpus size)."""
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
+        """Why the map is not the kind a build would draw now (the resolved method or SEMSEARCH_MAP, the size)."""
         from semsearch.store.corpus_map import choose_method, requested_method
 
         try:
-            wish = requested_method()
+            wish = settings.map_method if settings and settings.map_method else requested_method()
             wanted = "off" if wish == "off" else choose_method(manifest.counts.documents, wish)
         except SemsearchError as exc:
             return str(exc)  # the full path reports the bad setting

@@ -299,10 +299,11 @@ def readable_json(data: dict[str, Any]) -> str:
     time goes through its C encoder, and the file stays one source per line.
     """
     entries = []
+    compact = json.JSONEncoder(ensure_ascii=False).encode  # one encoder: json.dumps makes one per call
     for key, value in data.items():
         name = json.dumps(key, ensure_ascii=False)
         if isinstance(value, list) and len(value) > _LONG_LIST:
-            rows = ",\n".join("    " + json.dumps(v, ensure_ascii=False) for v in value)
+            rows = ",\n".join("    " + compact(v) for v in value)
             entries.append(f"  {name}: [\n{rows}\n  ]")
         else:
             entries.append(f"  {name}: " + json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  "))

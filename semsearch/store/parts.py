@@ -47,6 +47,14 @@ class BaseJob:
     relayout: bool = False  # lay the map out afresh instead of placing arrivals on the previous layout
     tuning_queries: QuerySource | None = None
     near_keys: NearKeys | None = None  # band keys of the texts the documents hold (dedup.duplicates)
+    map_method: str | None = None  # as the writer resolved it; None: as SEMSEARCH_MAP asks
+
+
+@dataclass(frozen=True)
+class PartSettings:
+    """The settings a build resolved once that parts are written with (and judged stale against)."""
+
+    map_method: str | None = None  # auto, pca, umap or off; None: as SEMSEARCH_MAP asks
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,7 @@ class SegmentJob:
     previous_vectors_of: Callable[[list[str]], np.ndarray]  # the previous version's vectors of document ids
     near_keys: NearKeys | None = None
     previous_map: MapState | None = None
+    map_method: str | None = None  # as the writer resolved it; None: as SEMSEARCH_MAP asks
 
 
 class IndexPart(Protocol):
@@ -92,7 +101,7 @@ class IndexPart(Protocol):
         """The part's manifest section as recorded (None: the version records none)."""
         ...
 
-    def stale(self, manifest: Manifest) -> str:
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
         """Why the part, as recorded, is not what the current settings would write ("" when it is)."""
         ...
 

@@ -28,7 +28,7 @@ from semsearch.store.index_parts import (
 )
 from semsearch.store.layout import doc_num
 from semsearch.store.manifest import Manifest
-from semsearch.store.parts import BaseJob, IndexPart, manifest_entries
+from semsearch.store.parts import BaseJob, IndexPart, PartSettings, manifest_entries
 from semsearch.store.versions import PreviousVersion
 
 # In the order they are written (and verified): the map and the filter columns read what comes before them.
@@ -55,12 +55,14 @@ def write_contents(
     relayout: bool = False,
     tuning_queries: QuerySource | None = None,
     near_keys: NearKeys | None = None,
+    map_method: str | None = None,
 ) -> dict[str, Any]:
     """Write a version's vectors (row i for documents[i]), ANN index, document store, BM25 index and map.
 
     ``previous`` is the live version: its trained ANN structure is updated rather than trained again when it
     still fits (unless ``retrain``), its kept tuning queries stand in when ``tuning_queries`` is None, and its
-    map is copied when nothing it depends on changed. Returns the manifest entries that describe what was
+    map is copied when nothing it depends on changed. ``map_method`` is the map method the writer resolved
+    (None: as SEMSEARCH_MAP asks). Returns the manifest entries that describe what was
     written ("faiss", "ann", "vectors", "lexical", "map").
     """
     ids = np.array([doc_num(d.id) for d in documents], dtype=np.int64)
@@ -79,6 +81,7 @@ def write_contents(
         relayout=relayout,
         tuning_queries=tuning_queries,
         near_keys=near_keys,
+        map_method=map_method,
     )
     return write_base(job)
 
@@ -88,6 +91,8 @@ def write_base(job: BaseJob, parts: Sequence[IndexPart] = INDEX_PARTS) -> dict[s
     return manifest_entries([part.write_base(job) for part in parts])
 
 
-def stale_parts(manifest: Manifest, parts: Sequence[IndexPart] = INDEX_PARTS) -> list[str]:
+def stale_parts(
+    manifest: Manifest, settings: PartSettings | None = None, parts: Sequence[IndexPart] = INDEX_PARTS
+) -> list[str]:
     """Why parts of a version are not what the current settings would write, one reason each (none: current)."""
-    return [why for part in parts if (why := part.stale(manifest))]
+    return [why for part in parts if (why := part.stale(manifest, settings))]

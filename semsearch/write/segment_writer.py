@@ -44,6 +44,7 @@ class SegmentChange:
     dropped: set[int]  # numbers of documents the version no longer holds
     near_keys: NearKeys | None = None  # band keys of the texts the segment's documents gained (dedup.py)
     previous_map: MapState | None = None  # the previous version's map, as corpus_map.append_state read it
+    map_method: str | None = None  # auto, pca, umap or off as the writer resolved it; None: SEMSEARCH_MAP
 
 
 def no_room(previous: PreviousVersion, changed_rows: int, share: float = MERGE_SHARE) -> str:
@@ -156,6 +157,7 @@ def write_segment_version(
         previous_vectors_of=previous_vectors_of,
         near_keys=change.near_keys,
         previous_map=change.previous_map,
+        map_method=change.map_method,
     )
     sections = manifest_entries([part.write_segment(job) for part in parts])
     return {
