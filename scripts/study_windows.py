@@ -17,7 +17,8 @@ does), then scores nDCG@10 on a split for each way of making a document's dense 
     python scripts/study_windows.py --encoder IDX/v-*/encoder --split test --hybrid /tmp/sf
 
 --hybrid INDEX also fuses whole and the --fuse candidates (default pooled, max_tail, mix0.3) with that index's
-BM25 top 1000 as hybrid search does (zscore, alpha 0.5, the dense top 1000); INDEX is any index of the SciFact corpus (only its BM25 side is
+BM25 top 1000 as hybrid search does (zscore, alpha 0.5, the dense top 1000; fuse a mixA@1000, not a mixA@100,
+whose other 900 floor scores skew the z-scores); INDEX is any index of the SciFact corpus (only its BM25 side is
 read), e.g. the one `semsearch eval ../shared/data/scifact --index /tmp/sf` builds.
 Prints one JSON line: per candidate the mean nDCG@10, the paired difference to --base and its standard error.
 Vectors are kept in --cache (an .npz keyed by text hash) so a second split costs only the queries.

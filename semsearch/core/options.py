@@ -23,9 +23,11 @@ def encoder_regime(backend: str) -> str:
 
 # How a document's vector reads an abstract longer than the encoder's window (encode/windows.py): "truncated", the
 # encoder's first window only; "pooled", the unit mean of the whole-text vector and its sentence windows past the
-# cut. Recorded in the manifest (ModelInfo.reading; none recorded means truncated). Truncated stays the default:
-# on SciFact train pooling moved dense nDCG@10 by +0.0005 +- 0.0071 (paired), at 1.3-2x the encoding.
-READINGS = ("truncated", "pooled")
+# cut; "windows", the whole-text vector plus one stored vector per such window, a search's dense candidates
+# re-scored by the best window (store/windows_part.py). Recorded in the manifest (ModelInfo.reading; none
+# recorded means truncated). On SciFact train pooling moved dense nDCG@10 by +0.0005 +- 0.0071 (paired),
+# windows by +0.022 +- 0.005 (scripts/study_windows.py).
+READINGS = ("truncated", "pooled", "windows")
 DEFAULT_READING = "truncated"
 
 

@@ -45,7 +45,7 @@ class EncoderChoice:
 
     def read_chars(self) -> ReadChars | None:
         """What the encoding needs to find each text's cut (windows.py), or None when vectors read one window."""
-        return reader_of(self.embedder) if self.reading == "pooled" else None
+        return reader_of(self.embedder) if self.reading in ("pooled", "windows") else None
 
     @property
     def regime(self) -> str:

@@ -18,6 +18,8 @@ from semsearch.core.records import Document
 from semsearch.encode.cache import EmbeddingCache, embedding_key
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.windows import ReadChars, document_windows, pool
+from semsearch.store.layout import doc_num
+from semsearch.store.windows_part import WindowSet
 
 # Texts handed to the encoder per progress step; each chunk is cached at once, so an
 # interrupted build resumes from the last finished chunk.
@@ -82,6 +84,29 @@ class CachePlan:
             rows = self.windows[row] if self.windows else []
             out[row] = pool(whole, np.stack([self.known[self.keys[j]] for j in rows])) if rows else whole
         return out
+
+
+def whole_and_windows(
+    documents: Sequence[Document], cache: EmbeddingCache, read_chars: ReadChars | None, dimension: int
+) -> tuple[np.ndarray, WindowSet]:
+    """After encoding: each document's whole-text vector and its tail windows' vectors, read from the cache.
+
+    What ``--reading windows`` stores (store/windows_part.py); read back from the cache so that both engines,
+    which fill the same cache, give the same files.
+    """
+    plan = CachePlan.make(documents, cache, read_chars)
+    if plan.missing:
+        raise SemsearchError(f"{len(plan.missing)} texts have no vector after encoding")
+    whole = np.zeros((len(documents), dimension), dtype=np.float32)
+    for row in range(len(documents)):
+        whole[row] = plan.known[plan.keys[row]]
+    spans = plan.windows or [[] for _ in documents]
+    rows = [j for span in spans for j in span]
+    owners = np.array([doc_num(documents[i].id) for i, span in enumerate(spans) for _ in span], dtype=np.int64)
+    vectors = np.zeros((len(rows), dimension), dtype=np.float16)
+    for out, j in enumerate(rows):
+        vectors[out] = plan.known[plan.keys[j]]
+    return whole, WindowSet(owners, vectors)
 
 
 def check_shape(vectors: np.ndarray, rows: int, dimension: int) -> None:

@@ -58,6 +58,7 @@ from semsearch.store.layout import doc_num
 from semsearch.store.manifest import Counts, Manifest
 from semsearch.store.map_layers import MapState
 from semsearch.store.versions import PreviousVersion, VersionWriter, next_sequence
+from semsearch.store.windows_part import WindowSet
 from semsearch.write.freshness import absolute_source_args, file_changed
 from semsearch.write.segment_writer import SegmentChange, no_room, write_segment_version
 
@@ -532,16 +533,20 @@ def write_appended(
     writer: VersionWriter,
     new_vectors: np.ndarray,
     started: float,
+    windows: WindowSet | None = None,
 ) -> Appended:
     """Publish the version as ``previous`` plus a segment of the new and changed documents.
 
-    ``new_vectors`` are the vectors of ``change.new``, in order; changed documents keep theirs.
+    ``new_vectors`` are the vectors of ``change.new``, in order, ``windows`` their window vectors
+    (``--reading windows``); changed documents keep theirs.
     """
     seq = next_sequence(writer.index_dir)
     stamp = Arrival(seq, utc_now())
     for doc in change.new:
         doc.added = stamp
-    segment = SegmentChange(change.new, new_vectors, change.late, change.gone, change.near_keys, change.previous_map)
+    segment = SegmentChange(
+        change.new, new_vectors, change.late, change.gone, change.near_keys, change.previous_map, windows
+    )
     contents = write_segment_version(writer.path, previous, segment, seq)
     counts = _counts(previous.manifest.counts, change)
     manifest = previous.manifest.updated(

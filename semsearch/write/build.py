@@ -30,7 +30,7 @@ from semsearch.dedup.identity import PreviousIdentity, load_previous_identity, r
 from semsearch.encode.cache import EmbeddingCache
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import BACKENDS, EncoderChoice, open_build_encoder
-from semsearch.encode.encoding import encode_with_cache
+from semsearch.encode.encoding import encode_with_cache, whole_and_windows
 from semsearch.encode.models import DEFAULT_MODEL
 from semsearch.ingest.sources import expand_sources, read_sources
 from semsearch.store.ann import AnnSpec, query_like_texts
@@ -47,6 +47,8 @@ from semsearch.store.versions import (
     write_errors_explained,
     writer_lock,
 )
+from semsearch.store.windows_part import READING as WINDOWS_READING
+from semsearch.store.windows_part import WindowSet
 from semsearch.write.contents import write_contents
 from semsearch.write.freshness import absolute_source_args, catalogues_changed, stale_sources
 
@@ -274,15 +276,20 @@ def _encode(
     index_path: Path,
     writer: VersionWriter,
     opts: BuildOptions,
-) -> tuple[np.ndarray, int]:
-    """Vectors for these documents through the embedding cache, locally or on Ray; returns (vectors, encoded)."""
+) -> tuple[np.ndarray, WindowSet | None, int]:
+    """Vectors for these documents through the embedding cache, locally or on Ray.
+
+    Returns (vectors, windows, encoded); ``windows`` holds the tail windows' vectors with ``--reading windows``
+    (the documents' vectors are then their whole-text ones), else None.
+    """
     enc = choice.embedder
+    windows = None
     cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, choice.cache_runtime(), enc.dimension)
     try:
         if opts.engine == "ray":
             from semsearch.encode.ray_engine import encode_with_ray
 
-            encoded = encode_with_ray(
+            vectors, encoded = encode_with_ray(
                 choice,
                 documents,
                 cache,
@@ -297,7 +304,7 @@ def _encode(
                 from semsearch.encode.ray_engine import recover_shards
 
                 recover_shards(cache)
-            encoded = encode_with_cache(
+            vectors, encoded = encode_with_cache(
                 enc,
                 documents,
                 cache,
@@ -305,12 +312,14 @@ def _encode(
                 progress=opts.progress,
                 read_chars=choice.read_chars(),
             )
+        if choice.reading == WINDOWS_READING:
+            vectors, windows = whole_and_windows(documents, cache, choice.read_chars(), enc.dimension)
     finally:
         cache.close()
     superseded = choice.superseded_cache_runtime()
     if superseded:  # the batched regime's vectors: 240 MB at 157k that nothing reads
         EmbeddingCache.path_for(index_path / CACHE_DIR, enc.fingerprint, superseded).unlink(missing_ok=True)
-    return encoded
+    return vectors, windows, encoded
 
 
 def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], started: float) -> Manifest:
@@ -389,7 +398,7 @@ def _build_locked(
         read.against(previous.path if previous is not None else None)
         documents = read.dedup.documents
         choice = _open_encoder(opts, previous, writer, embedder)
-        vectors, encoded = _encode(choice, documents, index_path, writer, opts)
+        vectors, windows, encoded = _encode(choice, documents, index_path, writer, opts)
         _stamp_arrivals(documents, vectors, previous, index_path)
         ann, budget = _ann_settings(opts, previous.manifest if previous is not None else None)
         contents = write_contents(
@@ -403,6 +412,7 @@ def _build_locked(
             relayout=opts.full or opts.relayout,
             tuning_queries=lambda: choice.embedder.encode(query_like_texts(documents), batch_size=opts.batch_size),
             near_keys=read.dedup.near_keys,
+            windows=windows,
         )
         previous_ids = previous.ids if previous is not None else set()
         final = writer.publish(_manifest(read, choice, contents, started))
@@ -463,8 +473,8 @@ def _append(
             return str(why)
         barrier("plan")
         choice = _open_encoder(opts, previous, writer, embedder)
-        vectors, encoded = _encode(choice, change.new, index_path, writer, opts)
-        done = write_appended(change, arrived, previous, writer, vectors, started)
+        vectors, windows, encoded = _encode(choice, change.new, index_path, writer, opts)
+        done = write_appended(change, arrived, previous, writer, vectors, started, windows)
     counts = done.counts
     return BuildSummary(
         read=counts.read,

@@ -15,12 +15,14 @@ import numpy as np
 
 from semsearch.core.records import Document, NearKeys
 from semsearch.dedup.duplicates import save_near_keys
+from semsearch.store import windows_part
 from semsearch.store.ann import QuerySource, previous_ann, write_ann
 from semsearch.store.documents import write_documents
 from semsearch.store.layout import DOCS, LEXICAL_DIR, doc_num
 from semsearch.store.lexical_build import write_lexical
 from semsearch.store.vectors import IDS_FILE, VECTOR_FILE, write_vector_files
 from semsearch.store.versions import PreviousVersion
+from semsearch.store.windows_part import WindowSet
 
 
 def write_contents(
@@ -35,12 +37,14 @@ def write_contents(
     relayout: bool = False,
     tuning_queries: QuerySource | None = None,
     near_keys: NearKeys | None = None,
+    windows: WindowSet | None = None,
 ) -> dict[str, Any]:
     """Write a version's vectors (row i for documents[i]), ANN index, document store, BM25 index and map.
 
     ``previous`` is the live version: its trained ANN structure is updated rather than trained again when it
     still fits (unless ``retrain``), its kept tuning queries stand in when ``tuning_queries`` is None, and its
-    map is copied when nothing it depends on changed. Returns the manifest entries that describe what was
+    map is copied when nothing it depends on changed. ``windows`` (``--reading windows``) are the documents'
+    window vectors, written beside theirs (windows_part.py). Returns the manifest entries that describe what was
     written ("faiss", "ann", "vectors", "lexical", "map").
     """
     from semsearch.store.corpus_map import write_map  # the query path never needs the map builder
@@ -50,6 +54,8 @@ def write_contents(
     if vectors.ndim != 2 or len(vectors) != len(documents):
         raise ValueError(f"{len(documents)} documents but vectors of shape {vectors.shape}")
     write_vector_files(folder, ids, vectors)
+    if windows is not None:
+        windows_part.write(folder, windows)
     ann_entries = write_ann(
         folder,
         vectors,

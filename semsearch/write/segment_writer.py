@@ -21,6 +21,7 @@ import numpy as np
 
 from semsearch.core.records import Document, NearKeys
 from semsearch.dedup.duplicates import save_near_keys
+from semsearch.store import windows_part
 from semsearch.store.documents import write_documents
 from semsearch.store.layout import DOCS, LEXICAL_DIR, MANIFEST, doc_id_from_num, doc_num
 from semsearch.store.lexical_build import TF_FILE, write_lexical
@@ -28,6 +29,7 @@ from semsearch.store.map_layers import MAP_PREFIX, MapState
 from semsearch.store.segments import HIDDEN_FILE, MAX_SEGMENTS, MERGE_SHARE, SEGMENT_PREFIX, Segment, write_hidden
 from semsearch.store.vectors import IDS_FILE, write_vector_files
 from semsearch.store.versions import PreviousVersion
+from semsearch.store.windows_part import WindowSet
 
 # Written afresh by every version: never linked from the previous one (the map links what it keeps itself).
 _OWN_FILES = {MANIFEST, HIDDEN_FILE}
@@ -43,6 +45,7 @@ class SegmentChange:
     dropped: set[int]  # numbers of documents the version no longer holds
     near_keys: NearKeys | None = None  # band keys of the texts the segment's documents gained (dedup.py)
     previous_map: MapState | None = None  # the previous version's map, as corpus_map.append_state read it
+    windows: WindowSet | None = None  # window vectors of ``added`` (--reading windows: windows_part.py)
 
 
 def no_room(previous: PreviousVersion, changed_rows: int, share: float = MERGE_SHARE) -> str:
@@ -93,6 +96,17 @@ def hidden_after(segments: Sequence[Segment], gone: np.ndarray) -> dict[int, np.
     return hidden
 
 
+def _write_windows(seg: Path, previous: PreviousVersion, change: SegmentChange) -> None:
+    """A windowed index's segment windows: the added documents' own, the rewritten ones' kept from before."""
+    kept = windows_part.carry(previous.path, previous.manifest, [doc_num(d.id) for d in change.rewritten])
+    if kept is None:
+        return
+    if change.added and change.windows is None:
+        raise ValueError("a windowed index's added documents need their window vectors")
+    added = change.windows or WindowSet.empty(previous.manifest.model.dimension)
+    windows_part.write(seg, WindowSet.concat([added, kept], previous.manifest.model.dimension))
+
+
 def write_segment_version(folder: Path, previous: PreviousVersion, change: SegmentChange, seq: int) -> dict[str, Any]:
     """Write ``folder`` as ``previous`` plus one segment; returns the manifest fields that change.
 
@@ -125,6 +139,7 @@ def write_segment_version(folder: Path, previous: PreviousVersion, change: Segme
         order = np.argsort(nums, kind="stable")
         ordered = [docs[int(i)] for i in order]
         write_vector_files(seg, nums[order], np.ascontiguousarray(vectors[order], dtype=np.float32))
+        _write_windows(seg, previous, change)
         write_documents(seg / DOCS, ordered)
         write_lexical(seg / LEXICAL_DIR, nums[order], ordered)
         if change.near_keys is not None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from semsearch.core.errors import SemsearchError
 from semsearch.core.fileio import readonly_uri
+from semsearch.store import windows_part
 from semsearch.store.ann import VECTORS, SegmentedSearcher, open_version_vectors
 from semsearch.store.documents import DocumentStore
 from semsearch.store.layout import DOCS, ENCODER_DIR, current_version
@@ -41,6 +42,7 @@ def verify_index(index_dir: str | Path) -> list[str]:
             problems.append(f"{version / VECTORS}: {len(differ)} ids differ from {VECTOR_FILE}")
     problems += _check_store(version, manifest, expected, {int(i) for i in exact.ids})
     problems += _check_map(version, {int(i) for i in exact.ids})
+    problems += windows_part.verify(version, manifest)
     if model.backend == "onnx":
         problems += _check_encoder(version / ENCODER_DIR, model.fingerprint)
     return problems
