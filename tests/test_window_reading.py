@@ -12,6 +12,7 @@ from conftest import FakeEmbedder
 
 from semsearch import BuildOptions, Index, build_index
 from semsearch.core.errors import IndexCorruptError
+from semsearch.encode.windows import document_windows
 from semsearch.store.layout import CURRENT, current_version, doc_num
 from semsearch.store.manifest import Manifest
 from semsearch.store.segments import Segment
@@ -66,20 +67,22 @@ def _top(idx: Path, fake: FakeEmbedder, query: str = QUERY, mode: str = "dense")
         return [h.title or "" for h in index.search(query, 3, mode=mode, explain=False)]
 
 
-def test_a_match_past_the_cut_ranks_first_with_windows_and_not_without(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reading", ["windows", "windows-all"])
+def test_a_match_past_the_cut_ranks_first_with_windows_and_not_without(tmp_path: Path, reading: str) -> None:
     corpus = _corpus(tmp_path, (TITLE, TEXT), DECOY, *OTHERS)
     fake = WindowedFake()
     truncated, windowed = tmp_path / "truncated", tmp_path / "windows"
     build_index([str(corpus)], truncated, _opts("truncated"), embedder=fake)
-    build_index([str(corpus)], windowed, _opts("windows"), embedder=fake)
+    build_index([str(corpus)], windowed, _opts(reading), embedder=fake)
     assert _top(truncated, fake)[0] == DECOY[0]  # the encoder never read the quokka sentence
     assert _top(windowed, fake)[0] == TITLE
     assert _top(windowed, fake, mode="hybrid")[0] == TITLE
     version = current_version(windowed)
-    assert Manifest.read(version).model.reading == "windows"
+    assert Manifest.read(version).model.reading == reading
     # The documents' vectors stay their whole-text ones (related, recommend and the map read those).
     np.testing.assert_array_equal(np.load(version / "vectors.npy"), np.load(current_version(truncated) / "vectors.npy"))
     ids = np.load(version / WINDOW_IDS_FILE)
+    assert len(ids) == (2 if reading == "windows-all" else 1)  # every window, or the one past the cut
     with Index.open(windowed, embedder=fake) as index:
         target = next(h for h in index.search(TITLE, 1, mode="lexical"))
     assert set(ids.tolist()) == {doc_num(target.id)} and np.load(version / WINDOW_FILE).dtype == np.float16
@@ -184,3 +187,14 @@ def test_window_index_scores_the_best_live_window_and_ignores_hidden_rows(tmp_pa
     order, scores = windows.rescore(nums, np.array([0.5, 0.4, 0.45], dtype=np.float32), e[3])
     assert order.tolist() == [7, 3, 9]
     np.testing.assert_allclose(scores, [0.3 * 0.4 + 0.7, 0.5, 0.45], rtol=1e-6)
+
+
+def test_windows_all_reads_every_window_from_the_start_even_of_an_abstract_read_whole() -> None:
+    short = "One. Two. Three."
+    items = [(f"{TITLE} {TEXT}", TITLE, TEXT), (f"T {short}", "T", short), ("Alone. Two.", "", "Alone. Two.")]
+    assert document_windows(items, lambda t: len(t), every=True) == [
+        [f"{TITLE} {TEXT.split('. ')[0]}. {TEXT.split('. ')[1]}.", f"{TITLE} {TEXT.split('. ')[2]}"],
+        ["T One. Two.", "T Three."],
+        [],  # two sentences: the whole-text vector is that window already
+    ]
+    assert document_windows(items, lambda t: len(t)) == [[], [], []]  # tails only: all read whole

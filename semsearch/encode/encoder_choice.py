@@ -48,6 +48,11 @@ class EncoderChoice:
         return reader_of(self.embedder) if self.reading in ("pooled", "windows") else None
 
     @property
+    def every_window(self) -> bool:
+        """Whether the build encodes every sentence window from the start, not only those past the cut."""
+        return self.reading == "windows-all"
+
+    @property
     def regime(self) -> str:
         """How the encoder computes vectors (``options.ONNX_REGIME`` for ONNX; "" when it names none)."""
         return str(getattr(self.embedder, "regime", "") or "")

@@ -43,12 +43,17 @@ class CachePlan:
 
     @classmethod
     def make(
-        cls, documents: Sequence[Document], cache: EmbeddingCache, read_chars: ReadChars | None = None
+        cls,
+        documents: Sequence[Document],
+        cache: EmbeddingCache,
+        read_chars: ReadChars | None = None,
+        *,
+        every: bool = False,
     ) -> CachePlan:
         texts = [d.embedding_text() for d in documents]
         items = [(t, d.title or "" if not d.title_only else "", d.text) for t, d in zip(texts, documents, strict=True)]
         windows: list[list[int]] = []
-        for tails in document_windows(items, read_chars):
+        for tails in document_windows(items, read_chars, every=every):
             windows.append(list(range(len(texts), len(texts) + len(tails))))
             texts.extend(tails)
         keys = [embedding_key(t) for t in texts]
@@ -87,14 +92,19 @@ class CachePlan:
 
 
 def whole_and_windows(
-    documents: Sequence[Document], cache: EmbeddingCache, read_chars: ReadChars | None, dimension: int
+    documents: Sequence[Document],
+    cache: EmbeddingCache,
+    read_chars: ReadChars | None,
+    dimension: int,
+    *,
+    every: bool = False,
 ) -> tuple[np.ndarray, WindowSet]:
     """After encoding: each document's whole-text vector and its tail windows' vectors, read from the cache.
 
     What ``--reading windows`` stores (store/windows_part.py); read back from the cache so that both engines,
     which fill the same cache, give the same files.
     """
-    plan = CachePlan.make(documents, cache, read_chars)
+    plan = CachePlan.make(documents, cache, read_chars, every=every)
     if plan.missing:
         raise SemsearchError(f"{len(plan.missing)} texts have no vector after encoding")
     whole = np.zeros((len(documents), dimension), dtype=np.float32)
@@ -123,12 +133,14 @@ def encode_with_cache(
     batch_size: int,
     progress: bool,
     read_chars: ReadChars | None = None,
+    every: bool = False,
 ) -> tuple[np.ndarray, int]:
     """Vectors for the documents in order, encoding only texts the cache lacks; returns (vectors, encoded).
 
-    With ``read_chars`` each document's vector pools its tail windows (windows.py); ``encoded`` counts texts.
+    With ``read_chars`` each document's vector pools its tail windows (windows.py), with ``every`` also encoding
+    every window from the start (``--reading windows-all``); ``encoded`` counts texts.
     """
-    plan = CachePlan.make(documents, cache, read_chars)
+    plan = CachePlan.make(documents, cache, read_chars, every=every)
     touched = plan.touched()
     if plan.missing:
         bar = progress_bar(len(plan.missing), progress)

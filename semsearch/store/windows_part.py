@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from semsearch.store.manifest import Manifest
     from semsearch.store.segments import Segment
 
-READING = "windows"  # options.READINGS' value whose versions carry these files
+WINDOWED_READINGS = ("windows", "windows-all")  # options.READINGS whose versions carry these files
 WINDOW_FILE = "windows.npy"
 WINDOW_IDS_FILE = "window_ids.npy"
 WHOLE_WEIGHT = 0.3  # SciFact train: 0.3 > 0.5 > 0.7 (+0.022, +0.019, +0.012 dense nDCG@10)
@@ -61,7 +61,7 @@ class WindowSet:
 
 def is_windowed(manifest: Manifest) -> bool:
     """Whether a version's documents carry window vectors."""
-    return manifest.model.reading == READING
+    return manifest.model.reading in WINDOWED_READINGS
 
 
 def write(folder: Path, windows: WindowSet) -> None:

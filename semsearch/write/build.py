@@ -47,8 +47,7 @@ from semsearch.store.versions import (
     write_errors_explained,
     writer_lock,
 )
-from semsearch.store.windows_part import READING as WINDOWS_READING
-from semsearch.store.windows_part import WindowSet
+from semsearch.store.windows_part import WINDOWED_READINGS, WindowSet
 from semsearch.write.contents import write_contents
 from semsearch.write.freshness import absolute_source_args, catalogues_changed, stale_sources
 
@@ -311,9 +310,12 @@ def _encode(
                 batch_size=opts.batch_size,
                 progress=opts.progress,
                 read_chars=choice.read_chars(),
+                every=choice.every_window,
             )
-        if choice.reading == WINDOWS_READING:
-            vectors, windows = whole_and_windows(documents, cache, choice.read_chars(), enc.dimension)
+        if choice.reading in WINDOWED_READINGS:
+            vectors, windows = whole_and_windows(
+                documents, cache, choice.read_chars(), enc.dimension, every=choice.every_window
+            )
     finally:
         cache.close()
     superseded = choice.superseded_cache_runtime()
