@@ -7,9 +7,10 @@ title first, that reaches past the cut. Each window is one text encoded alone (o
 its text like any other; a document the encoder reads whole keeps its one vector.
 
 Measured (scripts/study_windows.py, SciFact train, int8): pooling one vector does not help (+0.0005 +- 0.0071
-dense nDCG@10), scoring a document by max(whole, best tail window) does (+0.017 +- 0.007; 0.3 * whole +
-0.7 * that, +0.022 +- 0.006), so the default stays ``truncated`` and these windows are the groundwork for
-scoring by window, which needs the window vectors stored per segment.
+dense nDCG@10); scoring a document by 0.3 * whole + 0.7 * max(whole, best window) does, +0.022 +- 0.006 with
+these tail windows (``--reading windows``) and +0.035 +- 0.006 with every window from the start
+(``every_window``, ``--reading windows-all``). Those readings store the window vectors per segment
+(store/windows_part.py) and keep the documents' whole-text vectors.
 """
 
 from __future__ import annotations
