@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import FakeEmbedder
+from test_cli import assert_one_line_error, run, snapshot
 
+import semsearch.store.windows_part
 from semsearch import BuildOptions, Index, build_index
 from semsearch.core.errors import IndexCorruptError
 from semsearch.encode.windows import document_windows
@@ -155,8 +159,6 @@ def test_a_damaged_windows_file_is_index_corrupt_with_the_rebuild_hint(tmp_path:
 
 
 def test_the_cli_names_a_damaged_windows_file_in_one_line(tmp_path: Path) -> None:
-    from test_cli import run
-
     corpus = _corpus(tmp_path, (TITLE, TEXT), DECOY)
     idx = tmp_path / "idx"
     fake = WindowedFake()
@@ -198,3 +200,33 @@ def test_windows_all_reads_every_window_from_the_start_even_of_an_abstract_read_
         [],  # two sentences: the whole-text vector is that window already
     ]
     assert document_windows(items, lambda t: len(t)) == [[], [], []]  # tails only: all read whole
+
+
+@pytest.mark.parametrize("kind", ["refresh", "full"])
+def test_disk_full_at_the_windows_keeps_the_published_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    _corpus(tmp_path, DECOY, *OTHERS, SOIL)
+    fake = WindowedFake()
+    idx = tmp_path / "idx"
+    args = ["index", str(tmp_path / "corpus"), "--index", str(idx), "-q"]
+    assert run([*args, "--reading", "windows"], fake).exit_code == 0
+    current = (idx / CURRENT).read_text().strip()
+    live = snapshot(idx / current)
+    _corpus(tmp_path, (TITLE, TEXT), name="more.jsonl")  # a refresh appends it as a segment with its windows
+    real_save = np.save
+
+    def save(path: object, array: object, *a: object, **k: object) -> None:
+        if "window" in str(path):
+            Path(str(path)).write_bytes(b"\x93NUMPY" + b"\0" * 100)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real_save(path, array, *a, **k)  # type: ignore[call-overload]
+
+    again = [*args, "--full"] if kind == "full" else args
+    with monkeypatch.context() as patch:
+        patch.setattr(semsearch.store.windows_part.np, "save", save)
+        result = run(again, fake)
+    assert_one_line_error(result, "disk full", str(idx), "is unchanged")
+    assert (idx / CURRENT).read_text().strip() == current and snapshot(idx / current) == live
+    assert not [p for p in idx.iterdir() if p.name.startswith(".build-")]
+    assert run(again, fake).exit_code == 0 and verify_index(idx) == [] and _top(idx, fake)[0] == TITLE
