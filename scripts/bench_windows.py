@@ -5,7 +5,8 @@
 
 Writes random unit float16 windows for --docs documents (a Poisson number each) into a temporary folder, opens
 them memory-mapped as a search does, and times ``rescore`` of a query's dense candidates: the hybrid depth
-(1000) and the dense floor (RESCORE_DEPTH, 100). Prints one JSON line of p50 / p95 milliseconds.
+(1000, of which RESCORE_DEPTH are re-scored) and the dense floor (RESCORE_DEPTH). Prints one JSON line of
+p50 / p95 milliseconds.
 """
 
 from __future__ import annotations

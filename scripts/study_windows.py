@@ -12,6 +12,8 @@ does), then scores nDCG@10 on a split for each way of making a document's dense 
     mixA@R       mixA computed for the whole vector's top R only (R in 100 200 1000), as a query re-scores them
     pool_all, max_window, max_whole   (--strides) the same over every stride-1 2-sentence window (~35k texts)
     max_all, mixA_all, mixA_all@R     (--all-windows) over every non-overlapping 2-sentence window from the start
+    mixA_all^R   mixA_all for the whole vector's top R, every other document at its whole score (what hybrid
+                 could fuse at a tenth of the re-scoring: its dense top 1000 with only the first R re-scored)
 
     python scripts/study_windows.py --encoder IDX/v-*/encoder --split train
     python scripts/study_windows.py --encoder IDX/v-*/encoder --split test --hybrid /tmp/sf
@@ -92,6 +94,15 @@ def all_windows(title: str, text: str, size: int = 2) -> list[str]:
 def rescored(whole: np.ndarray, mixed: np.ndarray, depth: int) -> np.ndarray:
     """``mixed`` for each query's ``depth`` best documents by ``whole``; every other document ranks below them."""
     out = np.full_like(whole, -10.0)
+    top = np.argpartition(-whole, min(depth, whole.shape[1]) - 1, axis=1)[:, :depth]
+    rows = np.arange(len(whole))[:, None]
+    out[rows, top] = mixed[rows, top]
+    return out
+
+
+def topped(whole: np.ndarray, mixed: np.ndarray, depth: int) -> np.ndarray:
+    """``mixed`` for each query's ``depth`` best documents by ``whole``; every other document keeps ``whole``."""
+    out = whole.copy()
     top = np.argpartition(-whole, min(depth, whole.shape[1]) - 1, axis=1)[:, :depth]
     rows = np.arange(len(whole))[:, None]
     out[rows, top] = mixed[rows, top]
@@ -202,6 +213,8 @@ def main() -> None:
             scores[f"mix{a}_all"] = a * whole + (1 - a) * max_all
             for depth in (100, 200, 1000):
                 scores[f"mix{a}_all@{depth}"] = rescored(whole, scores[f"mix{a}_all"], depth)
+            for depth in (100, 200):
+                scores[f"mix{a}_all^{depth}"] = topped(whole, scores[f"mix{a}_all"], depth)
     if strides:
         flat_s, owner_s = windows_of(strides)
         best = best_per_doc(whole, qv @ flat_s.T, owner_s, "max")

@@ -230,3 +230,13 @@ def test_disk_full_at_the_windows_keeps_the_published_version(
     assert (idx / CURRENT).read_text().strip() == current and snapshot(idx / current) == live
     assert not [p for p in idx.iterdir() if p.name.startswith(".build-")]
     assert run(again, fake).exit_code == 0 and verify_index(idx) == [] and _top(idx, fake)[0] == TITLE
+
+
+def test_only_the_first_candidates_are_re_scored_and_they_stay_ahead(tmp_path: Path) -> None:
+    e = np.eye(4, dtype=np.float32)
+    write(tmp_path, WindowSet(np.array([3, 9], dtype=np.int64), np.stack([e[3], e[3]])))
+    windows = WindowIndex.open([Segment(tmp_path, "", 2, np.zeros(0, dtype=np.int64))], 4)
+    nums, scores = np.array([7, 3, 9], dtype=np.int64), np.array([0.5, 0.45, 0.4], dtype=np.float32)
+    order, mixed = windows.rescore(nums, scores, e[3], depth=2)
+    assert order.tolist() == [3, 7, 9]  # 9's window would win too, but it lies past the re-scored depth
+    np.testing.assert_allclose(mixed, [0.3 * 0.45 + 0.7, 0.5, 0.4], rtol=1e-6)

@@ -336,7 +336,10 @@ class Index:
     def _dense_top_windows(
         self, vector: np.ndarray, depth: int, allowed: np.ndarray | None, exclude: frozenset[int], pool: int
     ) -> tuple[np.ndarray, np.ndarray] | None:
-        """The whole vectors' top (at least RESCORE_DEPTH) re-scored by their windows; None when none are kept."""
+        """The dense top, at least RESCORE_DEPTH deep, its first RESCORE_DEPTH re-scored by their windows.
+
+        None when the index keeps no windows.
+        """
         if self.windows is None:
             return None
         nums, scores = self._dense_top(vector, min(pool, max(depth, RESCORE_DEPTH)), allowed, exclude)
