@@ -9,7 +9,8 @@ does), then scores nDCG@10 on a split for each way of making a document's dense 
     meanmix0.5   0.5 * whole + 0.5 * mean of the tail windows' scores
     max_tail     max(whole, best tail window): needs a vector per window
     mixA         A * whole + (1 - A) * max_tail, A in 0.3 0.5 0.7
-    mixA@R       mixA computed for the whole vector's top R only (R in 100 200 1000), as a query re-scores them
+    mixA@R       mixA computed for the whole vector's top R only (R in 100 200 1000), the rest ranked below
+    mixA^200     mixA for the whole vector's top 200, every other document at its whole score (as search does)
     pool_all, max_window, max_whole   (--strides) the same over every stride-1 2-sentence window (~35k texts)
     max_all, mixA_all, mixA_all@R     (--all-windows) over every non-overlapping 2-sentence window from the start
     mixA_all^R   mixA_all for the whole vector's top R, every other document at its whole score (what hybrid
@@ -205,6 +206,7 @@ def main() -> None:
     for a in (0.3, 0.5, 0.7):
         for depth in (100, 200, 1000):
             scores[f"mix{a}@{depth}"] = rescored(whole, scores[f"mix{a}"], depth)
+        scores[f"mix{a}^200"] = topped(whole, scores[f"mix{a}"], 200)
     if every:
         flat_e, owner_e = windows_of([w or [f] for f, w in zip(full, every, strict=True)])
         max_all = np.maximum(whole, best_per_doc(whole, qv @ flat_e.T, owner_e, "max"))
