@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import FakeEmbedder
 from test_cli import assert_one_line_error, run, snapshot
+from test_ray_engine import local_ray, needs_ray  # noqa: F401 (local_ray is a fixture)
 
 import semsearch.store.windows_part
 from semsearch import BuildOptions, Index, build_index
@@ -240,3 +241,18 @@ def test_only_the_first_candidates_are_re_scored_and_they_stay_ahead(tmp_path: P
     order, mixed = windows.rescore(nums, scores, e[3], depth=2)
     assert order.tolist() == [3, 7, 9]  # 9's window would win too, but it lies past the re-scored depth
     np.testing.assert_allclose(mixed, [0.3 * 0.45 + 0.7, 0.5, 0.4], rtol=1e-6)
+
+
+@needs_ray
+@pytest.mark.usefixtures("local_ray")
+def test_a_ray_build_stores_the_same_windows_as_a_local_one(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path, (TITLE, TEXT), DECOY, SOIL, *OTHERS)
+    for reading in ("windows", "windows-all"):
+        local, on_ray = tmp_path / f"local-{reading}", tmp_path / f"ray-{reading}"
+        build_index([str(corpus)], local, _opts(reading), embedder=WindowedFake())
+        build_index([str(corpus)], on_ray, _opts(reading, engine="ray", actors=1), embedder=WindowedFake())
+        for name in (WINDOW_FILE, WINDOW_IDS_FILE, "vectors.npy"):
+            np.testing.assert_array_equal(
+                np.load(current_version(local) / name), np.load(current_version(on_ray) / name)
+            )
+        assert _top(on_ray, WindowedFake())[0] == TITLE
