@@ -256,3 +256,18 @@ def test_a_ray_build_stores_the_same_windows_as_a_local_one(tmp_path: Path) -> N
                 np.load(current_version(local) / name), np.load(current_version(on_ray) / name)
             )
         assert _top(on_ray, WindowedFake())[0] == TITLE
+
+
+def test_a_document_rewritten_by_a_removal_keeps_its_windows(tmp_path: Path) -> None:
+    a = _corpus(tmp_path, (TITLE, TEXT), name="a.jsonl")
+    _corpus(tmp_path, (TITLE, TEXT), name="b.jsonl")  # the same paper in a second file
+    _corpus(tmp_path, DECOY, *OTHERS, name="c.jsonl")
+    fake = WindowedFake()
+    idx = tmp_path / "idx"
+    build_index([str(tmp_path / "corpus")], idx, _opts("windows"), embedder=fake)
+    remove_documents(idx, sources=[str(a)], merge_share=0.9)  # the paper stays, written again in a segment
+    version = current_version(idx)
+    seg = next(version.glob("seg-*"))
+    target = doc_num(_id_of(idx, fake, TITLE))
+    assert target in np.load(seg / WINDOW_IDS_FILE).tolist()  # carried into the segment the paper now lives in
+    assert _top(idx, fake)[0] == TITLE and verify_index(idx) == []
