@@ -75,11 +75,19 @@ def step(name: str, fn: Callable[[], T], encoder: HashedWords | None = None) -> 
 
 STEPS = {
     "semsearch.write.build": ("read_sources", "deduplicate", "encode_with_cache", "_stamp_arrivals"),
-    "semsearch.write.contents": ("write_vector_files", "write_ann", "write_documents", "write_lexical"),
+    # The index parts (semsearch/store/index_parts.py), for a base and for an appended segment alike.
+    "semsearch.store.index_parts": (
+        "write_vector_files",
+        "write_ann",
+        "write_documents",
+        "add_filter_columns",
+        "write_lexical",
+    ),
     "semsearch.store.corpus_map": ("write_map", "append_map"),
-    # A refresh that appends a segment (semsearch/write/append.py, segment_writer.py).
+    # A refresh that appends a segment: planned (plan.py: one walk, the new files read), decided (append.py),
+    # written (segment_writer.py).
+    "semsearch.write.plan": ("survey", "read_sources"),
     "semsearch.write.append": (
-        "read_sources",
         "deduplicate",
         "_owners",
         "_near_hits",
@@ -87,7 +95,7 @@ STEPS = {
         "_change",
         "write_appended",
     ),
-    "semsearch.write.segment_writer": ("link_version", "hidden_after", "write_documents", "write_lexical"),
+    "semsearch.write.segment_writer": ("link_version", "hidden_after"),
 }
 
 

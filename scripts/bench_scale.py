@@ -42,8 +42,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from semsearch.core.options import ANN_KINDS  # noqa: E402
 from semsearch.encode.cache import embedding_key  # noqa: E402
-from semsearch.store.ann import ANN_KINDS, AnnSearcher, build_ann, exact_top, factory_string  # noqa: E402
+from semsearch.store.ann import AnnSearcher, build_ann, exact_top, factory_string  # noqa: E402
 from semsearch.store.vectors import VectorStore, write_vector_files  # noqa: E402
 
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "mlanthology" / "corpus.jsonl.gz"

@@ -211,6 +211,28 @@ QUERY_PATH_BANNED = (
     "semsearch.faces.serve",
     "fastapi",
 )
+# Whole layers a library query never enters: reading sources and writing versions (the stale notice is the CLI's).
+QUERY_PATH_BANNED_LAYERS = ("semsearch.ingest", "semsearch.write")
+
+
+def _banned_loaded(banned: tuple[str, ...], layers: tuple[str, ...] = (), allowed: tuple[str, ...] = ()) -> str:
+    """Code that prints, as JSON, the banned modules in sys.modules (layers by prefix, ``allowed`` excepted)."""
+    return (
+        f"loaded = [m for m in sys.modules if m in {banned!r} or m.startswith({tuple(f'{x}.' for x in layers)!r})]\n"
+        f"print(json.dumps(sorted(m for m in loaded if m not in {allowed!r})))\n"
+    )
+
+
+def test_the_query_and_reader_layers_import_no_ingest_and_no_writer() -> None:
+    graph = import_graph()
+    reach = sorted(
+        f"{module} -> {other}"
+        for module, imported in graph.items()
+        if layer_of(module) in ("query", "reader")
+        for other in imported
+        if other.startswith(tuple(f"{layer}." for layer in QUERY_PATH_BANNED_LAYERS))
+    )
+    assert reach == []
 
 
 def test_library_query_path_loads_no_build_machinery(tmp_path: Path, small_corpus: Path) -> None:
@@ -226,7 +248,7 @@ def test_library_query_path_loads_no_build_machinery(tmp_path: Path, small_corpu
         "    hits = index.search('federated privacy', k=3)\n"
         "    index.related(hits[0].id, k=2)\n"
         "    index.search('privacy', k=2, where=['collection~Test'], diverse=True)\n"
-        f"print(json.dumps([m for m in {QUERY_PATH_BANNED!r} if m in sys.modules]))\n"
+        + _banned_loaded(QUERY_PATH_BANNED, QUERY_PATH_BANNED_LAYERS)
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert result.returncode == 0, result.stderr
@@ -252,10 +274,9 @@ def test_cli_query_path_loads_no_mail_and_no_build_machinery(tmp_path: Path, sma
     from semsearch import BuildOptions, build_index
 
     build_index([str(small_corpus)], tmp_path / "idx", BuildOptions(progress=False), embedder=FakeEmbedder())
-    # The stale-sources notice reads the sources' files (ingest.sources); nothing else of the build may load.
-    skipped = ("semsearch.ingest.sources",)
-    banned = (*(m for m in QUERY_PATH_BANNED if m not in skipped), "smtplib", "semsearch.reader.mail")
-    banned += ("semsearch.write.append",)
+    # The CLI's stale-sources notice (write.freshness) scans the sources (ingest); no other writer module may load.
+    allowed = ("semsearch.write.freshness",)
+    banned = (*(m for m in QUERY_PATH_BANNED if m != "semsearch.ingest.sources"), "smtplib", "semsearch.reader.mail")
     code = (
         "import json, sys\n"
         f"sys.path.insert(0, {str(REPO / 'tests')!r})\n"
@@ -264,8 +285,7 @@ def test_cli_query_path_loads_no_mail_and_no_build_machinery(tmp_path: Path, sma
         "from semsearch.faces.cli import cli\n"
         f"r = CliRunner().invoke(cli, ['query', 'federated privacy', '--index', {str(tmp_path / 'idx')!r}],"
         " obj={'embedder': FakeEmbedder()})\n"
-        "assert r.exit_code == 0, r.output\n"
-        f"print(json.dumps([m for m in {banned!r} if m in sys.modules]))\n"
+        "assert r.exit_code == 0, r.output\n" + _banned_loaded(banned, ("semsearch.write",), allowed)
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert result.returncode == 0, result.stderr

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import PAPERS, FakeEmbedder
 
-from semsearch.core.errors import InputError
+from semsearch.core.errors import ExtraNotInstalledError, InputError
 from semsearch.faces.cli import cli
 from semsearch.ingest.sources import read_sources
 
@@ -112,7 +112,9 @@ def test_without_bibtexparser_a_bib_file_is_a_one_line_error(tmp_path: Path, mon
 
     monkeypatch.setitem(sys.modules, "bibtexparser", None)  # as if the bibtex extra were not installed
     with pytest.raises(
-        InputError, match=r"refs.bib: reading BibTeX needs bibtexparser: pip install 'semsearch\[bibtex\]'"
+        ExtraNotInstalledError,
+        match=r"refs.bib: reading BibTeX needs the 'bibtex' extra \(bibtexparser is missing\): "
+        r"pip install 'semsearch\[bibtex\]'$",
     ):
         read_sources([str(write(tmp_path, REFS))])
 

@@ -35,12 +35,15 @@ def write_seed(path: Path, texts: list[str]) -> Path:
     return path
 
 
-def worker(index: Path, *sources: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+def worker(
+    index: Path, *sources: Path, extra: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(WORKER), str(index), *map(str, sources), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -146,18 +149,23 @@ def test_second_writer_fails_fast_then_waits(tmp_path: Path, two_corpora: tuple[
     a, b = two_corpora
     index = tmp_path / "idx"
     build_index([str(a)], index, BuildOptions(progress=False), embedder=FakeEmbedder())
-    # Long enough that the second writer, slow to start on a loaded machine, still finds the lock held.
-    slow = worker(index, b, extra=("--delay", "0.15"))
-    wait_for(lambda: any(index.glob(".build-*")))
+    # The first writer is held at its plan, lock taken, for as long as the test needs (no race with the clock).
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    held = worker(index, b, env={"SEMSEARCH_TEST_BARRIER": f"plan:{gate}"})
+    wait_for(lambda: (gate / "plan.reached").exists(), timeout=60)
     second = worker(index, a)
-    assert second.wait(timeout=30) == 2
+    assert second.wait(timeout=60) == 2
     assert "another semsearch process is writing" in (second.stderr.read() if second.stderr else "")
     # A reader is never blocked by the build and sees the old version.
     with Index.open(index, embedder=FakeEmbedder()) as idx:
         assert len(idx) == 5
         assert idx.search("graph networks", 1)[0].text == PAPERS["graph"]
     waiting = worker(index, a, extra=("--wait",))
-    assert slow.wait(timeout=60) == 0
+    time.sleep(0.5)
+    assert waiting.poll() is None  # still waiting for the lock
+    (gate / "plan.go").touch()
+    assert held.wait(timeout=60) == 0
     assert waiting.wait(timeout=60) == 0
     summary = json.loads(waiting.stdout.read() if waiting.stdout else "{}")
     assert summary["documents"] == 5 and summary["removed"] == 60

@@ -21,13 +21,13 @@ from semsearch.dedup.identity import read_identity
 from semsearch.store.documents import DocumentStore, open_documents, write_documents
 from semsearch.store.filter_columns import FilterColumns
 from semsearch.store.filters import parse_where
+from semsearch.store.index_parts import check_documents
 from semsearch.store.layout import DOCS, MANIFEST, current_version, doc_num
 from semsearch.store.lexical_build import write_lexical
 from semsearch.store.manifest import Manifest
 from semsearch.store.segments import Segment, write_hidden
 from semsearch.store.vectors import write_vector_files
 from semsearch.store.versions import PreviousVersion
-from semsearch.write.verify import _check_store
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given  # noqa: E402
@@ -268,15 +268,15 @@ def test_the_readers_of_a_version_see_its_segments(tmp_path: Path, fake: FakeEmb
         assert opened.store.find(updated.id) == updated and opened.store.count() == len(expected)
         assert opened.allowed_rows(["venue=segmented"]).tolist() == [doc_num(updated.id)]
     manifest = Manifest.read(version)
-    assert _check_store(version, manifest, len(expected), {doc_num(d.id) for d in expected}) == []
-    assert _check_store(version, manifest, len(expected), {doc_num(d.id) for d in expected[1:]}) == [
+    assert check_documents(version, manifest, len(expected), {doc_num(d.id) for d in expected}) == []
+    assert check_documents(version, manifest, len(expected), {doc_num(d.id) for d in expected[1:]}) == [
         f"{version / DOCS}: 1 document ids differ from the vector ids"
     ]
     (version / "seg-000002" / DOCS).write_bytes(b"garbage" * 500)
     with pytest.raises(IndexCorruptError, match="seg-000002"):
         PreviousVersion.load(index)
     assert read_identity(version) is None  # a refresh then only loses the in-place-edit matching
-    [problem] = _check_store(version, manifest, len(expected), {doc_num(d.id) for d in expected})
+    [problem] = check_documents(version, manifest, len(expected), {doc_num(d.id) for d in expected})
     assert problem.startswith(str(version / "seg-000002" / DOCS))
 
 

@@ -13,7 +13,7 @@ from test_search_modes import beir
 
 from semsearch import BuildOptions
 from semsearch.store.manifest import Counts, Manifest, ModelInfo
-from semsearch.write.build import _encoder_settings
+from semsearch.write.settings import encoder_settings
 
 
 @pytest.fixture
@@ -98,13 +98,13 @@ def _manifest(backend: str, precision: str) -> Manifest:
     return Manifest(model=ModelInfo("m", "f", 4, backend, precision), counts=Counts(0, 0, 0, 0, 0))
 
 
-def test_refresh_keeps_the_index_encoder_settings() -> None:
+def test_refresh_keeps_the_indexencoder_settings() -> None:
     manifest = _manifest("onnx", "fp32")
-    assert _encoder_settings(BuildOptions(), manifest) == ("onnx", "fp32")
-    assert _encoder_settings(BuildOptions(precision="int8"), manifest) == ("onnx", "int8")
-    assert _encoder_settings(BuildOptions(backend="torch"), manifest) == ("torch", "int8")
-    assert _encoder_settings(BuildOptions(), _manifest("fake", "fp32")) == ("onnx", "int8")
-    assert _encoder_settings(BuildOptions(), None) == ("onnx", "int8")
+    assert encoder_settings(BuildOptions(), manifest) == ("onnx", "fp32")
+    assert encoder_settings(BuildOptions(precision="int8"), manifest) == ("onnx", "int8")
+    assert encoder_settings(BuildOptions(backend="torch"), manifest) == ("torch", "int8")
+    assert encoder_settings(BuildOptions(), _manifest("fake", "fp32")) == ("onnx", "int8")
+    assert encoder_settings(BuildOptions(), None) == ("onnx", "int8")
 
 
 def test_eval_refuses_an_index_of_other_sources(built: Path, tmp_path: Path, fake: FakeEmbedder) -> None:

@@ -177,3 +177,130 @@ def test_diversify_never_promotes_a_candidate_far_below_the_best() -> None:
     assert diversify(q, vecs, ranked, 4, 0.5, floor=0.8) == [10, 12, 13, 11]
     assert diversify(q, vecs, ranked, 4, 0.5, floor=0.0)[:2] == [10, 13]  # no floor: the old promotion
     assert diversify(q, vecs, [], 3, 0.5, floor=0.8) == []
+
+
+# -- adaptive fusion: the weight each query gives its dense side -------------------------------------------------
+
+
+def _flat(n: int = 1000, seed: int = 0) -> np.ndarray:
+    """A list whose head does not stand out: scores evenly spread, best first."""
+    return np.sort(np.random.default_rng(seed).uniform(0.4, 0.5, n))[::-1]
+
+
+def _peaked(n: int = 1000, seed: int = 1) -> np.ndarray:
+    """The same kind of list with one candidate far above the rest."""
+    scores = _flat(n, seed)
+    scores[0] = 0.9
+    return scores
+
+
+def test_adaptive_gives_the_weight_to_the_side_whose_head_stands_out() -> None:
+    from semsearch.query.fusion import FusionPolicy
+
+    policy = FusionPolicy("adaptive")
+    to_dense = policy.choose(_peaked(), _flat(), 1000)
+    to_lexical = policy.choose(_flat(), _peaked(), 1000)
+    assert to_dense.alpha > 0.8 and to_lexical.alpha < 0.2
+    assert to_dense.method == to_lexical.method == "adaptive"
+    assert "dense" in to_dense.reason and "lexical" in to_dense.reason
+    # The same shape on both sides: BM25's head counts 1 / 1.5 of the dense one's (its scores are heavier-tailed).
+    assert policy.choose(_peaked(), _peaked(), 1000).alpha == pytest.approx(1.5 / 2.5)
+    assert FusionPolicy("adaptive", lexical_scale=1.0).choose(_peaked(), _peaked(), 1000).alpha == pytest.approx(0.5)
+
+
+def test_adaptive_counts_bm25s_unmatched_documents_as_zeros() -> None:
+    """Three documents hold a rare word: against the 997 that scored 0 they stand out, and win the weight."""
+    from semsearch.query.fusion import FusionPolicy, peak
+
+    lexical = np.array([12.0, 3.0, 2.5])
+    assert peak(lexical, 1) < 1.5  # within the three alone, the best is barely above their mean
+    assert peak(lexical, 1, pad_to=1000) > 20
+    assert FusionPolicy("adaptive").choose(_flat(), lexical, 1000).alpha < 0.1
+
+
+def test_adaptive_falls_back_to_even_weights_when_nothing_stands_out() -> None:
+    from semsearch.query.fusion import FusionPolicy
+
+    policy = FusionPolicy("adaptive")
+    # No lexical match at all, and a dense list of one: neither says anything.
+    choice = policy.choose(np.array([0.3]), np.zeros(0), 1000)
+    assert choice.alpha == 0.5 and "neither" in choice.reason
+    # A lexical side with no match leaves everything to the dense side, whatever its weight.
+    assert policy.choose(_peaked(), np.zeros(0), 1000).alpha == 1.0
+
+
+def test_an_index_without_a_fusion_entry_keeps_alpha_one_half() -> None:
+    from semsearch.query.fusion import DEFAULT_ALPHA, FusionPolicy
+
+    for entry in (None, {}):
+        policy = FusionPolicy.from_entry(entry)
+        choice = policy.choose(_peaked(), _flat(), 1000)  # adaptive would give dense nearly everything
+        assert (policy.method, choice.alpha, choice.method) == ("fixed", DEFAULT_ALPHA, "fixed")
+        assert "before adaptive fusion" in choice.reason
+    fixed = FusionPolicy.from_entry({"method": "fixed", "alpha": 0.3})
+    assert fixed.choose(_peaked(), _flat(), 1000).alpha == 0.3
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"method": "learned-by-a-newer-release"},
+        {"method": "fixed", "alpha": 7},
+        {"method": "fixed", "alpha": "half"},
+        {"method": "adaptive", "lexical_scale": 0},
+        {"method": "adaptive", "peak_top": 0},
+        {"method": "adaptive", "power": "steep"},
+        {"method": "adaptive", "lexical_scale": float("nan")},
+    ],
+)
+def test_an_unreadable_fusion_entry_falls_back_to_alpha_one_half_and_says_so(entry: dict) -> None:
+    from semsearch.query.fusion import FusionPolicy
+
+    policy = FusionPolicy.from_entry(entry)
+    choice = policy.choose(_peaked(), _flat(), 1000)
+    assert choice.alpha == 0.5 and "unreadable fusion entry" in choice.reason
+
+
+def test_the_recorded_policy_gives_way_to_an_explicit_choice() -> None:
+    from semsearch.core.options import fusion_entry
+    from semsearch.query.fusion import DEFAULT_ALPHA, FusionPolicy
+
+    assert fusion_entry() == {"method": "fixed", "alpha": DEFAULT_ALPHA}  # what a build records by default
+    assert FusionPolicy.from_entry(fusion_entry()).choose(_peaked(), _flat(), 1000).reason == (
+        "alpha 0.5: fixed in the manifest"
+    )
+    recorded = FusionPolicy.from_entry(fusion_entry("adaptive"))
+    assert recorded.method == "adaptive" and recorded.with_method(None) is recorded
+    assert recorded.with_method("fixed").choose(_peaked(), _flat(), 1000).alpha == 0.5
+    assert FusionPolicy.from_entry(None).with_method("adaptive").choose(_peaked(), _flat(), 1000).alpha > 0.8
+    with pytest.raises(ValueError, match="unknown fusion 'learned'"):
+        recorded.with_method("learned")
+
+
+def test_a_lexical_list_normalized_as_its_depth_keeps_a_single_match() -> None:
+    """One document holds the query's rare word: z-scored alone it is 0 like every other; against the 999
+    candidates that scored BM25's 0 it stands out, and a document BM25 lacks gets the normalized 0."""
+    dense_ids, dense_scores = np.arange(10, dtype=np.int64), np.linspace(0.5, 0.4, 10)
+    lexical_ids, lexical_scores = np.array([7], dtype=np.int64), np.array([9.0])
+    plain, _ = convex_arrays(dense_ids, dense_scores, lexical_ids, lexical_scores, alpha=0.2)
+    assert plain[0] == 0  # the match's z-score is 0, as everyone's: the dense order alone decides
+    ids, fused = convex_arrays(dense_ids, dense_scores, lexical_ids, lexical_scores, alpha=0.2, lexical_depth=1000)
+    assert ids[0] == 7
+    sample = np.array([9.0] + [0.0] * 999)
+    z_match, z_zero = (9.0 - sample.mean()) / sample.std(), (0.0 - sample.mean()) / sample.std()
+    z_dense = (dense_scores - dense_scores.mean()) / dense_scores.std()
+    got = dict(zip(ids.tolist(), fused.tolist(), strict=True))
+    assert got[7] == pytest.approx(0.2 * z_dense[7] + 0.8 * z_match)
+    assert got[0] == pytest.approx(0.2 * z_dense[0] + 0.8 * z_zero)
+    # A full list (as long as the depth) is normalized as before.
+    full = np.linspace(9.0, 1.0, 10)
+    a = convex_arrays(dense_ids, dense_scores, dense_ids, full, alpha=0.3)
+    b = convex_arrays(dense_ids, dense_scores, dense_ids, full, alpha=0.3, lexical_depth=10)
+    assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
+
+
+def test_adaptive_choice_normalizes_bm25_as_the_depth_asked_for() -> None:
+    from semsearch.query.fusion import FusionPolicy
+
+    assert FusionPolicy("adaptive").choose(_flat(), np.array([5.0]), 1000).lexical_depth == 1000
+    assert FusionPolicy().choose(_flat(), np.array([5.0]), 1000).lexical_depth == 0  # fixed: as before

@@ -287,14 +287,16 @@ def test_the_map_kind_is_what_the_build_would_draw(
 def test_model_files_changed_under_the_same_name_are_not_up_to_date(
     tmp_path: Path, corpus: Path, fake: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from semsearch.core.options import encoder_regime
     from semsearch.store.manifest import Manifest
-    from semsearch.write import build
+    from semsearch.write import plan
+    from semsearch.write.settings import BuildOptions
 
     index = tmp_path / "idx"
     index_json(fake, index, str(corpus))
     manifest = Manifest.read(live_manifest_path(index).parent)
-    manifest.model = replace(manifest.model, backend="onnx", precision="int8", regime=build.encoder_regime("onnx"))
-    options = build.BuildOptions(progress=False)
+    manifest.model = replace(manifest.model, backend="onnx", precision="int8", regime=encoder_regime("onnx"))
+    options = BuildOptions(progress=False)
     for on_disk, same in ((manifest.model.fingerprint, True), (None, True), ("0123456789abcdef", False)):
         monkeypatch.setattr("semsearch.encode.onnx_backend.source_fingerprint", lambda _name, fp=on_disk: fp)
-        assert build._same_encoder(options, manifest, None) is same
+        assert (plan.encoder_differs(options, manifest, None) == "") is same

@@ -99,7 +99,8 @@ def test_missing_ray_is_one_line_and_leaves_no_index(
     index = tmp_path / "idx"
     result = run(["index", str(small_corpus), "--index", str(index), "--engine", "ray"], fake)
     assert result.exit_code == 2
-    assert result.output == "Error: the ray engine needs the ray extra: pip install 'semsearch[ray]'\n"
+    needs = "the ray engine needs the 'ray' extra (ray is missing): pip install 'semsearch[ray]'"
+    assert result.output == f"Error: {needs}\n"
     assert not index.exists() and fake.calls == []
 
 

@@ -237,7 +237,9 @@ def test_verify_compares_the_base_faiss_ids_with_the_base_rows(flat: Layout, mon
 
     monkeypatch.setattr(verify, "current_version", lambda _: flat.version)
     monkeypatch.setattr(verify.Manifest, "read", classmethod(lambda cls, _: flat.manifest))
-    monkeypatch.setattr(verify, "_check_store", lambda *_: [])
+    from semsearch.store.index_parts import AnnPart, VectorsPart
+
+    monkeypatch.setattr(verify, "INDEX_PARTS", (VectorsPart(), AnnPart()))  # the layout holds only vectors
     assert verify_index(flat.version.parent) == []
 
 

@@ -7,6 +7,27 @@ same names, so a new mode or backend is one edit and ``semsearch --help`` never 
 from __future__ import annotations
 
 MODES = ("hybrid", "dense", "lexical")  # search.py: how hits are scored; the first is the default
+FUSIONS = ("adaptive", "fixed")  # query/fusion.py: how hybrid weighs its two sides per query, or alpha 0.5
+# What a new build records as its hybrid weighting (the manifest's "fusion"; query/fusion.py explains both).
+# Recorded, not implied, so a later release's new default never changes an existing index's ranking. Adaptive
+# stays an option (--fusion adaptive) until it meets issue #24's rule everywhere (docs/explanation/quality.md).
+DEFAULT_FUSION = "fixed"
+FIXED_ALPHA = 0.5  # query.fusion.DEFAULT_ALPHA
+ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_LEXICAL_SCALE = 1, 1.0, 1.5
+
+
+def fusion_entry(method: str = DEFAULT_FUSION) -> dict[str, object]:
+    """The manifest's "fusion" entry of a build that fuses by ``method``, with the parameters that define it."""
+    if method == "adaptive":
+        return {
+            "method": "adaptive",
+            "peak_top": ADAPTIVE_PEAK_TOP,
+            "power": ADAPTIVE_POWER,
+            "lexical_scale": ADAPTIVE_LEXICAL_SCALE,
+        }
+    return {"method": "fixed", "alpha": FIXED_ALPHA}
+
+
 BACKENDS = ("onnx", "torch")  # encoder_choice.py: the runtime that encodes; the first is the default
 PRECISIONS = ("fp32", "int8")  # onnx_backend.py: ONNX weights
 DEFAULT_PRECISION = "int8"
@@ -57,6 +78,9 @@ ALSO_NEW_CAP = 50
 # How `digest --mail-to` talks to its SMTP server (reader/mail.py); here so the CLI declares the choice
 # without importing smtplib, ssl and email on every command.
 SMTP_SECURITIES = ("starttls", "ssl", "none")
+# How `recommend` scores (reader/recommend.py METHODS; a test checks they agree), here so the faces declare the
+# choice without importing numpy.
+RECOMMEND_METHODS = ("centroid", "maxsim", "svm", "svm-bm25", "fused", "related")
 # The MCP server's tools, in the order `tools/list` gives them (faces/mcp_tools.py; a test checks they agree),
 # named here so `semsearch mcp --help` can list them without importing the MCP SDK.
 MCP_TOOLS = ("search", "related", "get_paper", "info", "recommend", "whats_new", "export")

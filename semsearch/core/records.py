@@ -185,6 +185,7 @@ class Hit:
     matched_terms: list[str] = field(default_factory=list)  # query words found in title or abstract
     title_only: bool = False  # the paper has no abstract; it was found by its title
     relevance_rank: int | None = None  # its rank by relevance alone, when --diverse re-ordered the list
+    fusion: dict[str, Any] | None = None  # hybrid only: the dense weight (alpha) its query got, and why
 
     @classmethod
     def of(cls, rank: int, score: float, doc: Document, mode: str) -> Hit:
@@ -222,4 +223,5 @@ class Hit:
             "metadata": self.metadata,
             # Only a --diverse list says so (keeps plain results as they were): the order is not by score.
             **({"order": "diverse", "relevance_rank": self.relevance_rank} if self.relevance_rank is not None else {}),
+            **({"fusion": self.fusion} if self.fusion is not None else {}),
         }

@@ -11,23 +11,11 @@ import errno
 import sqlite3
 from pathlib import Path
 
-from semsearch.core.errors import SemsearchError
+from semsearch.core.errors import DiskFullError, IndexReadOnlyError, SemsearchError, WriteIOError
 
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 _FULL_WORDS = ("no space left", "disk is full", "database or disk is full", "disk quota exceeded")
-
-
-class DiskFullError(SemsearchError):
-    """The disk filled up while a new version was written; the published one is unchanged."""
-
-
-class IndexReadOnlyError(SemsearchError):
-    """The index directory cannot be written (read-only filesystem, permissions); queries still work."""
-
-
-class WriteIOError(SemsearchError):
-    """An I/O error (EIO) while a new version was written; the published one is unchanged."""
 
 
 def write_failure(exc: BaseException, index_dir: Path) -> SemsearchError | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from semsearch.core.errors import (
+    REBUILD_HINT,
     ExportUnsupportedError,
     IndexCorruptError,
     ModelLoadError,
@@ -223,8 +224,8 @@ def open_query_encoder(manifest: Manifest, version: Path, *, notify: Notify = st
         except IndexCorruptError as exc:
             fallback = _torch_fallback(info)
             if fallback is None:
-                raise IndexCorruptError(f"{exc}; rebuild with: semsearch index --full") from exc
-            notify(f"{exc}; using sentence-transformers instead (rebuild with: semsearch index --full)")
+                raise IndexCorruptError(exc.problem) from exc
+            notify(f"{exc.problem}; using sentence-transformers instead ({REBUILD_HINT})")
             return fallback
     from semsearch.encode.torch_backend import SentenceTransformerEmbedder
 

@@ -183,7 +183,9 @@ def provide(
         link_files(shared, target)
         if not intact(target, fingerprint, precision):
             shutil.rmtree(target, ignore_errors=True)
-            raise IndexCorruptError(f"the ONNX export of {model} in {shared} does not match its own checksums")
+            # A fresh export that fails its own checksums is the shared store's problem, not this index's.
+            problem = f"the ONNX export of {model} in {shared} does not match its own checksums"
+            raise IndexCorruptError(problem, hint=None)
 
 
 def _export_into_store(model: str, precision: str, shared: Path, export: Export, progress: Notify) -> None:

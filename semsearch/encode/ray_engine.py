@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.core.errors import ModelLoadError, SemsearchError
+from semsearch.core.errors import ExtraNotInstalledError, ModelLoadError, RayEngineError, SemsearchError
+from semsearch.core.errors import RayUnavailableError as RayUnavailableError  # the old name, still importable here
 from semsearch.core.options import ENGINES
 from semsearch.core.records import Document
 from semsearch.core.version import __version__
@@ -52,21 +53,13 @@ _META = "meta.json"
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
 
 
-class RayUnavailableError(SemsearchError):
-    """The ray engine was asked for, but ray (with Ray Data) is not installed."""
-
-
-class RayEngineError(SemsearchError):
-    """Ray could not be reached, or encoding on it failed."""
-
-
 def import_ray() -> ModuleType:
     """The ``ray`` module with Ray Data loaded, or a one-line error naming the extra to install."""
     try:
         import ray
         import ray.data  # noqa: F401  - the engine needs Ray Data, not just Ray Core
     except ImportError as exc:
-        raise RayUnavailableError("the ray engine needs the ray extra: pip install 'semsearch[ray]'") from exc
+        raise ExtraNotInstalledError("ray", "the ray engine", exc.name) from exc
     return ray
 
 
@@ -198,7 +191,12 @@ def _from_text(text: str) -> SemsearchError:
 
     name, _, message = text.partition(": ")
     cls = getattr(errors, name, None) or globals().get(name)
-    return cls(message) if isinstance(cls, type) and issubclass(cls, SemsearchError) else SemsearchError(message)
+    if isinstance(cls, type) and issubclass(cls, SemsearchError):
+        try:
+            return cls(message)
+        except TypeError:  # a class whose message is built from parts (ExtraNotInstalledError): keep the text
+            pass
+    return SemsearchError(message)
 
 
 @contextlib.contextmanager

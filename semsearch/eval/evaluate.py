@@ -84,8 +84,13 @@ def run_eval(
     embedder: Embedder | None = None,
     options: BuildOptions | None = None,
     progress: bool = True,
+    fusion: str | None = None,
 ) -> dict[str, Any]:
-    """Metrics per mode, plus how many queries were judged and how long searching took."""
+    """Metrics per mode, plus how many queries were judged and how long searching took.
+
+    ``fusion``: hybrid's weighting ("adaptive" or "fixed"; None: what the index records); the hybrid entry
+    reports it with the mean dense weight its queries got.
+    """
     queries = read_queries(data.queries)
     qrels = read_qrels(data.qrels)
     judged = {q: queries[q] for q in qrels if q in queries}
@@ -111,15 +116,22 @@ def run_eval(
         for mode in modes:
             started = time.perf_counter()
             run: dict[str, list[str]] = {}
+            alphas: list[float] = []
             for qid, text in judged.items():
                 ranked: list[str] = []
-                for hit in index.search(text, DEPTH, mode=mode, explain=False):
+                hits = index.search(text, DEPTH, mode=mode, explain=False, fusion=fusion)
+                for hit in hits:
                     # A merged document stands for every corpus entry it came from.
                     ranked.extend(hit.external_ids or [hit.id])
                 run[qid] = ranked
+                if hits and hits[0].fusion is not None:
+                    alphas.append(float(hits[0].fusion["alpha"]))
             scores = per_query(run, qrels)
             metrics: dict[str, Any] = dict(mean_scores(scores))
             metrics["seconds"] = round(time.perf_counter() - started, 2)
+            if mode == "hybrid":
+                method = index.fusion.with_method(fusion).method
+                metrics["fusion"] = {"method": method, "mean_alpha": round(sum(alphas) / max(len(alphas), 1), 4)}
             metrics["per_query"] = {q: {k: round(v, 6) for k, v in m.items()} for q, m in scores.items()}
             results[mode] = metrics
     results["queries"] = len(judged)

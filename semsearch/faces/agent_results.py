@@ -19,6 +19,7 @@ from semsearch.core import paperinfo
 from semsearch.core.errors import QueryError, UnknownDocumentError
 from semsearch.core.options import MAX_K, MODES
 from semsearch.core.records import Document, Hit
+from semsearch.faces.operations import MAX_QUERY_CHARS
 from semsearch.query.highlight import best_sentences
 from semsearch.query.search import Index
 from semsearch.reader.recommend import recommend
@@ -29,7 +30,6 @@ MIN_BUDGET = 1000  # below this not even one card with its sentence fits
 DEFAULT_K = 10
 MAX_SENTENCE_CHARS = 300  # a "sentence" can be a whole run-on abstract
 MAX_AUTHORS = 8  # then "+N more": a consortium paper can list hundreds
-MAX_QUERY_CHARS = 1000  # as for the HTTP API: longer text is an abstract, not a query
 
 
 def compact_json(data: Any) -> str:
@@ -145,7 +145,11 @@ def citations(index: Index, ids: Sequence[str], fmt: str, *, budget: int = DEFAU
     return Citations(fmt, text, [d.id for d in docs[:count]], [d.id for d in docs[count:]])
 
 
-def to_dict(record: PaperCard | Page | Paper | IndexSummary | Citations) -> dict[str, Any]:
+# Every record a tool can return (a new kind joins here).
+Record = PaperCard | Page | Paper | IndexSummary | Citations
+
+
+def to_dict(record: Record) -> dict[str, Any]:
     """The record as JSON-ready data; a card leaves out what it lacks (no "authors": null on every line)."""
     data = asdict(record)
     if isinstance(record, PaperCard):

@@ -15,14 +15,9 @@ import click
 from semsearch.core import options
 from semsearch.core.errors import SemsearchError
 from semsearch.core.version import __version__
-from semsearch.faces.cli_options import (
-    SemsearchCliError,
-    embedder_of,
-    index_option,
-    k_option,
-    output_options,
-    shaping_options,
-)
+from semsearch.faces.cli_ops import request_options
+from semsearch.faces.cli_options import SemsearchCliError, embedder_of, index_option, output_options
+from semsearch.faces.operations import CLI, OPERATIONS, face_name
 
 HELP_SCORES = (
     "Scores by --mode: dense is the cosine similarity of unit-length embeddings (-1..1; about 0.5+ is usually on "
@@ -33,6 +28,14 @@ HELP_SCORES = (
 )
 
 
+def _operation_of(command: str | None) -> str | None:
+    """The operation a command carries (None for commands outside the table: index, verify, ...)."""
+    for op in OPERATIONS:
+        if op.cli is not None and op.cli.split()[0] == command:
+            return op.name
+    return None
+
+
 class Group(click.Group):
     """Turns library errors into one-line messages instead of tracebacks."""
 
@@ -40,7 +43,9 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except SemsearchError as exc:
-            raise SemsearchCliError(exc.worded(lambda f: "--" + f.replace("_", "-"))) from exc
+            # A message about a request field names it as this command's flag (--where, -k, --not).
+            command = _operation_of(ctx.invoked_subcommand)
+            raise SemsearchCliError(exc.worded(lambda f: face_name(CLI, f, command))) from exc
         except OSError as exc:
             # Disk full, permissions, a path that is a file: the OS's reason and the path, in one line.
             where = f": {exc.filename}" if exc.filename else ""
@@ -73,10 +78,13 @@ def _print_hits(
 
 
 def _warn_if_stale(idx: Any) -> None:
-    """One line on stderr when the index's sources changed since it was built."""
-    from semsearch.write.freshness import stale_notice
+    """One line on stderr when the index's sources changed since it was built.
 
-    notice = stale_notice(idx.stale_sources(), str(idx.path))
+    The CLI asks the writer's freshness check itself: a library query (``Index``) never loads the source scanner.
+    """
+    from semsearch.write.freshness import stale_notice, stale_sources
+
+    notice = stale_notice(stale_sources(idx.manifest), str(idx.path))
     if notice:
         click.echo(f"semsearch: {notice}", err=True)
 
@@ -391,30 +399,22 @@ def _recover(sources: tuple[str, ...], index_dir: Path, wait: bool, as_json: boo
 
 
 @cli.command()
-@click.argument("text")
-@k_option
+@request_options("search")
 @index_option
-@click.option(
-    "--mode",
-    type=click.Choice(options.MODES),
-    default=options.MODES[0],
-    show_default=True,
-    help="hybrid fuses BM25 and embeddings; dense is embeddings only; lexical is BM25 only.",
-)
-@shaping_options()
 @click.option("--model", help="Refuse to answer unless the index was built with this model.")
 @output_options
 @click.pass_context
 def query(
     ctx: click.Context,
-    text: str,
+    query: str,
     k: int,
-    index_dir: Path,
     mode: str,
     where: tuple[str, ...],
-    min_score: float | None,
     diverse: bool,
+    min_score: float | None,
+    index_dir: Path,
     model: str | None,
+    fusion: str | None,
     as_json: bool,
     as_jsonl: bool,
     fmt: str | None,
@@ -427,7 +427,9 @@ def query(
     from semsearch.query.search import Index
 
     with Index.open(index_dir, embedder=embedder_of(ctx), model=model) as idx:
-        hits = idx.search(_read_text_arg(text), k, mode=mode, where=where, min_score=min_score, diverse=diverse)
+        hits = idx.search(
+            _read_text_arg(query), k, mode=mode, where=where, min_score=min_score, diverse=diverse, fusion=fusion
+        )
         _warn_if_stale(idx)
         _warn_where(idx, where)
         catalogued = idx.manifest.catalogue is not None
@@ -438,7 +440,7 @@ query.help = f"{inspect.cleandoc(query.help or '')}\n\n{HELP_SCORES}"
 
 
 @cli.command()
-@click.argument("doc_id", required=False)
+@request_options("related")
 @click.option("--text", help="Find papers related to this abstract text instead of an indexed paper.")
 @click.option(
     "--file",
@@ -446,21 +448,19 @@ query.help = f"{inspect.cleandoc(query.help or '')}\n\n{HELP_SCORES}"
     type=click.Path(dir_okay=False, path_type=Path),
     help="Find papers related to the abstract in this text file.",
 )
-@k_option
 @index_option
-@shaping_options("a cosine, -1..1")
 @output_options
 @click.pass_context
 def related(
     ctx: click.Context,
-    doc_id: str | None,
-    text: str | None,
-    file_: Path | None,
+    id: str | None,
     k: int,
-    index_dir: Path,
     where: tuple[str, ...],
     min_score: float | None,
     diverse: bool,
+    text: str | None,
+    file_: Path | None,
+    index_dir: Path,
     as_json: bool,
     as_jsonl: bool,
     fmt: str | None,
@@ -471,6 +471,7 @@ def related(
     """
     from semsearch.query.search import Index
 
+    doc_id = id
     given = [x for x in (doc_id, text, file_) if x is not None]
     if len(given) != 1:
         raise SemsearchCliError("give exactly one of DOC_ID, --text or --file")
@@ -491,21 +492,12 @@ def related(
 
 
 @cli.command()
-@click.argument("ids", nargs=-1)
+@request_options("export")
 @index_option
-@click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help="Export only documents that match.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["bibtex", "ris", "csljson", "csv"]),
-    default="bibtex",
-    show_default=True,
-    help="bibtex, ris, csljson (CSL-JSON, as Zotero and Pandoc read it) or csv.",
-)
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of standard output."
 )
-def export(ids: tuple[str, ...], index_dir: Path, where: tuple[str, ...], fmt: str, out: Path | None) -> None:
+def export(ids: tuple[str, ...], where: tuple[str, ...], format: str, index_dir: Path, out: Path | None) -> None:
     """Export documents as citations: the IDS given (ids, id prefixes, external ids or citation keys), else
     every document, narrowed by --where.
 
@@ -523,6 +515,7 @@ def export(ids: tuple[str, ...], index_dir: Path, where: tuple[str, ...], fmt: s
         if where and not docs:
             _warn_where(idx, where)  # as query does: why the filter matched nothing (a field no document has)
         catalogued = idx.manifest.catalogue is not None
+    fmt = format
     text = export_papers(docs, fmt)
     _notice_untitled(docs, catalogued)  # first: it then stays ahead of the citations through any pipe
     if out is None:
@@ -754,7 +747,7 @@ def mcp(
     )
 
 
-mcp.help = (mcp.help or "").replace("{tools}", ", ".join(options.MCP_TOOLS))
+mcp.help = (mcp.help or "").replace("{tools}", ", ".join(op.mcp for op in OPERATIONS if op.mcp))
 
 
 def _eval_suffix(model: str | None) -> str:
@@ -792,6 +785,7 @@ def _eval_suffix(model: str | None) -> str:
     show_default=True,
     help="How vectors read long abstracts (see: semsearch index --help).",
 )
+@click.option("--fusion", type=click.Choice(options.FUSIONS), help="Hybrid's weighting [default: the index's].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object keyed by mode.")
 @click.pass_context
 def eval_(
@@ -807,6 +801,7 @@ def eval_(
     backend: str,
     precision: str,
     reading: str,
+    fusion: str | None,
     as_json: bool,
 ) -> None:
     """Measure retrieval quality on BEIR-format DATA (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv).
@@ -831,6 +826,7 @@ def eval_(
         embedder=embedder_of(ctx),
         options=BuildOptions(model=model, backend=backend, precision=precision, reading=reading, progress=not as_json),
         progress=not as_json,
+        fusion=fusion,
     )
     click.echo(json.dumps(results) if as_json else eval_table(results))
 

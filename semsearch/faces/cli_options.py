@@ -1,5 +1,5 @@
-"""What every command shares: the one-line error, the option groups (index, k, output, shaping) and the injected
-encoder; ``cli.py`` and the command modules beside it (``cli_recs.py``) build on these."""
+"""What every command shares: the one-line error, the face-only option groups (index, output) and the injected
+encoder; ``cli.py`` and ``cli_recs.py`` build on these, and take each operation's own options from ``cli_ops``."""
 
 from __future__ import annotations
 
@@ -54,32 +54,6 @@ def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(*args, **kwargs)
 
     return wrapper
-
-
-def k_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    # A plain int (not IntRange) so that a bad k gets the library's one-line error.
-    return click.option(
-        "-k", "k", type=int, default=options.DEFAULT_K, show_default=True, help=f"How many hits (1..{options.MAX_K})."
-    )(fn)
-
-
-def shaping_options(min_score_units: str = "in the mode's units") -> Callable[[Callable[..., Any]], Any]:
-    """--where / --min-score / --diverse, shared by query and related (whose scores are cosines: no mode)."""
-    from semsearch.store.filters import WHERE_HELP
-
-    def add(fn: Callable[..., Any]) -> Callable[..., Any]:
-        fn = click.option(
-            "--diverse",
-            is_flag=True,
-            help="Re-rank for diversity (maximal marginal relevance, λ 0.6, among the top max(3k, 30) whose cosine "
-            "is at least half the best) so near-identical papers do not crowd the list; the output says the "
-            "order is no longer by score.",
-        )(fn)
-        fn = click.option("--min-score", type=float, help=f"Drop hits scoring below this ({min_score_units}).")(fn)
-        fn = click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help=WHERE_HELP)(fn)
-        return fn
-
-    return add
 
 
 def embedder_of(ctx: click.Context) -> Any:

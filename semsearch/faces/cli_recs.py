@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from semsearch.core.options import ALSO_NEW_CAP, MIN_FIT
-from semsearch.faces.cli_options import SemsearchCliError, embedder_of, index_option, k_option
+from semsearch.faces.cli_ops import request_options
+from semsearch.faces.cli_options import SemsearchCliError, embedder_of, index_option
 
 BECAUSE_CHARS = 60  # of the liked paper's title in a "because" line
 FOR_YOU_HELP = "Tag names or paper ids (ids, external ids such as citation keys, unambiguous prefixes, DOIs)."
@@ -150,7 +150,7 @@ def tag_import(name: str, file: Path, skip_unknown: bool, index_dir: Path) -> No
 
 
 @tag.command(name="list")
-@click.argument("name", required=False)
+@request_options("tags")
 @index_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def tag_list(name: str | None, index_dir: Path, as_json: bool) -> None:
@@ -195,8 +195,7 @@ def tag_list(name: str | None, index_dir: Path, as_json: bool) -> None:
 
 
 @click.command()
-@click.option("--like", "like", multiple=True, metavar="TAG|ID", help=f"Papers you liked (repeatable). {FOR_YOU_HELP}")
-@click.option("--not", "not_like", multiple=True, metavar="TAG|ID", help="Papers you do not want more of.")
+@request_options("recommend")
 @click.option(
     "--like-text",
     "like_files",
@@ -204,27 +203,20 @@ def tag_list(name: str | None, index_dir: Path, as_json: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="A file holding an abstract you liked that is not in the index ('-': stdin).",
 )
-@k_option
 @index_option
-@click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help="Metadata filters, as for query.")
-@click.option(
-    "--since", metavar="VERSION|DATE|last", help="Only papers that arrived after a version or on/after a date."
-)
-@click.option("--include-tagged", is_flag=True, help="Also list papers that are in a tag (left out by default).")
-@click.option("--method", help="Scoring method (see semsearch.reader.recommend) [default: the one measured best].")
 @_format_option
 @click.pass_context
 def recommend(
     ctx: click.Context,
     like: tuple[str, ...],
     not_like: tuple[str, ...],
-    like_files: tuple[Path, ...],
     k: int,
-    index_dir: Path,
-    where: tuple[str, ...],
     since: str | None,
     include_tagged: bool,
     method: str | None,
+    like_files: tuple[Path, ...],
+    index_dir: Path,
+    where: tuple[str, ...],
     fmt: str,
     as_json: bool,
     as_jsonl: bool,
@@ -286,23 +278,16 @@ def _recommend_table(recs: Sequence[Any]) -> str:
 
 
 @click.command()
-@click.option(
-    "--since",
-    metavar="VERSION|DATE|last",
-    help="Arrived after this version (v-000003 or 3), on/after this date, or since the last `new --since last` "
-    "[default: the latest arrivals, i.e. what the last build that added papers added].",
-)
-@click.option("-k", "k", type=int, default=20, show_default=True, help="How many papers to list.")
+@request_options("new")
 @index_option
-@click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help="Metadata filters, as for query.")
 @_format_option
 @click.pass_context
 def new(
     ctx: click.Context,
     since: str | None,
     k: int,
-    index_dir: Path,
     where: tuple[str, ...],
+    index_dir: Path,
     fmt: str,
     as_json: bool,
     as_jsonl: bool,
@@ -362,8 +347,7 @@ def watch() -> None:
 
 
 @watch.command(name="add")
-@click.argument("name")
-@click.argument("query")
+@request_options("watch")
 @index_option
 def watch_add(name: str, query: str, index_dir: Path) -> None:
     """Save QUERY under NAME (replacing a saved query of that name)."""
@@ -430,47 +414,22 @@ def _mail_options(fn: Any) -> Any:
 
 
 @click.command()
-@click.option(
-    "--since",
-    default="last",
-    show_default=True,
-    metavar="last|VERSION|DATE",
-    help="last: where this digest (--name) stopped the previous time (everything the first time).",
-)
-@click.option("--name", default="default", show_default=True, help="The digest's name: each keeps its own bookmark.")
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "json", "atom"]), default="md", show_default=True)
-@click.option("-k", "k", type=int, default=10, show_default=True, help="Papers per interest at most (more: also new).")
+@request_options("digest")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
 @click.option("--no-bookmark", is_flag=True, help="Do not move the bookmark (a preview).")
-@click.option(
-    "--min-fit",
-    type=float,
-    default=MIN_FIT,
-    show_default=True,
-    help="The fit (z-score for an interest) a paper needs to be listed under it; the others are listed as "
-    "'also new'. Nothing is dropped.",
-)
-@click.option(
-    "--also-max",
-    type=int,
-    default=ALSO_NEW_CAP,
-    show_default=True,
-    help="'Also new' titles to show (the count includes the rest).",
-)
 @_mail_options
 @index_option
-@click.option("--where", "where", multiple=True, metavar="FIELD OP VALUE", help="Metadata filters, as for query.")
 @click.pass_context
 def digest(
     ctx: click.Context,
     since: str,
     name: str,
-    fmt: str,
+    format: str,
     k: int,
-    out: Path | None,
-    no_bookmark: bool,
     min_fit: float,
     also_max: int,
+    out: Path | None,
+    no_bookmark: bool,
     mail_to: tuple[str, ...],
     mail_empty: bool,
     smtp_host: str | None,
@@ -499,6 +458,7 @@ def digest(
     from semsearch.query.search import Index
     from semsearch.reader.digest import make_digest, render
 
+    fmt = format
     settings = None
     if mail_to:
         from semsearch.reader.mail import check_address, resolve_settings

@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from semsearch.core.errors import InputError, SemsearchError
+from semsearch.core.errors import ExtraNotInstalledError, InputError
+from semsearch.core.errors import McpUnavailableError as McpUnavailableError  # the old name, still importable here
 from semsearch.faces import agent_results as results
 from semsearch.faces.agent_results import DEFAULT_BUDGET
 from semsearch.faces.local_hosts import ScreenedApp, TrustedHosts
@@ -26,17 +27,11 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 
 
-class McpUnavailableError(SemsearchError):
-    """The MCP server was asked for, but its extra (the mcp SDK) is not installed."""
-
-
 def check_installed() -> None:
     """Raise a one-line error naming the extra when the MCP SDK is missing."""
     for module in ("mcp", "pydantic", "uvicorn"):
         if importlib.util.find_spec(module) is None:
-            raise McpUnavailableError(
-                f"semsearch mcp needs the 'mcp' extra ({module} is missing): pip install 'semsearch[mcp]'"
-            )
+            raise ExtraNotInstalledError("mcp", "semsearch mcp", module)
 
 
 def _listen(host: str, port: int) -> socket.socket:

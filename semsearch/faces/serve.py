@@ -7,10 +7,9 @@ import importlib
 import logging
 import os
 import re
-import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from semsearch.core.errors import (
     IndexCorruptError,
@@ -21,13 +20,14 @@ from semsearch.core.errors import (
     ModelMismatchError,
     QueryError,
     SemsearchError,
+    ServeUnavailableError,
     TagError,
     UnknownDocumentError,
 )
-from semsearch.core.options import DEFAULT_HOST, DEFAULT_PORT, MAX_K
-from semsearch.faces.api_schema import IDS_SCHEMA, QUERY_SCHEMA, WHERE_SCHEMA
+from semsearch.core.options import DEFAULT_HOST, DEFAULT_PORT
 from semsearch.faces.local_hosts import ScreenedApp, TrustedHosts
-from semsearch.query.highlight import highlight_spans
+from semsearch.faces.operations import HTTP, face_name
+from semsearch.faces.operations import MAX_QUERY_CHARS as MAX_QUERY_CHARS  # a query's bound, as tests read it
 from semsearch.query.live import LiveIndex
 
 if TYPE_CHECKING:
@@ -46,12 +46,6 @@ DOCS_CSP = (
 # Requests past uvicorn's 16 KiB default head buffer could be cut off or refused depending on how TCP split them;
 # this bound holds every request the API's own limits allow (MAX_K ids of 200 characters, percent-encoded).
 MAX_REQUEST_HEAD = 4 * 1024 * 1024
-MAX_QUERY_CHARS = 1000  # longer text is an abstract, not a query: use `semsearch related --file`
-MAX_WHERE = 20
-
-
-class ServeUnavailableError(SemsearchError):
-    """The server was asked for, but its extra (fastapi, uvicorn) is not installed."""
 
 
 def check_installed() -> None:
@@ -60,9 +54,7 @@ def check_installed() -> None:
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
-        raise ServeUnavailableError(
-            f"semsearch serve needs the 'serve' extra ({exc.name} is missing): pip install 'semsearch[serve]'"
-        ) from exc
+        raise ServeUnavailableError("serve", "semsearch serve", exc.name) from exc
 
 
 log = logging.getLogger("semsearch.faces.serve")
@@ -179,14 +171,16 @@ def create_app(
 
     It answers only requests whose Host and Origin are in ``trusted`` (default: a server on this machine only).
     """
-    from semsearch.faces.serve_recs import add_routes
+    from semsearch.faces import serve_recs, serve_routes
 
     live = LiveIndex(index_dir, embedder=embedder)
     app = _new_app(live)
+    app.state.allow_tags = allow_tags
     app.add_middleware(ScreenedApp, trusted=trusted or TrustedHosts.for_bind(DEFAULT_HOST))
     _error_handlers(app)
-    _api_routes(app, live)
-    add_routes(app, live, allow_tags=allow_tags, max_k=MAX_K, max_where=MAX_WHERE)
+    # The operations' routes (their parameters from the operation table), each getting the live index by Depends.
+    app.include_router(serve_routes.router)
+    app.include_router(serve_recs.router)
     _page_routes(app)
     _docs_routes(app)
     return app
@@ -242,7 +236,8 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(SemsearchError)
     async def library_error(_: Request, exc: SemsearchError) -> Any:
-        return _error(status_of(exc), str(exc), type=type(exc).__name__)
+        # A message about a request field names it as the API does (q, not), never as a CLI flag.
+        return _error(status_of(exc), exc.worded(lambda f: face_name(HTTP, f)), type=type(exc).__name__)
 
     @app.exception_handler(RequestValidationError)
     async def bad_parameter(_: Request, exc: RequestValidationError) -> Any:
@@ -260,121 +255,6 @@ def _error_handlers(app: FastAPI) -> None:
     async def unexpected(_: Request, exc: Exception) -> Any:
         log.exception("unexpected error")
         return _error(500, f"internal error: {type(exc).__name__}")
-
-
-def _api_routes(app: FastAPI, live: LiveIndex) -> None:
-    """The JSON API: each route is one call on the live index."""
-    from fastapi import Path as PathParam
-    from fastapi import Query
-    from starlette.exceptions import HTTPException as StarletteHTTPException
-
-    @app.get("/api/search", summary="Papers that best answer a query")
-    def search(
-        q: str = Query(
-            ...,
-            max_length=MAX_QUERY_CHARS,
-            description=f"The question in plain words (≤ {MAX_QUERY_CHARS} chars).",
-            json_schema_extra=QUERY_SCHEMA,
-        ),
-        k: int = Query(10, ge=1, le=MAX_K, description="How many hits."),
-        mode: Literal["hybrid", "dense", "lexical"] = Query("hybrid", description="How hits are scored."),
-        where: list[str] = Query(
-            [],
-            max_length=MAX_WHERE,
-            description="FIELD OP VALUE filters (repeat; all must hold), e.g. year>=2024.",
-            json_schema_extra=WHERE_SCHEMA,
-        ),
-        diverse: bool = Query(False, description="Re-rank with maximal marginal relevance."),
-        min_score: float | None = Query(None, allow_inf_nan=False, description="Drop hits scoring below this."),
-    ) -> dict[str, Any]:
-        start = time.perf_counter()
-        with live.use() as loaded:
-            hits = loaded.index.search(q, k, mode=mode, where=where, diverse=diverse, min_score=min_score)
-            rows = [h.to_dict() for h in hits]
-            warnings = loaded.index.where_warnings(where)
-        for row in rows:
-            row["highlight_spans"] = highlight_spans(row["highlights"], q)
-        return {
-            "query": q,
-            "k": k,
-            "mode": mode,
-            "where": where,
-            "diverse": diverse,
-            # The same word as each hit's and MCP's: "diverse" when the order is no longer by score.
-            "order": "diverse" if any(h.relevance_rank is not None for h in hits) else "relevance",
-            "version": loaded.name,
-            "took_ms": round((time.perf_counter() - start) * 1000, 2),
-            "hits": rows,
-            "warnings": warnings,
-        }
-
-    @app.get("/api/related/{doc_id}", summary="Papers nearest to one in the index (cosine), never itself")
-    def related(
-        doc_id: str = PathParam(..., max_length=200),
-        k: int = Query(10, ge=1, le=MAX_K),
-        where: list[str] = Query([], max_length=MAX_WHERE, json_schema_extra=WHERE_SCHEMA),
-    ) -> dict[str, Any]:
-        with live.use() as loaded:
-            hits = loaded.index.related(doc_id, k, where=where)
-            warnings = loaded.index.where_warnings(where)
-        return {
-            "id": doc_id,
-            "k": k,
-            "version": loaded.name,
-            "hits": [h.to_dict() for h in hits],
-            "warnings": warnings,
-        }
-
-    @app.get("/api/documents/{doc_id}", summary="One document: text, title, metadata, sources")
-    def document(doc_id: str = PathParam(..., max_length=200)) -> dict[str, Any]:
-        with live.use() as loaded:
-            return {**loaded.index.get(doc_id).to_dict(), "version": loaded.name}
-
-    @app.get("/api/export", summary="Documents as citations: BibTeX, RIS, CSL-JSON or CSV")
-    def export_endpoint(
-        ids: list[str] = Query(
-            ...,
-            min_length=1,
-            max_length=MAX_K,
-            description="Ids (repeat, or comma-separated).",
-            json_schema_extra=IDS_SCHEMA,
-        ),
-        fmt: Literal["bibtex", "ris", "csljson", "csv"] = Query("bibtex", alias="format", description="The format."),
-    ) -> Any:
-        from fastapi.responses import Response
-
-        from semsearch.reader.export import EXTENSIONS, MEDIA_TYPES, export, select_documents
-
-        wanted = [part.strip() for value in ids for part in value.split(",") if part.strip()]
-        if not wanted or len(wanted) > MAX_K or any(len(w) > 200 for w in wanted):
-            raise QueryError(f"ids: give 1 to {MAX_K} ids, each of at most 200 characters")
-        with live.use() as loaded:
-            docs = select_documents(loaded.index, wanted, [])
-        name = f"semsearch-{len(docs)}.{EXTENSIONS[fmt]}"
-        return Response(
-            export(docs, fmt),
-            media_type=MEDIA_TYPES[fmt],
-            headers={"Content-Disposition": f'inline; filename="{name}"'},
-        )
-
-    @app.get("/api/info", summary="What the index holds: model, documents, sources, size, build time")
-    def info() -> dict[str, Any]:
-        with live.use() as loaded:
-            return loaded.info
-
-    @app.get("/api/health", summary="Liveness, and the version being served")
-    def health() -> dict[str, Any]:
-        with live.use() as loaded:
-            # worker: this process's id, so a client of `serve --workers N` sees which worker serves which version
-            return {"status": "ok", "version": loaded.name, "documents": len(loaded.index), "worker": os.getpid()}
-
-    @app.get("/api/map", summary="The corpus map (2-d layout of the documents) of the served version")
-    def corpus_map_endpoint() -> dict[str, Any]:
-        with live.use() as loaded:
-            data = loaded.corpus_map()
-        if data is None:
-            raise StarletteHTTPException(404, "this index has no map; rebuild it with semsearch index")
-        return data
 
 
 def _page_routes(app: FastAPI) -> None:

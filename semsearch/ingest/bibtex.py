@@ -14,21 +14,34 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from semsearch.core.errors import InputError
+from semsearch.core.errors import ExtraNotInstalledError
 from semsearch.core.records import Provenance
+from semsearch.ingest.fields import Item
+from semsearch.ingest.formats import TextFormat
 
 PERSON_FIELDS = ("author", "editor")
 VENUE_FIELDS = ("booktitle", "journal")  # the first one present is also the entry's "venue"
 
 
-def bibtex_items(text: str, display: str) -> Iterator[tuple[Provenance, dict[str, Any] | str]]:
+class BibTeX(TextFormat):
+    """``.bib`` files (never sniffed: BibTeX is read when the name says so)."""
+
+    name = "bibtex"
+    extensions = (".bib",)
+
+    def items(self, text: str, display: str) -> Iterator[Item]:
+        """One item per entry."""
+        return bibtex_items(text, display)
+
+
+def bibtex_items(text: str, display: str) -> Iterator[Item]:
     """One item per entry, in file order, numbered by the line the entry starts on."""
     try:
         import bibtexparser
         from bibtexparser import middlewares as mw
         from pylatexenc.latex2text import LatexNodes2Text
-    except ImportError:
-        raise InputError(f"{display}: reading BibTeX needs bibtexparser: pip install 'semsearch[bibtex]'") from None
+    except ImportError as exc:
+        raise ExtraNotInstalledError("bibtex", f"{display}: reading BibTeX", exc.name) from None
 
     decoder = LatexNodes2Text(math_mode="verbatim", strict_latex_spaces=True)
     # bibtexparser logs a warning per unreadable block; each is reported as a bad record instead.

@@ -23,17 +23,42 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
-from typing import Any
 
 from semsearch.core.errors import InputError
 from semsearch.core.records import Provenance
+from semsearch.ingest.fields import Item, header_names_known_field
+from semsearch.ingest.formats import TextFormat
 
 MAX_FIELD_CHARS = 2**22  # a thousand long abstracts; the whole text of a long paper is ~150k characters
 MAX_RECORD_LINES = 1000  # lines one record may span: a backstop (abstracts take a few; the quote rules catch the rest)
 # csv's own limit is process-wide; it is raised (never lowered) past every bound checked here, once per read.
 _CSV_LIMIT = 2**31 - 1
 
-_Item = tuple[Provenance, dict[str, Any] | str]
+
+class Csv(TextFormat):
+    """``.csv``: comma-separated rows under a header row."""
+
+    name = "csv"
+    extensions = (".csv",)
+    sniff_order = 40
+    delimiter = ","
+
+    def sniff(self, text: str) -> bool:
+        """A first line that names a known field when split by the delimiter."""
+        return header_names_known_field(text, self.delimiter)
+
+    def items(self, text: str, display: str) -> Iterator[Item]:
+        """One item per data row."""
+        return csv_items(text, display, self.delimiter)
+
+
+class Tsv(Csv):
+    """``.tsv``: tab-separated rows under a header row (sniffed before CSV: a tab header may hold commas)."""
+
+    name = "tsv"
+    extensions = (".tsv",)
+    sniff_order = 30
+    delimiter = "\t"
 
 
 class _RunawayRecord(Exception):
@@ -82,7 +107,7 @@ class _Lines:
         return self._buf.tell() >= self._size
 
 
-def csv_items(text: str, display: str, delimiter: str) -> Iterator[_Item]:
+def csv_items(text: str, display: str, delimiter: str) -> Iterator[Item]:
     """One item per data row (header not counted), or the reason the row is bad; quoted fields may span lines."""
     if csv.field_size_limit() < _CSV_LIMIT:
         csv.field_size_limit(_CSV_LIMIT)

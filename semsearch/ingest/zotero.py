@@ -32,6 +32,7 @@ from typing import Any
 
 from semsearch.core.errors import InputError
 from semsearch.core.records import Provenance, Record, SourceFile
+from semsearch.ingest.formats import FileFormat
 
 DATABASE_NAME = "zotero.sqlite"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -67,6 +68,24 @@ def is_sqlite(path: Path) -> bool:
             return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
     except OSError:
         return False
+
+
+class Zotero(FileFormat):
+    """A Zotero library: its ``zotero.sqlite`` database, or the Zotero data folder holding it."""
+
+    name = "zotero"
+
+    def in_folder(self, folder: Path) -> Path | None:
+        """The database in a Zotero data folder (not the PDFs and snapshots stored beside it)."""
+        return database_in(folder)
+
+    def sniff_file(self, path: Path) -> bool:
+        """Any SQLite database is read as a Zotero library."""
+        return is_sqlite(path)
+
+    def read(self, path: Path, display: str, *, skip_bad: bool) -> tuple[list[Record], SourceFile, list[str]]:
+        """Every regular, non-deleted item, read from a private copy."""
+        return read_zotero(path, display, skip_bad=skip_bad)
 
 
 @dataclass

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from semsearch.core.options import ADAPTIVE_LEXICAL_SCALE, ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, FUSIONS
 
 NORMS = ("minmax", "zscore", "none")
 # Hybrid defaults, tuned on SciFact train with all-MiniLM-L6-v2 + BM25 (scripts/study_fusion.py): convex zscore
@@ -92,20 +96,132 @@ def convex_arrays(
     alpha: float = DEFAULT_ALPHA,
     norm: str = DEFAULT_NORM,
     limit: int | None = None,
+    lexical_depth: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``convex`` over (unique int64 ids, scores) arrays: (ids, fused scores), best first, at most ``limit``.
 
     The same float64 operations in the same order as ``convex``'s dict path, so the same result; hybrid search
     fuses two lists of 1,000, on which the dict path cost ~1.5 ms a query.
+
+    ``lexical_depth`` (adaptive fusion): the lexical list stands for that many candidates, those it lacks scoring
+    BM25's 0, so its normalization counts them and a document it lacks gets the normalized 0. Without it a list
+    of one match normalizes to all zeros and BM25's strongest evidence, the one document holding a rare word,
+    is lost.
     """
     _check(alpha, norm)
-    nd, nl = _normalized(dense_scores, norm), _normalized(lexical_scores, norm)
+    nd = _normalized(dense_scores, norm)
     floor_d = float(nd.min()) if nd.size else 0.0
-    floor_l = float(nl.min()) if nl.size else 0.0
+    if 0 < lexical_scores.size < lexical_depth and norm != "none":
+        padded = np.concatenate([np.asarray(lexical_scores, dtype=np.float64), np.zeros(1)])
+        stats = np.concatenate([padded, np.zeros(lexical_depth - padded.size)])
+        normalized = _normalized_against(padded, stats, norm)
+        nl, floor_l = normalized[:-1], float(normalized[-1])
+    else:
+        nl = _normalized(lexical_scores, norm)
+        floor_l = float(nl.min()) if nl.size else 0.0
     docs = np.union1d(dense_ids, lexical_ids)
     fused = alpha * _spread(docs, dense_ids, nd, floor_d) + (1.0 - alpha) * _spread(docs, lexical_ids, nl, floor_l)
     order = np.lexsort((docs, -fused))[:limit]
     return docs[order], fused[order]
+
+
+# Adaptive fusion (issue #24): a query's weight on the dense side follows how far each list's head stands out of
+# its list: pd and pl, the z-score of each list's best (PEAK_TOP best) candidate, BM25's divided by LEXICAL_SCALE
+# because BM25's scores are heavier-tailed (its head stands out further on queries where both sides are as good);
+# alpha = pd^p / (pd^p + pl^p). Chosen on the train splits of SciFact and three ML Anthology collections
+# (scripts/study_adaptive.py); the parameters live in core.options, beside the entry a build records.
+PEAK_TOP, PEAK_POWER, LEXICAL_SCALE = ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_LEXICAL_SCALE
+
+
+@dataclass(frozen=True)
+class FusionChoice:
+    """The weight hybrid gave the dense side for one query (1 - alpha to BM25), and why."""
+
+    alpha: float
+    method: str  # "fixed" or "adaptive"
+    reason: str
+    lexical_depth: int = 0  # adaptive: BM25's list normalized as this many candidates (see convex_arrays)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"alpha": round(self.alpha, 4), "method": self.method, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class FusionPolicy:
+    """How an index fuses: a fixed alpha, or adaptive per query with its parameters (the manifest's "fusion")."""
+
+    method: str = "fixed"
+    alpha: float = DEFAULT_ALPHA
+    peak_top: int = PEAK_TOP
+    power: float = PEAK_POWER
+    lexical_scale: float = LEXICAL_SCALE
+    note: str = ""  # why this policy (what the manifest said, or the option that asked for it)
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any] | None) -> FusionPolicy:
+        """The policy a manifest's "fusion" entry records; none (an index built before it): fixed alpha 0.5.
+
+        An entry this release cannot read (a newer writer's method, a malformed value) also falls back to
+        alpha 0.5, and says so in ``note``: fusion weights never make an index unreadable.
+        """
+        if not entry:
+            return cls(note="no fusion recorded (index built before adaptive fusion)")
+        method = entry.get("method")
+        try:
+            if method == "fixed":
+                alpha = float(entry.get("alpha", DEFAULT_ALPHA))
+                _check(alpha, DEFAULT_NORM)
+                return cls(alpha=alpha, note="fixed in the manifest")
+            if method == "adaptive":
+                top, power = int(entry.get("peak_top", PEAK_TOP)), float(entry.get("power", PEAK_POWER))
+                scale = float(entry.get("lexical_scale", LEXICAL_SCALE))
+                if top >= 1 and 0.0 <= power <= 16.0 and 0.0 < scale < float("inf"):
+                    return cls("adaptive", DEFAULT_ALPHA, top, power, scale, "adaptive in the manifest")
+        except (TypeError, ValueError):
+            pass
+        return cls(note=f"unreadable fusion entry {dict(entry)!r} in the manifest")
+
+    def with_method(self, method: str | None) -> FusionPolicy:
+        """This policy, or the one a --fusion option asks for instead (None: as recorded)."""
+        if method is None or method == self.method:
+            return self
+        if method not in FUSIONS:
+            raise ValueError(f"unknown fusion {method!r}; choose from {', '.join(FUSIONS)}")
+        if method == "fixed":
+            return FusionPolicy(note="--fusion fixed")
+        return FusionPolicy("adaptive", note="--fusion adaptive")
+
+    def choose(self, dense_scores: np.ndarray, lexical_scores: np.ndarray, depth: int = 0) -> FusionChoice:
+        """The weight for one query from its two candidate lists' scores (best first) of ``depth`` asked for.
+
+        BM25 returns only the documents that match a query word; the rest of the ``depth`` scored 0, so the
+        lexical head is measured against them too (a rare identifier matched by 3 documents stands out).
+        """
+        if self.method != "adaptive":
+            return FusionChoice(self.alpha, "fixed", f"alpha {self.alpha:g}: {self.note}")
+        pd = peak(dense_scores, self.peak_top)
+        pl = peak(lexical_scores, self.peak_top, pad_to=depth) / self.lexical_scale
+        if pd <= 0.0 and pl <= 0.0:
+            alpha, why = DEFAULT_ALPHA, "neither list's head stands out"
+        else:
+            wd, wl = max(pd, 0.0) ** self.power, max(pl, 0.0) ** self.power
+            alpha = wd / (wd + wl)
+            why = f"head z-score dense {pd:.2f}, lexical {pl:.2f} (BM25's / {self.lexical_scale:g})"
+        return FusionChoice(alpha, "adaptive", f"alpha {alpha:.2f} to dense: {why}", depth)
+
+
+def peak(scores: np.ndarray, top: int = PEAK_TOP, *, pad_to: int = 0) -> float:
+    """How far a list's head stands out: the mean z-score of its ``top`` best within the list (0: flat or empty).
+
+    ``pad_to``: count the list as that long, the missing entries scoring 0 (BM25's unmatched documents).
+    """
+    values = np.asarray(scores, dtype=np.float64)
+    if 0 < values.size < pad_to:
+        values = np.concatenate([values, np.zeros(pad_to - values.size)])
+    if values.size < 2:
+        return 0.0  # one candidate (or none) says nothing about a distribution
+    z = _normalized(values, "zscore")
+    return float(np.sort(z)[::-1][:top].mean())
 
 
 def _check(alpha: float, norm: str) -> None:
@@ -132,6 +248,15 @@ def _normalized(scores: np.ndarray, norm: str) -> np.ndarray:
         lo, span = float(values.min()), float(values.max() - values.min())
         return (values - lo) / span if span > 0 else np.ones_like(values)
     mean, std = float(values.mean()), float(values.std())
+    return (values - mean) / std if std > 0 else np.zeros_like(values)
+
+
+def _normalized_against(values: np.ndarray, sample: np.ndarray, norm: str) -> np.ndarray:
+    """``values`` normalized with the min/max or mean/std of ``sample`` (which holds them), in float64."""
+    if norm == "minmax":
+        lo, span = float(sample.min()), float(sample.max() - sample.min())
+        return (values - lo) / span if span > 0 else np.ones_like(values)
+    mean, std = float(sample.mean()), float(sample.std())
     return (values - mean) / std if std > 0 else np.zeros_like(values)
 
 

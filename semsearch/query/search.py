@@ -19,7 +19,7 @@ from semsearch.core.records import Document, Hit, SourceFile
 from semsearch.dedup.duplicates import same_paper, text_hash
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import check_requested_model, open_query_encoder
-from semsearch.query.fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex_arrays, diversify
+from semsearch.query.fusion import DEFAULT_DEPTH, DEFAULT_NORM, FusionChoice, FusionPolicy, convex_arrays, diversify
 from semsearch.query.highlight import best_sentences, matched_terms
 from semsearch.store.ann import VECTORS, open_version_vectors
 from semsearch.store.documents import open_documents
@@ -92,6 +92,7 @@ class Ranking:
     vector: np.ndarray | None  # the query (or paper) vector; None for a lexical search without MMR
     text: str  # the query text ("" for related)
     mode: str
+    fusion: FusionChoice | None = None  # hybrid only: the weight its two sides got, and why
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,11 @@ class Shape:
 class Index:
     """An opened index version: search it by text or by document.
 
-    The encoder is loaded on first use, so opening an index for ``info`` or ``related ID`` is cheap.
+    The encoder is loaded on first use, so opening an index for ``info`` or ``related ID`` is cheap. Features
+    (recommendations, digests, arrivals, export) build on its public parts only: ``allowed_rows`` (candidate
+    filtering), ``where_warnings``, ``encode_query``, ``memo``, ``lexical``, ``get``, and the version's ``store``
+    (documents), ``vectors`` (vectors by document number) and ``manifest``. Whether the sources changed since the
+    build is the writer's question (``semsearch.write.freshness.stale_sources(index.manifest)``), not the index's.
     """
 
     def __init__(
@@ -134,6 +139,7 @@ class Index:
         self._filters_lock = threading.Lock()
         self._columns: FilterColumns | None = None  # the --where column index, read on the first filter
         self._memo: dict[str, Any] = {}  # what features derive from this version, built once (see memo)
+        self.fusion = FusionPolicy.from_entry(manifest.fusion)  # how hybrid weighs its sides (none recorded: 0.5)
         manifest.check_file_sizes(version)
         self.ann, self.vectors = open_version_vectors(version, manifest)
         self.store = open_documents(version, manifest)
@@ -142,8 +148,7 @@ class Index:
         expected = manifest.counts.vectors
         if self.ann.ntotal != expected or self.store.count() != expected:
             raise IndexCorruptError(
-                f"{version} holds {self.ann.ntotal} vectors and {self.store.count()} documents, "
-                f"expected {expected}; rebuild with: semsearch index --full"
+                f"{version} holds {self.ann.ntotal} vectors and {self.store.count()} documents, expected {expected}"
             )
         # Fail at open, not at the first query, when the caller asked for another model.
         if model is not None:
@@ -216,12 +221,6 @@ class Index:
             hidden=m.hidden,
         )
 
-    def stale_sources(self) -> dict[str, list[str]]:
-        """Source files that are new, changed or missing since the build (empty lists when fresh)."""
-        from semsearch.write.freshness import stale_sources
-
-        return stale_sources(self.manifest)
-
     def get(self, doc_id: str) -> Document:
         """A document by id, unambiguous id prefix, or external id (e.g. a BEIR ``_id``)."""
         doc = self.store.find(doc_id)
@@ -258,6 +257,7 @@ class Index:
         diverse: bool = False,
         diversity: float = DIVERSITY_LAMBDA,
         explain: bool = True,
+        fusion: str | None = None,
     ) -> list[Hit]:
         """The k documents that best answer a text, best first.
 
@@ -272,15 +272,20 @@ class Index:
             diverse: re-rank with maximal marginal relevance so near-identical papers do not crowd the list.
             diversity: MMR λ (1 = relevance only; the default 0.6 was chosen on SciFact train).
             explain: add each hit's best-matching sentence and the query words it contains.
+            fusion: hybrid's weighting, "adaptive" or "fixed" (alpha 0.5); None: what the index records.
         """
         check_k(k)
         text = check_text(text)
         if mode not in MODES:
             raise QueryError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
+        try:
+            policy = self.fusion.with_method(fusion)
+        except ValueError as exc:
+            raise QueryError(str(exc)) from None
         allowed = self.allowed_rows(where)
         vector = self.encode_query(text) if mode != "lexical" or diverse else None
         shape = Shape(k, min_score, diverse, diversity, explain)
-        return self._finish(self._rank(text, vector, mode, allowed, shape.want, windows=True), shape)
+        return self._finish(self._rank(text, vector, mode, allowed, shape.want, policy=policy, windows=True), shape)
 
     def _rank(
         self,
@@ -291,6 +296,7 @@ class Index:
         want: int,
         exclude: frozenset[int] = frozenset(),
         *,
+        policy: FusionPolicy | None = None,
         windows: bool = False,
     ) -> Ranking:
         """Candidates best first as (FAISS id, score), with the dense and lexical scores seen on the way.
@@ -318,9 +324,18 @@ class Index:
         elif mode == "lexical":
             ranked = sorted(lexical.items(), key=lambda item: (-item[1], item[0]))
         else:
+            choice = (policy or self.fusion).choose(dense_top[1], lexical_top[1], depth)
             # The z-scores take all 2 x 1000 candidates; the hits need only the best ``want``.
-            ids, fused = convex_arrays(*dense_top, *lexical_top, alpha=DEFAULT_ALPHA, norm=DEFAULT_NORM, limit=want)
+            ids, fused = convex_arrays(
+                *dense_top,
+                *lexical_top,
+                alpha=choice.alpha,
+                norm=DEFAULT_NORM,
+                limit=want,
+                lexical_depth=choice.lexical_depth,
+            )
             ranked = list(zip(ids.tolist(), fused.tolist(), strict=True))
+            return Ranking(ranked, dense, lexical, vector, text, mode, choice)
         return Ranking(ranked, dense, lexical, vector, text, mode)
 
     def _dense_top(
@@ -435,12 +450,12 @@ class Index:
             doc = docs.get(num)
             if doc is None:
                 raise IndexCorruptError(
-                    f"{self.version / VECTORS} has id {doc_id_from_num(num)} that the document store lacks; "
-                    "rebuild with: semsearch index --full"
+                    f"{self.version / VECTORS} has id {doc_id_from_num(num)} that the document store lacks"
                 )
             hit = Hit.of(rank, score, doc, ranking.mode)
             hit.relevance_rank = relevance_rank.get(num)
             hit.scores = self._breakdown(num, ranking)
+            hit.fusion = ranking.fusion.to_dict() if ranking.fusion is not None else None
             if analyzer is not None:
                 hit.highlights = best_sentences(doc.text, terms, n=1, analyzer=analyzer)
                 hit.matched_terms = matched_terms(doc.embedding_text(), ranking.text, analyzer=analyzer)

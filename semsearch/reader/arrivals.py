@@ -66,7 +66,7 @@ def since_where(index: Index, since: str, *, name: str = NEW_BOOKMARK) -> list[s
     if since == "last":
         marks = read_bookmarks(index.path)
         if name == NEW_BOOKMARK and NEW_BOOKMARK not in marks:
-            marks[NEW_BOOKMARK] = marks.get(_LEGACY_NEW_BOOKMARK)  # a file from before the split
+            name = _LEGACY_NEW_BOOKMARK  # a file from before the split
         mark = marks.get(name)
         return [f"added_version>{int(mark['version'])}"] if mark else []
     match = _VERSION.fullmatch(since)
@@ -139,7 +139,7 @@ def remove_watch(index_dir: Path, name: str) -> None:
         _write_json(index_dir / WATCHES_FILE, data)
 
 
-def read_bookmarks(index_dir: Path) -> dict[str, dict[str, Any]]:
+def read_bookmarks(index_dir: Path) -> dict[str, dict[str, Any] | None]:
     return _read_json(Path(index_dir) / BOOKMARKS_FILE)
 
 

@@ -20,7 +20,7 @@ from email.utils import formatdate, make_msgid
 from pathlib import Path
 from typing import Any
 
-from semsearch.core.errors import SemsearchError
+from semsearch.core.errors import MailError
 from semsearch.core.options import SMTP_SECURITIES
 
 SECURITIES = SMTP_SECURITIES
@@ -28,10 +28,6 @@ PORTS = {"starttls": 587, "ssl": 465, "none": 25}
 ENV_PREFIX = "SEMSEARCH_SMTP_"
 KEYS = ("host", "port", "user", "password", "password_file", "security", "from", "cafile")
 TIMEOUT_S = 30.0
-
-
-class MailError(SemsearchError):
-    """The digest could not be sent (settings, connection, TLS, login or refusal)."""
 
 
 @dataclass

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from semsearch.core.errors import InputError, QueryError, TagError, UnknownDocumentError
+from semsearch.core.errors import InputError, NotTaggedError, QueryError, TagError, UnknownDocumentError
 from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now, write_text_atomic
 from semsearch.core.records import Document
@@ -41,10 +41,6 @@ DEFAULT_NEGATIVE = frozenset({"not-for-me"})
 POLARITIES = ("positive", "negative")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 _DOI = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)?(10\.\d{4,9}/\S+)$", re.IGNORECASE)
-
-
-class NotTaggedError(TagError, UnknownDocumentError):
-    """A key to untag names no entry of the tag."""
 
 
 @dataclass

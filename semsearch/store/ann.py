@@ -6,16 +6,17 @@ exact. Above it an inverted file (IVF) probes a few lists; its ``nprobe`` is tun
 recall@10 against exact search on a sample of the corpus reaches ``RECALL_TARGET``. When the raw vectors
 would exceed the memory budget, IVF-PQ keeps 48-byte codes and re-ranks the best candidates exactly from the
 memory-mapped vector file. HNSW is offered on request; it cannot remove ids, so a build that removes
-documents rebuilds its graph.
+documents rebuilds its graph. What differs between the kinds (their parameters, FAISS spelling, tuning knob
+and search parameters) is each kind's class in ``ann_kinds.py``: this module names kinds only where "auto"
+chooses among the built-in ones (``choose_kind``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,12 @@ import numpy as np
 
 from semsearch.core.errors import IndexCorruptError, InputError
 from semsearch.core.idrows import RowIndex
-from semsearch.core.options import ANN_CHOICES, ANN_KINDS
+from semsearch.store.ann_kinds import (
+    AnnKind,
+    AnnSpec,
+    ann_kind,
+    ann_kind_names,
+)
 from semsearch.store.manifest import Manifest
 from semsearch.store.vectors import SegmentedVectorStore, VectorStore
 
@@ -44,70 +50,11 @@ RECALL_K = 10
 RETRAIN_GROWTH = 2.0
 DRIFT_NPROBE = 2.0
 DRIFT_RECALL = 0.01  # recall lost against the target (or what training reached, when that was less)
-RERANK_DEPTH = 100
 PLATEAU = 0.002  # recall gained by a doubling of nprobe/efSearch below which tuning stops
-HNSW_M = 32
-NPROBE_STEPS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096)
-EF_STEPS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 # IVF files at least this big are memory-mapped when opened (see AnnSearcher.open).
 MMAP_MIN_BYTES = 512 << 20
 # Exact search over a filter's documents beats an IVF scan that would mostly skip non-matching ids.
 EXACT_FILTER_MAX = 20_000
-
-
-@dataclass
-class AnnSpec:
-    """What ANN structure a version holds and how it is searched (stored in the manifest as ``ann``)."""
-
-    kind: str
-    requested: str = "auto"
-    memory_budget: int = 0
-    nlist: int = 0
-    nprobe: int = 0
-    pq_m: int = 0
-    pq_bits: int = 0
-    hnsw_m: int = 0
-    ef_search: int = 0
-    rerank: int = 0
-    trained_on: int = 0
-    recall_at_10: float | None = None
-    recall_sample: int = 0
-    recall_on: str = ""  # "queries" (titles / first sentences, encoded) or "documents" (their own vectors)
-    build_seconds: float = 0.0
-    reused_training: bool = False
-    trained_nprobe: int = 0  # the nprobe tuned right after the structure was trained (drift is measured from it)
-    trained_recall: float | None = None  # the recall@10 reached right after training
-    retrained: str = ""  # why this build trained afresh though the old structure could have been updated
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> AnnSpec:
-        known = {f.name for f in fields(cls)}
-        try:
-            spec = cls(**{k: v for k, v in data.items() if k in known})
-        except TypeError as exc:
-            raise IndexCorruptError(
-                f"the manifest's 'ann' entry is malformed ({exc}); rebuild with: semsearch index --full"
-            ) from None
-        if spec.kind not in ANN_KINDS:
-            raise IndexCorruptError(
-                f"unknown ANN kind {spec.kind!r} in the manifest; rebuild with: semsearch index --full"
-            )
-        return spec
-
-    def describe(self) -> str:
-        """One line for ``semsearch info``: ``ivf (nlist 304, nprobe 16), recall@10 0.97``."""
-        params = {
-            "flat": "exact",
-            "ivf": f"nlist {self.nlist}, nprobe {self.nprobe}",
-            "ivfpq": f"nlist {self.nlist}, nprobe {self.nprobe}, PQ{self.pq_m}x{self.pq_bits}, re-rank {self.rerank}",
-            "hnsw": f"M {self.hnsw_m}, efSearch {self.ef_search}",
-        }[self.kind]
-        recall = f", recall@10 {self.recall_at_10:.3f}" if self.recall_at_10 is not None else ""
-        retrained = f"; trained again: {self.retrained}" if self.retrained else ""
-        return f"{self.kind} ({params}){recall}{retrained}"
 
 
 def parse_size(text: str) -> int:
@@ -127,8 +74,9 @@ def parse_size(text: str) -> int:
 
 def choose_kind(n: int, dimension: int, requested: str = "auto", memory_budget: int = DEFAULT_MEMORY_BUDGET) -> str:
     """The ANN kind for n vectors: as requested, else exact when small, IVF-PQ over budget, else IVF."""
-    if requested not in ANN_CHOICES:
-        raise InputError(f"unknown ANN type {requested!r}; choose one of: {', '.join(ANN_CHOICES)}")
+    choices = ("auto", *ann_kind_names())
+    if requested not in choices:
+        raise InputError(f"unknown ANN type {requested!r}; choose one of: {', '.join(choices)}")
     if n < 2:
         return "flat"  # nothing to cluster or to build a graph over
     if requested != "auto":
@@ -141,37 +89,12 @@ def choose_kind(n: int, dimension: int, requested: str = "auto", memory_budget: 
 def plan(n: int, dimension: int, kind: str, requested: str) -> AnnSpec:
     """Fresh parameters for a kind at this corpus size."""
     spec = AnnSpec(kind=kind, requested=requested, trained_on=n)
-    if kind in ("ivf", "ivfpq"):
-        # ~4·sqrt(n) lists, but never fewer than ~39 training points per centroid (FAISS warns below that).
-        spec.nlist = max(1, min(round(4 * math.sqrt(n)), n // 39 or 1))
-        spec.nprobe = min(16, spec.nlist)
-    if kind == "ivfpq":
-        spec.pq_m = _pq_m(dimension)
-        # 8-bit codebooks want ~39 training points per code (FAISS warns below); small corpora get fewer bits.
-        spec.pq_bits = max(1, min(8, int(math.log2(max(2, n / 39)))))
-        spec.rerank = RERANK_DEPTH
-    if kind == "hnsw":
-        spec.hnsw_m = HNSW_M
-        spec.ef_search = 64
+    ann_kind(kind).plan(spec, n, dimension)
     return spec
 
 
-def _pq_m(dimension: int) -> int:
-    """Sub-quantizers: 8 dimensions each (48 for MiniLM's 384), a divisor of the dimension."""
-    for m in range(max(1, dimension // 8), 0, -1):
-        if dimension % m == 0:
-            return m
-    return 1
-
-
 def factory_string(spec: AnnSpec) -> str:
-    return {
-        "flat": "IDMap2,Flat",
-        "ivf": f"IVF{spec.nlist},Flat",
-        # "np": no polysemous training, a simulated annealing that took minutes on 2,000 vectors here.
-        "ivfpq": f"IVF{spec.nlist},PQ{spec.pq_m}x{spec.pq_bits}np",
-        "hnsw": f"IDMap2,HNSW{spec.hnsw_m}",
-    }[spec.kind]
+    return spec.structure.factory(spec)
 
 
 QuerySource = np.ndarray | Callable[[], np.ndarray]
@@ -226,7 +149,7 @@ def build_ann(
                 **kept,
             )
     queries = None
-    if kind != "flat" and n and tuning_queries is not None:  # encoded once, for whichever structure is tuned
+    if not ann_kind(kind).exact and n and tuning_queries is not None:  # encoded once, for whichever structure is tuned
         queries = tuning_queries() if callable(tuning_queries) else tuning_queries
     store = VectorStore(vectors, ids)
     if index is not None:
@@ -249,7 +172,7 @@ def build_ann(
 
 def drift(updated: AnnSpec, before: AnnSpec | None) -> str:
     """Why an updated IVF no longer serves as trained ("" when it does): recall or nprobe past their limits."""
-    if updated.kind not in ("ivf", "ivfpq") or not updated.reused_training:
+    if not updated.structure.drifts or not updated.reused_training:
         return ""
     # Versions from before these were recorded measure from what they were last tuned to.
     reached = updated.trained_recall
@@ -265,7 +188,7 @@ def drift(updated: AnnSpec, before: AnnSpec | None) -> str:
 
 
 def _can_update(old: AnnSpec, new: AnnSpec, n: int) -> bool:
-    if old.kind != new.kind or new.kind == "flat":
+    if old.kind != new.kind or new.structure.exact:
         return False  # an exact index costs no training: rebuilding it is as cheap as updating it
     return old.trained_on / RETRAIN_GROWTH <= n <= old.trained_on * RETRAIN_GROWTH
 
@@ -287,7 +210,7 @@ def _update(previous: PreviousAnn, vectors: np.ndarray, ids: np.ndarray) -> Any 
         if hit.any():
             changed[start : start + 65_536][hit] = np.any(old.matrix[rows[hit]] != vectors[part][hit], axis=1)
     gone = np.setdiff1d(old.ids, ids[common & ~changed], assume_unique=True)
-    if previous.spec.kind == "hnsw" and len(gone):
+    if not previous.spec.structure.removes_ids and len(gone):
         return None
     try:
         index = faiss.read_index(str(previous.path))
@@ -335,7 +258,8 @@ def _tune(index: Any, spec: AnnSpec, store: VectorStore, queries: np.ndarray | N
     n = len(store)
     if n == 0:
         return
-    if spec.kind == "flat":
+    kind = spec.structure
+    if kind.exact:
         spec.recall_at_10 = 1.0
         spec.recall_sample = 0
         return
@@ -347,25 +271,16 @@ def _tune(index: Any, spec: AnnSpec, store: VectorStore, queries: np.ndarray | N
     else:
         queries, own, truth = exact_sample(store, RECALL_SAMPLE, RECALL_K)
         spec.recall_on = "documents"
-    steps: Sequence[int] = EF_STEPS if spec.kind == "hnsw" else [p for p in NPROBE_STEPS if p < spec.nlist]
-    if spec.kind != "hnsw":
-        steps = [*steps, spec.nlist]
     recall = best = 0.0
-    for step in steps:
-        previous_step = spec.ef_search if spec.kind == "hnsw" else spec.nprobe
-        if spec.kind == "hnsw":
-            spec.ef_search = step
-        else:
-            spec.nprobe = step
+    for step in kind.steps(spec):
+        previous_step = kind.effort(spec)
+        kind.set_effort(spec, step)
         recall = recall_at(AnnSearcher(index, spec, store), queries, own, truth)
         if recall >= RECALL_TARGET:
             break
         if step >= 16 and recall - best < PLATEAU:
             # Compressed codes cap recall below the target: scanning more lists only costs time.
-            if spec.kind == "hnsw":
-                spec.ef_search = previous_step
-            else:
-                spec.nprobe = previous_step
+            kind.set_effort(spec, previous_step)
             recall = best
             break
         best = recall
@@ -434,6 +349,7 @@ class AnnSearcher(_TopK):
     def __init__(self, index: Any, spec: AnnSpec, store: VectorStore, *, hidden: np.ndarray | None = None) -> None:
         self.index = index
         self.spec = spec
+        self.kind = spec.structure
         self.store = store
         # Numbers the index holds that are no longer live (a segmented version's base, segments.py): every
         # search leaves them out. FAISS's IDSelectorNot keeps a bare pointer to the batch, so both are kept.
@@ -464,7 +380,7 @@ class AnnSearcher(_TopK):
 
         if mmap is None:
             mmap = path.is_file() and path.stat().st_size >= MMAP_MIN_BYTES
-        flags = faiss.IO_FLAG_MMAP if mmap and spec.kind in ("ivf", "ivfpq") else 0
+        flags = faiss.IO_FLAG_MMAP if mmap and spec.structure.mappable else 0
         return cls(read_faiss(path, flags), spec, store, hidden=hidden)
 
     @property
@@ -484,7 +400,8 @@ class AnnSearcher(_TopK):
         if k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         query = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
-        if allowed is not None and self.spec.kind != "flat" and len(allowed) <= EXACT_FILTER_MAX:
+        kind = self.kind
+        if allowed is not None and not kind.exact and len(allowed) <= EXACT_FILTER_MAX:
             return self._exact_subset(query, k, allowed)
         sel = faiss.IDSelectorBatch(allowed) if allowed is not None else None
         # A filter keeps a fraction of each probed list (or graph neighbourhood): look wider in proportion.
@@ -494,15 +411,8 @@ class AnnSearcher(_TopK):
             # needs the selector, and it skips hidden rows in the lists it probes.
             sel = self._not_hidden[1]
             widen = self.index.ntotal / max(1, self.ntotal)
-        fetch = max(k, self.spec.rerank) if self.spec.kind == "ivfpq" else k
-        if self.spec.kind in ("ivf", "ivfpq"):
-            nprobe = min(self.spec.nlist, math.ceil(self.spec.nprobe * widen))
-            params: Any = faiss.SearchParametersIVF(sel=sel, nprobe=nprobe)  # type: ignore[call-arg]
-        elif self.spec.kind == "hnsw":
-            ef = min(max(self.ntotal, k), math.ceil(max(self.spec.ef_search, k) * widen))
-            params = faiss.SearchParametersHNSW(sel=sel, efSearch=ef)  # type: ignore[attr-defined]
-        else:
-            params = faiss.SearchParameters(sel=sel) if sel is not None else None  # type: ignore[call-arg]
+        fetch = kind.fetch(self.spec, k)
+        params = kind.search_params(self.spec, sel, widen, self.ntotal, k)
         # One query gains nothing from OpenMP threads, and on a busy machine waiting for a second core to be
         # scheduled cost ~5 ms a query here (91-vector index: 25 vs 16 ms per `search` under load). The
         # setting is the calling thread's; it is restored so a build's training keeps every core.
@@ -514,11 +424,10 @@ class AnnSearcher(_TopK):
             faiss.omp_set_num_threads(threads)
         keep = nums[0] >= 0
         found, approx = nums[0][keep], scores[0][keep]
-        if allowed is not None and self.spec.kind != "flat" and len(found) < min(k, len(allowed)):
+        if allowed is not None and not kind.exact and len(found) < min(k, len(allowed)):
             return self._exact_subset(query, k, allowed)  # the widened search still came up short
-        if self.spec.kind == "ivfpq":
-            # PQ scores are approximations: rank the candidates by their exact cosine.
-            approx = self.store.get(found) @ query[0]
+        if type(kind).rescore is not AnnKind.rescore:  # the exact vectors are read only for kinds that ask
+            approx = kind.rescore(self.store.get(found), approx, query[0])
         order = np.lexsort((found, -approx))[:k]
         return found[order].astype(np.int64, copy=False), approx[order].astype(np.float32, copy=False)
 

@@ -381,6 +381,7 @@ def write_map(
     previous: Path | None = None,
     relayout: bool = False,
     now: str | None = None,
+    method: str | None = None,
 ) -> dict[str, Any]:
     """Compute and write a version's map.json; returns its manifest entry (method, clusters, layout, seconds).
 
@@ -389,11 +390,11 @@ def write_map(
     changed too much since it was laid out, or ``relayout`` asks for a fresh layout (stamped with ``now``).
     """
     started = time.perf_counter()
-    method = requested_method()
+    method = requested_method() if method is None else method  # the writers pass what they resolved once
     if method == "off":
         return {"file": None, "method": "off", "clusters": 0, "seconds": 0.0}
     fingerprint = map_fingerprint(documents, vectors, method)
-    old = usable_map(previous)
+    old = usable_map(previous, method=method)
     data: dict[str, Any] | None = None
     # A map laid out in one go on exactly these inputs is what a relayout would compute again.
     if old is not None and old.get("fingerprint") == fingerprint and not (relayout and old["changed_since_layout"]):
@@ -429,7 +430,7 @@ def _map_entry(data: dict[str, Any], layout: str, started: float) -> dict[str, A
     }
 
 
-def append_state(previous: Path | None) -> MapState | None:
+def append_state(previous: Path | None, *, method: str | None = None) -> MapState | None:
     """What appending to the previous version's map needs, read without its points; None when it has no usable map.
 
     A version written before layered maps has no state: its map.json is read whole (``legacy``), once; the
@@ -438,14 +439,14 @@ def append_state(previous: Path | None) -> MapState | None:
     if previous is None:
         return None
     try:
-        if requested_method() == "off":
+        if (requested_method() if method is None else method) == "off":
             return None
         state = read_state(previous)
     except (OSError, SemsearchError):
         return None  # no usable previous map: a full build lays it out again
     if state is not None:
         return state if state.algorithm == MAP_ALGORITHM else None
-    old = usable_map(previous)
+    old = usable_map(previous, method=method)
     if old is None:
         return None
     sizes = np.bincount([p[3] for p in old["points"]], minlength=len(old["clusters"])).astype(int).tolist()
@@ -463,10 +464,10 @@ def append_state(previous: Path | None) -> MapState | None:
     )
 
 
-def can_append(old: MapState | None, documents_after: int, changed: int) -> bool:
+def can_append(old: MapState | None, documents_after: int, changed: int, *, method: str | None = None) -> bool:
     """Whether the previous map (``append_state``) takes ``changed`` more added or removed documents without a
     new layout."""
-    method = requested_method()
+    method = requested_method() if method is None else method
     if method == "off":
         return True
     if old is None or choose_method(documents_after, method) != old.method:
@@ -486,6 +487,8 @@ def append_map(
     added: Sequence[Document],
     added_vectors: np.ndarray,
     previous_vectors_of: Callable[[list[str]], np.ndarray],
+    *,
+    method: str | None = None,
 ) -> dict[str, Any]:
     """Write the map of a version appended as a segment: the previous map less ``dropped``, plus ``added`` placed.
 
@@ -499,7 +502,7 @@ def append_map(
     stored four-decimal positions).
     """
     started = time.perf_counter()
-    method = requested_method()
+    method = requested_method() if method is None else method
     if method == "off":
         return {"file": None, "method": "off", "clusters": 0, "seconds": 0.0}
     if old is None:
@@ -694,7 +697,7 @@ def map_fingerprint(documents: Sequence[Document], vectors: np.ndarray, method: 
     return digest.hexdigest()
 
 
-def usable_map(previous: Path | None) -> dict[str, Any] | None:
+def usable_map(previous: Path | None, *, method: str | None = None) -> dict[str, Any] | None:
     """The previous version's map when it has a usable one (with its layout record), else None.
 
     None without reading anything when no map is wanted (SEMSEARCH_MAP=off, or a setting the build rejects).
@@ -702,7 +705,7 @@ def usable_map(previous: Path | None) -> dict[str, Any] | None:
     if previous is None:
         return None
     try:
-        if requested_method() == "off":
+        if (requested_method() if method is None else method) == "off":
             return None
         data = load_map(previous)
     except (OSError, SemsearchError):

@@ -340,19 +340,16 @@ class DocumentStore:
                 yield chunk[num]
 
 
-def write_documents(path: Path, documents: Sequence[Document]) -> None:
-    """Write a new document store, with the column index that --where filters read."""
+def write_documents(path: Path, documents: Sequence[Document], *, filter_columns: bool = True) -> None:
+    """Write a new document store, with the column index that --where filters read unless ``filter_columns``
+    is False (the filter-columns part then adds it: ``add_filter_columns``)."""
     # In key order, B-tree pages fill one after another; in arrival order every insert lands on a random page,
     # and with SQLite's small page cache each page was written out many times (3.5 GB for a 0.5 GB file at
     # 157k). Row order within a document (its sources, texts, aliases) is kept.
     documents = sorted(documents, key=lambda d: doc_num(d.id))
-    metadata = [json.dumps(d.metadata, ensure_ascii=False, sort_keys=True) for d in documents]
-    conn = sqlite3.connect(path)
+    metadata = stored_metadata(documents)
+    conn = _new_file_connection(path)
     try:
-        # A new file in an unpublished version folder: a crash discards the folder, and publishing fsyncs it,
-        # so a rollback journal and per-transaction syncs would protect nothing.
-        conn.execute("PRAGMA journal_mode = OFF")
-        conn.execute("PRAGMA synchronous = OFF")
         conn.executescript(_SCHEMA)
         conn.executemany(
             "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -388,7 +385,38 @@ def write_documents(path: Path, documents: Sequence[Document]) -> None:
             "INSERT INTO arrivals VALUES (?, ?, ?)",
             ((doc_num(d.id), d.added.seq, d.added.at) for d in documents if d.added is not None),
         )
+        if filter_columns:
+            write_filter_columns(conn, documents, metadata)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def add_filter_columns(path: Path, documents: Sequence[Document]) -> None:
+    """Add the column index that --where filters read to a store ``write_documents`` just wrote of documents."""
+    documents = sorted(documents, key=lambda d: doc_num(d.id))
+    conn = _new_file_connection(path)
+    try:
+        # The metadata as stored, read back in number order (the documents' order here): not encoded again.
+        metadata = [str(r[0]) for r in conn.execute("SELECT metadata FROM documents ORDER BY num")]
+        if len(metadata) != len(documents):
+            raise ValueError(f"{path} holds {len(metadata)} documents, not the {len(documents)} given")
         write_filter_columns(conn, documents, metadata)
         conn.commit()
     finally:
         conn.close()
+
+
+def stored_metadata(documents: Sequence[Document]) -> list[str]:
+    """Each document's metadata as the store keeps it (JSON, keys sorted), which the filter columns read."""
+    return [json.dumps(d.metadata, ensure_ascii=False, sort_keys=True) for d in documents]
+
+
+def _new_file_connection(path: Path) -> sqlite3.Connection:
+    """A connection to a store file of an unpublished version, without journal or syncs."""
+    conn = sqlite3.connect(path)
+    # A new file in an unpublished version folder: a crash discards the folder, and publishing fsyncs it,
+    # so a rollback journal and per-transaction syncs would protect nothing.
+    conn.execute("PRAGMA journal_mode = OFF")
+    conn.execute("PRAGMA synchronous = OFF")
+    return conn

@@ -143,6 +143,14 @@ class BM25Params:
 # On SciFact train every variant with k1 in 0.9-1.5 and b in 0.5-0.75 lies within 0.004 nDCG@10 (0.695-0.699);
 # Lucene BM25 with k1 1.5, b 0.75 (0.696 train, 0.686 test) avoids BM25L's per-term floor on every document.
 DEFAULT_PARAMS = BM25Params()
+
+
+def bm25_settings() -> BM25Params:
+    """The BM25 variant and parameters a build writes with now (a refresh of a version written with others
+    rewrites its BM25 part: ``LexicalPart.stale``)."""
+    return DEFAULT_PARAMS
+
+
 _METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from semsearch.core.errors import IndexCorruptError
 from semsearch.store.lexical import (
+    ANALYZER_NAME,
     DEFAULT_PARAMS,
     KEYS_FILE,
     LENGTHS_FILE,
@@ -35,6 +36,7 @@ from semsearch.store.lexical import (
     LexicalIndex,
     _read_array,
     _term_ids,
+    bm25_settings,
     lexical_text,
     lucene_average_length,
     lucene_idf,
@@ -175,17 +177,27 @@ def build_lexical(
 
 
 def write_lexical(
-    folder: Path, ids: Sequence[int] | np.ndarray, documents: Sequence[Any], *, previous: Path | None = None
+    folder: Path,
+    ids: Sequence[int] | np.ndarray,
+    documents: Sequence[Any],
+    *,
+    previous: Path | None = None,
+    params: BM25Params | None = None,
 ) -> dict[str, Any]:
     """Build and save the BM25 index of documents (anything with ``title`` and ``text``) under their ids.
 
-    ``previous`` is the live version's lexical folder, whose postings of unchanged documents are reused.
-    Returns the manifest's "lexical" entry.
+    ``previous`` is the live version's lexical folder, whose postings of unchanged documents are reused;
+    ``params`` default to the current settings (``lexical.bm25_settings``). Returns the manifest's "lexical" entry.
     """
     # A title-only document's text is its title: index it once.
     texts = [lexical_text(None if d.title_only else d.title, d.text) for d in documents]
-    lexical, extras, analysed = build_lexical(ids, texts, previous=previous)
+    lexical, extras, analysed = build_lexical(ids, texts, params or bm25_settings(), previous=previous)
     lexical.save(folder)
     for name, array in extras.items():
         np.save(folder / name, array, allow_pickle=False)
-    return {"bm25": asdict(lexical.params), "terms": len(lexical.vocab), "analysed": analysed}
+    return {
+        "bm25": asdict(lexical.params),
+        "terms": len(lexical.vocab),
+        "analysed": analysed,
+        "analyzer": ANALYZER_NAME,
+    }

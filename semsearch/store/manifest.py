@@ -99,6 +99,7 @@ class Manifest:
     lexical: dict[str, Any] = field(default_factory=dict)
     map: dict[str, Any] = field(default_factory=dict)
     dedup: dict[str, Any] = field(default_factory=dict)  # how duplicates were merged ({"near": true})
+    fusion: dict[str, Any] = field(default_factory=dict)  # how hybrid weighs its sides (query.fusion); {}: alpha 0.5
     removed_ids: bool = False  # `semsearch remove` dropped documents by id: the next refresh brings them back
     segments: list[dict[str, Any]] = field(default_factory=list)  # extra segments, oldest first (segments.py)
     hidden: int = 0  # rows of its segments the version no longer holds (segments.py)
@@ -122,6 +123,8 @@ class Manifest:
         out.update(lexical=self.lexical, map=self.map, counts=self.counts.to_dict())
         if self.dedup:
             out["dedup"] = self.dedup
+        if self.fusion:
+            out["fusion"] = self.fusion
         if self.removed_ids:
             out["removed_ids"] = True
         if self.segments:
@@ -198,6 +201,7 @@ class Manifest:
                 lexical=dict(data.get("lexical") or {}),
                 map=dict(data.get("map") or {}),
                 dedup=dict(data.get("dedup") or {}),
+                fusion=dict(data.get("fusion") or {}),
                 removed_ids=bool(data.get("removed_ids", False)),
                 segments=list(data.get("segments") or []),
                 hidden=_int(data.get("hidden", 0)),
@@ -295,10 +299,11 @@ def readable_json(data: dict[str, Any]) -> str:
     time goes through its C encoder, and the file stays one source per line.
     """
     entries = []
+    compact = json.JSONEncoder(ensure_ascii=False).encode  # one encoder: json.dumps makes one per call
     for key, value in data.items():
         name = json.dumps(key, ensure_ascii=False)
         if isinstance(value, list) and len(value) > _LONG_LIST:
-            rows = ",\n".join("    " + json.dumps(v, ensure_ascii=False) for v in value)
+            rows = ",\n".join("    " + compact(v) for v in value)
             entries.append(f"  {name}: [\n{rows}\n  ]")
         else:
             entries.append(f"  {name}: " + json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  "))

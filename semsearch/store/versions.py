@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from semsearch.core.errors import (
     IndexCorruptError,
@@ -184,14 +185,17 @@ class VersionWriter:
         path.mkdir()
         return cls(index_dir, path)
 
-    def record_files(self, manifest: Manifest, linked_from: Path | None = None) -> None:
+    def record_files(
+        self, manifest: Manifest, linked_from: Path | None = None, linked_files: dict[str, Any] | None = None
+    ) -> None:
         """Add size and sha256 of every file in the version to the manifest.
 
         A file hard-linked from ``linked_from`` (the same inode) keeps that version's recorded checksum instead
         of being read again: an appended segment then costs what it wrote, not a hash of the whole corpus.
+        ``linked_files`` is that version's recorded file list when the caller has read its manifest already.
         """
-        known: dict[str, dict[str, object]] = {}
-        if linked_from is not None:
+        known: dict[str, dict[str, object]] = dict(linked_files or {})
+        if linked_from is not None and linked_files is None:
             with contextlib.suppress(OSError, SemsearchError):
                 known = Manifest.read(linked_from).files
         files = {}
@@ -206,9 +210,11 @@ class VersionWriter:
                 files[name] = {"size": stat.st_size, "sha256": file_sha256(path)}
         manifest.files = files
 
-    def publish(self, manifest: Manifest, linked_from: Path | None = None) -> Path:
+    def publish(
+        self, manifest: Manifest, linked_from: Path | None = None, linked_files: dict[str, Any] | None = None
+    ) -> Path:
         """Write the manifest, flush everything, move the version into place and point CURRENT at it."""
-        self.record_files(manifest, linked_from)
+        self.record_files(manifest, linked_from, linked_files)
         (self.path / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
         for path in self.path.rglob("*"):
             if path.is_file():

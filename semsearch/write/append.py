@@ -15,12 +15,12 @@ sources would give, refreshing the same live version:
 Anything this path cannot decide as a full build would (a changed file, an arrival read before a live
 document's several copies, a document that keeps some sources while losing others, an arrival joining two
 documents, a near copy of a merged text that is not stored, an external id a live document has, a catalogue,
-ids removed by hand...) returns None and the caller runs the full build.
+ids removed by hand...) raises ``FullBuild`` inside this module; the refresh planner (``plan.py``) turns it
+into ``Rewrite(reason)``, and the build writes the index whole.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.core.errors import SemsearchError
 from semsearch.core.fileio import utc_now
 from semsearch.core.records import (
     Arrival,
@@ -52,15 +51,15 @@ from semsearch.dedup.duplicates import (
     shared_bands,
     text_hash,
 )
-from semsearch.ingest.sources import PathLookup, expand_sources, read_sources
+from semsearch.ingest.sources import PathLookup
 from semsearch.store.documents import DocumentStore
 from semsearch.store.layout import doc_num
-from semsearch.store.manifest import Counts, Manifest
+from semsearch.store.manifest import Counts
 from semsearch.store.map_layers import MapState
 from semsearch.store.versions import PreviousVersion, VersionWriter, next_sequence
 from semsearch.store.windows_part import WindowSet
-from semsearch.write.freshness import absolute_source_args, file_changed
-from semsearch.write.segment_writer import SegmentChange, no_room, write_segment_version
+from semsearch.write.publish import publish_segment, segment_room
+from semsearch.write.segment_writer import SegmentChange
 
 
 @dataclass
@@ -75,58 +74,27 @@ class Arrived:
 
 
 class FullBuild(Exception):
-    """Why a refresh cannot append a segment and rewrites the index whole (said in its summary)."""
+    """Why a refresh cannot append a segment; raised by the deciding helpers, caught by ``decide``'s caller."""
 
 
-def plan_files(sources: Sequence[str] | None, manifest: Manifest, *, skip_bad: bool) -> Arrived | None:
-    """Which files arrived and left (the new ones read); None when no file came or went.
-
-    Raises FullBuild when a kept file changed: its records are re-read and deduplicated with the rest.
-    """
-    args = absolute_source_args(sources) if sources is not None else list(manifest.source_args)
-    if not args or (sources is None and manifest.excluded_sources):
-        return None
-    try:
-        current = [str(p.resolve()) if not p.is_absolute() else str(p) for p in expand_sources(args)]
-    except SemsearchError:
-        return None  # the full path says what is wrong
-    recorded = {s.path: s for s in manifest.sources}
-    kept = [p for p in current if p in recorded]
-    new = [p for p in current if p not in recorded]
-    listed = set(current)
-    gone = [p for p in recorded if p not in listed]
-    changed = next((p for p in kept if recorded[p].format == "zotero" or file_changed(p, recorded[p])), None)
-    if changed is not None:
-        raise FullBuild(f"{changed} changed")
-    if not new and not gone:
-        return None
-    ingested = read_sources(new, skip_bad=skip_bad) if new else IngestResult([], [], [])
-    read = {f.path: f for f in ingested.files} | {p: recorded[p] for p in kept}
-    return Arrived(args, [read[p] for p in current if p in read], current, ingested, gone)
-
-
-def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: float) -> Change:
+def decide(arrived: Arrived, previous: PreviousVersion, *, near: bool, share: float, map_method: str) -> Change:
     """What the arrived and removed files change in ``previous``.
 
     Raises FullBuild when only a full build can say, or when the change is too big for a segment
     (``segment_writer.no_room``) or for the map's layout.
     """
-    from semsearch.store.corpus_map import append_state, can_append
-
     store = DocumentStore.open_version(previous.path, previous.manifest.version_segments(previous.path))
     try:
         change = _change(arrived, previous, store, near)
     finally:
         store.close()
     moved = len(change.new) + len(change.gone)
-    rows = moved + len(change.late)
     after = previous.manifest.counts.documents + len(change.new) - len(change.gone)
-    why = no_room(previous, rows, share)
-    if why:
-        raise FullBuild(why)
-    change.previous_map = append_state(previous.path)  # read once: checked here, updated by the segment writer
-    if not can_append(change.previous_map, after, moved):
-        raise FullBuild("the map is due for a new layout")
+    room = segment_room(previous, moved + len(change.late), after, moved, share=share, map_method=map_method)
+    if room.refused:
+        raise FullBuild(room.refused)
+    change.previous_map = room.previous_map  # read once: checked here, updated by the segment writer
+    change.map_method = map_method
     return change
 
 
@@ -142,6 +110,7 @@ class Change:
     merged: list[Document] = field(default_factory=list)  # live documents an arrival merged into another
     near_keys: NearKeys | None = None  # band keys of the texts the new segment's documents gained
     previous_map: MapState | None = None  # the live version's map (corpus_map.append_state)
+    map_method: str | None = None  # the map method the build resolved
 
     @property
     def gone(self) -> set[int]:
@@ -545,22 +514,28 @@ def write_appended(
     for doc in change.new:
         doc.added = stamp
     segment = SegmentChange(
-        change.new, new_vectors, change.late, change.gone, change.near_keys, change.previous_map, windows
+        change.new,
+        new_vectors,
+        change.late,
+        change.gone,
+        change.near_keys,
+        change.previous_map,
+        change.map_method,
+        windows,
     )
-    contents = write_segment_version(writer.path, previous, segment, seq)
     counts = _counts(previous.manifest.counts, change)
-    manifest = previous.manifest.updated(
+    done = publish_segment(
+        writer,
+        previous,
+        segment,
+        seq,
+        started=started,
         counts=counts,
         sources=arrived.files,
         source_args=arrived.sources,
         excluded_sources=[],  # sources named again: files `remove --source` took out are read like any other
-        built_at=utc_now(),
-        build_seconds=round(time.perf_counter() - started, 3),
-        files={},
-        **contents,
     )
-    final = writer.publish(manifest, linked_from=previous.path)
-    return Appended(final, counts, len(contents["segments"]))
+    return Appended(done.version, counts, done.segments)
 
 
 def _counts(before: Counts, change: Change) -> Counts:

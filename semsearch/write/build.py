@@ -22,21 +22,20 @@ from semsearch.core.errors import (
 )
 from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now
-from semsearch.core.options import DEFAULT_BATCH_SIZE, DEFAULT_READING, READINGS, encoder_regime
+from semsearch.core.options import fusion_entry
 from semsearch.core.records import DedupResult, Document, IngestResult
 from semsearch.core.version import __version__
 from semsearch.dedup.duplicates import deduplicate
 from semsearch.dedup.identity import PreviousIdentity, load_previous_identity, read_identity
 from semsearch.encode.cache import EmbeddingCache
 from semsearch.encode.embedder import Embedder
-from semsearch.encode.encoder_choice import BACKENDS, EncoderChoice, open_build_encoder
+from semsearch.encode.encoder_choice import EncoderChoice, open_build_encoder
 from semsearch.encode.encoding import encode_with_cache, whole_and_windows
 from semsearch.encode.models import DEFAULT_MODEL
 from semsearch.ingest.sources import expand_sources, read_sources
 from semsearch.store.ann import AnnSpec, query_like_texts
-from semsearch.store.layout import CACHE_DIR, CURRENT, current_version, version_folders
-from semsearch.store.manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION, Counts, Manifest, ModelInfo
-from semsearch.store.segments import MERGE_SHARE
+from semsearch.store.layout import CACHE_DIR, current_version, version_folders
+from semsearch.store.manifest import Counts, Manifest, ModelInfo
 from semsearch.store.versions import (
     PreviousVersion,
     VersionWriter,
@@ -49,7 +48,9 @@ from semsearch.store.versions import (
 )
 from semsearch.store.windows_part import WINDOWED_READINGS, WindowSet
 from semsearch.write.contents import write_contents
-from semsearch.write.freshness import absolute_source_args, catalogues_changed, stale_sources
+from semsearch.write.freshness import absolute_source_args
+from semsearch.write.plan import Append, Live, Rewrite, Unchanged, is_unchanged, plan_refresh
+from semsearch.write.settings import BuildOptions, ann_settings, encoder_settings, map_method_of, reading_of
 
 if TYPE_CHECKING:
     from semsearch.write.catalogue import CatalogueReport
@@ -88,61 +89,46 @@ class BuildSummary:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-
-@dataclass
-class BuildOptions:
-    """Knobs of a build; the defaults suit a laptop."""
-
-    model: str | None = None  # None: the existing index's model, else DEFAULT_MODEL
-    backend: str | None = None  # None: the existing index's, else "onnx"
-    precision: str | None = None  # None: the existing index's, else "int8"
-    reading: str | None = None  # options.READINGS; None: the existing index's, else DEFAULT_READING ("pooled")
-    full: bool = False
-    skip_bad: bool = False
-    near: bool = True
-    batch_size: int = DEFAULT_BATCH_SIZE
-    progress: bool = True
-    wait: bool = False
-    ann: str | None = None  # None: the existing index's choice, else "auto" (by corpus size)
-    memory_budget: int | None = None  # bytes of raw vectors before auto picks IVF-PQ; None: the index's
-    engine: str = "local"  # "ray": encode on a Ray cluster (semsearch.encode.ray_engine)
-    address: str | None = None  # the Ray cluster; None: RAY_ADDRESS, else a local Ray
-    actors: int | None = None  # Ray encoder actors; None: one per CPU of the cluster
-    catalogues: Sequence[str] | None = None  # catalogue files to take titles etc. from; None: the index's
-    rewrite: bool = False  # read, join and write a new version even when nothing changed
-    relayout: bool = False  # lay the corpus map out afresh (``full`` does too) instead of placing arrivals on it
-    merge_share: float = MERGE_SHARE  # appended segments may hold this share of the corpus before a full rewrite
-
-
-def _encoder_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, str]:
-    """Backend and precision: as asked, else as the index was built (a refresh keeps its encoder)."""
-    model = manifest.model if manifest is not None else None
-    recorded = model.backend if model is not None and model.backend in BACKENDS else None
-    backend = opts.backend or recorded or "onnx"
-    kept = model.precision if model is not None and model.backend == backend else None
-    return backend, opts.precision or kept or "int8"
-
-
-def _reading(opts: BuildOptions, manifest: Manifest | None) -> str:
-    """How documents are read: as asked, else as the index records, else the default."""
-    recorded = _recorded_reading(manifest.model) if manifest is not None else ""
-    reading = opts.reading or recorded or DEFAULT_READING
-    if reading not in READINGS:
-        raise SemsearchError(f"unknown reading {reading!r} (choose from {', '.join(READINGS)})")
-    return reading
-
-
-def _recorded_reading(model: ModelInfo) -> str:
-    """The reading a version's vectors were made with: a version from before it was recorded read truncated."""
-    return model.reading or "truncated"
-
-
-def _ann_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, int | None]:
-    """ANN type and memory budget: as asked, else as the index was built (a refresh keeps them)."""
-    recorded = manifest.ann if manifest is not None and isinstance(manifest.ann, dict) else {}
-    ann = opts.ann or str(recorded.get("requested") or "auto")
-    budget = opts.memory_budget or recorded.get("memory_budget") or None
-    return ann, int(budget) if budget else None
+    @classmethod
+    def of(
+        cls,
+        counts: Counts,
+        *,
+        index: Path,
+        version: str,
+        model: str,
+        backend: str,
+        files: int,
+        ann: str,
+        engine: str,
+        started: float,
+        encoded: int = 0,
+        added: int = 0,
+        removed: int = 0,
+        **rest: Any,
+    ) -> BuildSummary:
+        """The summary of a build whose version holds ``counts`` (vectors not encoded came from the cache)."""
+        return cls(
+            read=counts.read,
+            documents=counts.documents,
+            duplicates=counts.exact_duplicates,
+            near_duplicates=counts.near_duplicates,
+            encoded=encoded,
+            cached=counts.documents - encoded,
+            added=added,
+            removed=removed,
+            seconds=round(time.perf_counter() - started, 3),
+            index=str(index),
+            version=version,
+            model=model,
+            backend=backend,
+            files=files,
+            ann=ann,
+            engine=engine,
+            title_only=counts.title_only,
+            aliases=counts.aliases,
+            **rest,
+        )
 
 
 def _check_model(requested: str | None, manifest: Manifest | None, full: bool) -> str:
@@ -209,10 +195,14 @@ def _recorded_manifest(index_path: Path) -> Manifest | None:
         return None
 
 
-def _read_input(sources: Sequence[str] | None, index_path: Path, opts: BuildOptions) -> _Read:
-    """Resolve the sources (a refresh re-reads the recorded ones), read and deduplicate them."""
+def _read_input(sources: Sequence[str] | None, index_path: Path, opts: BuildOptions, live: Manifest | None) -> _Read:
+    """Resolve the sources (a refresh re-reads the recorded ones), read and deduplicate them.
+
+    ``live`` is the live version's manifest when the planner read it (else it is read here, if needed).
+    """
     excluded: list[str] = []
-    recorded = _recorded_manifest(index_path) if sources is None or opts.catalogues is None else None
+    wanted = sources is None or opts.catalogues is None
+    recorded = (live if live is not None else _recorded_manifest(index_path)) if wanted else None
     # A catalogue is kept by every refresh, with or without SOURCES, until another (or none) is given.
     kept = recorded.catalogue_args if recorded is not None else []
     catalogues = list(opts.catalogues) if opts.catalogues is not None else list(kept)
@@ -249,7 +239,7 @@ def _open_encoder(
 ) -> EncoderChoice:
     """The build's encoder: the caller's, or the index's model (ONNX export written into the new version)."""
     manifest = previous.manifest if previous is not None else None
-    backend, precision = _encoder_settings(opts, manifest)
+    backend, precision = encoder_settings(opts, manifest)
     if embedder is not None:
         if manifest is not None and not opts.full:
             manifest.model.check_embedder(embedder.name, embedder.fingerprint, embedder.dimension)
@@ -265,7 +255,7 @@ def _open_encoder(
         embedder=embedder,
         progress=opts.progress,  # -q: no line about the one-off export
     )
-    choice.reading = _reading(opts, manifest)
+    choice.reading = reading_of(opts, manifest)
     return choice
 
 
@@ -341,6 +331,7 @@ def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], star
         catalogue=read.catalogue.to_dict() if read.catalogue is not None else None,
         catalogues=[f.to_dict() for f in read.catalogue.files] if read.catalogue is not None else [],
         dedup={"near": read.near},
+        fusion=fusion_entry(),  # how hybrid weighs its sides (query.fusion); a refresh keeps the recorded one
         **contents,
     )
 
@@ -364,6 +355,7 @@ def build_index(
     opts = options or BuildOptions()
     started = time.perf_counter()
     index_path = Path(index_dir)
+    map_method = map_method_of(opts)  # resolved once (SEMSEARCH_MAP included): every step below is handed it
     existed = index_path.exists()
     try:
         # One lock around everything the build reads and writes: the live version, the recorded sources and
@@ -371,7 +363,12 @@ def build_index(
         with write_errors_explained(index_path), writer_lock(index_path, wait=opts.wait):
             check_pointer(index_path, rebuild=opts.full and sources is not None)
             clear_dead_writers(index_path)  # even when nothing is to be written: what they left is freed now
-            return _build_locked(sources, index_path, opts, embedder, started)
+            plan = plan_refresh(sources, index_path, opts, embedder, map_method=map_method)
+            if isinstance(plan, Unchanged):
+                return _unchanged_summary(plan.live, index_path, opts, started)
+            if isinstance(plan, Append):
+                return _append_segment(plan, index_path, opts, embedder, started)
+            return _rewrite(sources, index_path, opts, embedder, started, plan, map_method)
     except IndexLockedError:
         raise
     except SemsearchError:
@@ -381,20 +378,17 @@ def build_index(
         raise
 
 
-def _build_locked(
-    sources: Sequence[str] | None, index_path: Path, opts: BuildOptions, embedder: Embedder | None, started: float
+def _rewrite(
+    sources: Sequence[str] | None,
+    index_path: Path,
+    opts: BuildOptions,
+    embedder: Embedder | None,
+    started: float,
+    plan: Rewrite,
+    map_method: str,
 ) -> BuildSummary:
-    """``build_index`` under the writer lock: nothing to do, append a segment, or write the index whole."""
-    rewrite_reason = ""
-    if not opts.full and not opts.rewrite and (index_path / CURRENT).is_file():
-        live = _unchanged_version(sources, index_path, opts, embedder)
-        if live is not None:
-            return _unchanged_summary(live, index_path, opts, started)
-        appended = _append(sources, index_path, opts, embedder, started)
-        if isinstance(appended, BuildSummary):
-            return appended
-        rewrite_reason = appended or ""
-    read = _read_input(sources, index_path, opts)
+    """Read every source and write the index whole (the planner's ``Rewrite``)."""
+    read = _read_input(sources, index_path, opts, plan.live.manifest if plan.live is not None else None)
     with version_writer(index_path) as writer:
         previous = PreviousVersion.load(index_path, tolerate_damage=opts.full)
         read.against(previous.path if previous is not None else None)
@@ -402,7 +396,7 @@ def _build_locked(
         choice = _open_encoder(opts, previous, writer, embedder)
         vectors, windows, encoded = _encode(choice, documents, index_path, writer, opts)
         _stamp_arrivals(documents, vectors, previous, index_path)
-        ann, budget = _ann_settings(opts, previous.manifest if previous is not None else None)
+        ann, budget = ann_settings(opts, previous.manifest if previous is not None else None)
         contents = write_contents(
             writer.path,
             documents,
@@ -414,110 +408,59 @@ def _build_locked(
             relayout=opts.full or opts.relayout,
             tuning_queries=lambda: choice.embedder.encode(query_like_texts(documents), batch_size=opts.batch_size),
             near_keys=read.dedup.near_keys,
+            map_method=map_method,
             windows=windows,
         )
         previous_ids = previous.ids if previous is not None else set()
         final = writer.publish(_manifest(read, choice, contents, started))
 
     new_ids = {d.id for d in documents}
-    return BuildSummary(
-        read=read.dedup.read,
-        documents=len(documents),
-        duplicates=read.dedup.exact_duplicates,
-        near_duplicates=read.dedup.near_duplicates,
-        encoded=encoded,
-        cached=len(documents) - encoded,
-        added=len(new_ids - previous_ids),
-        removed=len(previous_ids - new_ids),
-        seconds=round(time.perf_counter() - started, 3),
-        index=str(index_path),
+    return BuildSummary.of(
+        read.counts,
+        index=index_path,
         version=final.name,
         model=choice.embedder.name,
         backend=choice.backend,
         files=len(read.ingested.files),
         ann=AnnSpec.from_dict(contents["ann"]).describe(),
-        skipped=read.ingested.skipped,
         engine=opts.engine,
-        title_only=read.counts.title_only,
-        aliases=read.counts.aliases,
+        started=started,
+        encoded=encoded,
+        added=len(new_ids - previous_ids),
+        removed=len(previous_ids - new_ids),
+        skipped=read.ingested.skipped,
         catalogue=read.catalogue.to_dict(with_uncatalogued=True) if read.catalogue is not None else None,
-        rewritten_because=rewrite_reason,
+        rewritten_because=plan.reason if plan.reported else "",
     )
 
 
-def _append(
-    sources: Sequence[str] | None, index_path: Path, opts: BuildOptions, embedder: Embedder | None, started: float
-) -> BuildSummary | str | None:
-    """Refresh by appending a segment (append.py).
+def _append_segment(
+    plan: Append, index_path: Path, opts: BuildOptions, embedder: Embedder | None, started: float
+) -> BuildSummary:
+    """Encode the arrivals and publish them as a segment of the live version (the planner's ``Append``)."""
+    from semsearch.write.append import write_appended
 
-    Otherwise nothing is written and the full build runs: the reason it must (a str), or None when appending
-    does not apply (no file came or went, other settings).
-    """
-    from semsearch.write.append import FullBuild, decide, plan_files, write_appended
-
-    manifest = _recorded_manifest(index_path)
-    if manifest is None or not _appendable(manifest, opts, embedder):
-        return None
-    try:
-        arrived = plan_files(sources, manifest, skip_bad=opts.skip_bad)
-    except FullBuild as why:
-        return str(why)
-    barrier("read")
-    if arrived is None:
-        return None
+    previous, arrived, change = plan.previous, plan.arrived, plan.change
     with version_writer(index_path) as writer:
-        previous = PreviousVersion.load(index_path)
-        if previous is None or previous.manifest.built_at != manifest.built_at:
-            return None  # the live version is not the one planned from (cannot happen under the lock)
-        try:
-            change = decide(arrived, previous, near=opts.near, share=opts.merge_share)
-        except FullBuild as why:
-            return str(why)
-        barrier("plan")
         choice = _open_encoder(opts, previous, writer, embedder)
         vectors, windows, encoded = _encode(choice, change.new, index_path, writer, opts)
         done = write_appended(change, arrived, previous, writer, vectors, started, windows)
-    counts = done.counts
-    return BuildSummary(
-        read=counts.read,
-        documents=counts.documents,
-        duplicates=counts.exact_duplicates,
-        near_duplicates=counts.near_duplicates,
-        encoded=encoded,
-        cached=counts.documents - encoded,
-        added=len(change.new),
-        removed=len(change.dropped),
-        seconds=round(time.perf_counter() - started, 3),
-        index=str(index_path),
+    return BuildSummary.of(
+        done.counts,
+        index=index_path,
         version=done.version.name,
         model=choice.embedder.name,
         backend=choice.backend,
         files=len(arrived.files),
-        ann=_ann_line(manifest),
-        skipped=arrived.ingested.skipped,
+        ann=_ann_line(previous.manifest),
         engine=opts.engine,
-        title_only=counts.title_only,
-        aliases=counts.aliases,
+        started=started,
+        encoded=encoded,
+        added=len(change.new),
+        removed=len(change.dropped),
+        skipped=arrived.ingested.skipped,
         segments=done.segments,
     )
-
-
-def _appendable(manifest: Manifest, opts: BuildOptions, embedder: Embedder | None) -> bool:
-    """Whether the live version and the options allow appending: same settings, nothing else to redo."""
-    if opts.full or opts.rewrite or opts.relayout or opts.engine != "local" or opts.catalogues:
-        return False
-    return not manifest.catalogue_args and _same_settings(manifest, opts, embedder)
-
-
-def _same_settings(manifest: Manifest, opts: BuildOptions, embedder: Embedder | None) -> bool:
-    """Whether a build with these options would keep the live version's settings: encoder, dedup, ANN, map,
-    and this release's format (ids removed by hand come back on a refresh: they never count as kept)."""
-    readable = (FORMAT_VERSION, SEGMENTED_FORMAT_VERSION)
-    if manifest.removed_ids or manifest.semsearch_version != __version__ or manifest.format_version not in readable:
-        return False
-    if manifest.dedup.get("near") is not opts.near or not _same_encoder(opts, manifest, embedder):
-        return False
-    return _ann_settings(opts, manifest) == _ann_settings(BuildOptions(), manifest) and _same_map(manifest)
 
 
 def _stamp_arrivals(
@@ -541,69 +484,12 @@ def up_to_date(
     embedder: Embedder | None = None,
 ) -> bool:
     """Whether a build of these sources with these options would write exactly the live version."""
-    return _unchanged_version(sources, Path(index_dir), options or BuildOptions(), embedder) is not None
-
-
-def _unchanged_version(
-    sources: Sequence[str] | None, index_path: Path, opts: BuildOptions, embedder: Embedder | None
-) -> tuple[Path, Manifest] | None:
-    """The live version when a refresh would rebuild exactly it (same files, settings, encoder), else None.
-
-    Decided from the manifest and a stat of each source (a hash only for files touched since): a refresh of an
-    unchanged 157k index then costs well under a second instead of re-reading and re-writing everything.
-    """
+    opts = options or BuildOptions()
     try:
-        version = current_version(index_path)
-        manifest = Manifest.read(version)
-        manifest.check_file_sizes(version)  # a damaged version is left to the full path, which says so
+        method = map_method_of(opts)
     except SemsearchError:
-        return None
-    if sources is not None and (absolute_source_args(sources) != manifest.source_args or manifest.excluded_sources):
-        return None
-    if opts.catalogues is not None and absolute_source_args(opts.catalogues) != manifest.catalogue_args:
-        return None
-    if not _same_settings(manifest, opts, embedder):
-        return None
-    # --relayout on a map that is already a full layout of these documents has nothing to do; on one that placed
-    # arrivals since (or predates layout records) it lays the map out afresh.
-    if opts.relayout and manifest.map.get("method") != "off" and manifest.map.get("changed_since_layout") != 0:
-        return None
-    if any(stale_sources(manifest).values()) or (manifest.catalogue_args and catalogues_changed(manifest)):
-        return None
-    return version, manifest
-
-
-def _same_encoder(opts: BuildOptions, manifest: Manifest, embedder: Embedder | None) -> bool:
-    """Whether the build would encode with the model, backend and precision the live version was built with."""
-    model = manifest.model
-    if _reading(opts, manifest) != _recorded_reading(model):
-        return False  # another reading: the vectors are re-made (known texts and windows from the cache)
-    if embedder is not None:
-        runtime = (getattr(embedder, "backend", "custom"), getattr(embedder, "precision", "fp32"))
-        given = (embedder.name, embedder.fingerprint, embedder.dimension, *runtime, getattr(embedder, "regime", ""))
-        return given == (model.name, model.fingerprint, model.dimension, model.backend, model.precision, model.regime)
-    backend, precision = _encoder_settings(opts, manifest)
-    # A version built before ONNX encoded each text alone records no regime: refreshing it re-encodes.
-    same_regime = encoder_regime(backend) == model.regime
-    if opts.model not in (None, model.name) or (backend, precision) != (model.backend, model.precision):
-        return False
-    # The model's files may have changed under its name (another models folder, `models install --force`).
-    from semsearch.encode.onnx_backend import source_fingerprint
-
-    on_disk = source_fingerprint(model.name)
-    return same_regime and (on_disk is None or on_disk == model.fingerprint)
-
-
-def _same_map(manifest: Manifest) -> bool:
-    """Whether the map the build would draw (SEMSEARCH_MAP, the corpus size) is the kind the live version has."""
-    from semsearch.store.corpus_map import choose_method, requested_method
-
-    try:
-        wish = requested_method()
-        wanted = "off" if wish == "off" else choose_method(manifest.counts.documents, wish)
-    except SemsearchError:
-        return False  # the full path reports the bad setting
-    return manifest.map.get("method") == wanted
+        return False  # the build reports the bad setting
+    return is_unchanged(sources, Path(index_dir), opts, embedder, method)
 
 
 def _ann_line(manifest: Manifest) -> str:
@@ -611,31 +497,19 @@ def _ann_line(manifest: Manifest) -> str:
     return AnnSpec.from_dict(manifest.ann).describe() if isinstance(manifest.ann, dict) else "flat (exact)"
 
 
-def _unchanged_summary(
-    live: tuple[Path, Manifest], index_path: Path, opts: BuildOptions, started: float
-) -> BuildSummary:
+def _unchanged_summary(live: Live, index_path: Path, opts: BuildOptions, started: float) -> BuildSummary:
     """What a refresh that found nothing to do reports: the live version's figures, nothing encoded or written."""
-    version, manifest = live
-    counts = manifest.counts
-    return BuildSummary(
-        read=counts.read,
-        documents=counts.documents,
-        duplicates=counts.exact_duplicates,
-        near_duplicates=counts.near_duplicates,
-        encoded=0,
-        cached=counts.documents,  # every vector is the live version's
-        added=0,
-        removed=0,
-        seconds=round(time.perf_counter() - started, 3),
-        index=str(index_path),
-        version=version.name,
+    manifest = live.manifest
+    return BuildSummary.of(
+        manifest.counts,  # every vector is the live version's: none encoded, all cached
+        index=index_path,
+        version=live.version.name,
         model=manifest.model.name,
         backend=manifest.model.backend or "",
         files=len(manifest.sources),
         ann=_ann_line(manifest),
         engine=opts.engine,
-        title_only=counts.title_only,
-        aliases=counts.aliases,
+        started=started,
         catalogue=manifest.catalogue,
         unchanged=True,
     )

@@ -1,8 +1,10 @@
-"""What a version holds, written in one place: each artifact saves its own files, this façade calls them in turn.
+"""What a version holds, written in one place: the index parts in order, each saving its own files.
 
-The vectors (``vectors.py``), the ANN index (``ann.py``), the documents (``documents.py``), the BM25 index
-(``lexical.py``) and the corpus map (``corpus_map.py``) each own their file format; a writer hands every one
-its piece of the previous version and collects the manifest entries they return.
+The parts (``store/parts.py``) are the vectors (and a windowed reading's window vectors), the ANN index, the
+documents and their filter columns, the near-duplicate keys, the BM25 index and the corpus map; each owns its
+file format and its manifest section. A writer hands every one the same job (the documents, their vectors, the
+previous version) and collects the manifest entries their sections fill. ``stale_parts`` asks each whether the
+settings it was written with are still the current ones.
 """
 
 from __future__ import annotations
@@ -14,15 +16,34 @@ from typing import Any
 import numpy as np
 
 from semsearch.core.records import Document, NearKeys
-from semsearch.dedup.duplicates import save_near_keys
-from semsearch.store import windows_part
-from semsearch.store.ann import QuerySource, previous_ann, write_ann
-from semsearch.store.documents import write_documents
-from semsearch.store.layout import DOCS, LEXICAL_DIR, doc_num
-from semsearch.store.lexical_build import write_lexical
-from semsearch.store.vectors import IDS_FILE, VECTOR_FILE, write_vector_files
+from semsearch.dedup.near_part import NearKeysPart
+from semsearch.store.ann import QuerySource
+from semsearch.store.index_parts import (
+    AnnPart,
+    DocumentsPart,
+    FilterColumnsPart,
+    LexicalPart,
+    MapPart,
+    VectorsPart,
+    WindowsPart,
+)
+from semsearch.store.layout import doc_num
+from semsearch.store.manifest import Manifest
+from semsearch.store.parts import BaseJob, IndexPart, PartSettings, manifest_entries
 from semsearch.store.versions import PreviousVersion
 from semsearch.store.windows_part import WindowSet
+
+# In the order they are written (and verified): the map and the filter columns read what comes before them.
+INDEX_PARTS: tuple[IndexPart, ...] = (
+    VectorsPart(),
+    WindowsPart(),
+    AnnPart(),
+    DocumentsPart(),
+    FilterColumnsPart(),
+    NearKeysPart(),
+    LexicalPart(),
+    MapPart(),
+)
 
 
 def write_contents(
@@ -37,45 +58,47 @@ def write_contents(
     relayout: bool = False,
     tuning_queries: QuerySource | None = None,
     near_keys: NearKeys | None = None,
+    map_method: str | None = None,
     windows: WindowSet | None = None,
 ) -> dict[str, Any]:
     """Write a version's vectors (row i for documents[i]), ANN index, document store, BM25 index and map.
 
     ``previous`` is the live version: its trained ANN structure is updated rather than trained again when it
     still fits (unless ``retrain``), its kept tuning queries stand in when ``tuning_queries`` is None, and its
-    map is copied when nothing it depends on changed. ``windows`` (``--reading windows``) are the documents'
-    window vectors, written beside theirs (windows_part.py). Returns the manifest entries that describe what was
+    map is copied when nothing it depends on changed. ``map_method`` is the map method the writer resolved
+    (None: as SEMSEARCH_MAP asks), ``windows`` the documents' window vectors (``--reading windows``; None when
+    the reading stores none). Returns the manifest entries that describe what was
     written ("faiss", "ann", "vectors", "lexical", "map").
     """
-    from semsearch.store.corpus_map import write_map  # the query path never needs the map builder
-
     ids = np.array([doc_num(d.id) for d in documents], dtype=np.int64)
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if vectors.ndim != 2 or len(vectors) != len(documents):
         raise ValueError(f"{len(documents)} documents but vectors of shape {vectors.shape}")
-    write_vector_files(folder, ids, vectors)
-    if windows is not None:
-        windows_part.write(folder, windows)
-    ann_entries = write_ann(
-        folder,
-        vectors,
-        ids,
-        requested=ann,
+    job = BaseJob(
+        folder=folder,
+        documents=documents,
+        ids=ids,
+        vectors=vectors,
+        previous=previous,
+        ann=ann,
         memory_budget=memory_budget,
-        previous=None if previous is None or retrain else previous_ann(previous.path, previous.manifest),
+        retrain=retrain,
+        relayout=relayout,
         tuning_queries=tuning_queries,
-        fallback_queries=None if previous is None else previous.path,
+        near_keys=near_keys,
+        map_method=map_method,
+        windows=windows,
     )
-    write_documents(folder / DOCS, documents)
-    if near_keys is not None:  # what a later refresh checks its arrivals against (append.py)
-        save_near_keys(folder, near_keys)
-    return {
-        **ann_entries,
-        "vectors": {"file": VECTOR_FILE, "ids": IDS_FILE, "rows": int(len(ids))},
-        "lexical": write_lexical(
-            folder / LEXICAL_DIR, ids, documents, previous=None if previous is None else previous.path / LEXICAL_DIR
-        ),
-        "map": write_map(
-            folder, documents, vectors, previous=None if previous is None else previous.path, relayout=relayout
-        ),
-    }
+    return write_base(job)
+
+
+def write_base(job: BaseJob, parts: Sequence[IndexPart] = INDEX_PARTS) -> dict[str, Any]:
+    """Write every part of a version's base; returns the manifest entries their sections fill."""
+    return manifest_entries([part.write_base(job) for part in parts])
+
+
+def stale_parts(
+    manifest: Manifest, settings: PartSettings | None = None, parts: Sequence[IndexPart] = INDEX_PARTS
+) -> list[str]:
+    """Why parts of a version are not what the current settings would write, one reason each (none: current)."""
+    return [why for part in parts if (why := part.stale(manifest, settings))]

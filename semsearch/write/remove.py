@@ -23,8 +23,11 @@ from semsearch.store.documents import DocumentStore, open_documents
 from semsearch.store.layout import ENCODER_DIR, current_version, doc_num
 from semsearch.store.manifest import FORMAT_VERSION, Counts, Manifest
 from semsearch.store.segments import MERGE_SHARE
-from semsearch.store.versions import PreviousVersion, VersionWriter, new_version
+from semsearch.store.versions import PreviousVersion, VersionWriter, new_version, next_sequence
 from semsearch.write.contents import write_contents
+from semsearch.write.publish import publish_segment, segment_room
+from semsearch.write.segment_writer import SegmentChange
+from semsearch.write.settings import BuildOptions, map_method_of
 
 
 @dataclass
@@ -66,15 +69,18 @@ def remove_documents(
     sources: Sequence[str] = (),
     wait: bool = False,
     merge_share: float = MERGE_SHARE,
+    map_method: str | None = None,
 ) -> RemoveSummary:
     """Drop documents by id, and provenance by source file (documents left with none are dropped).
 
-    A later ``semsearch index`` over sources that still provide them brings them back.
+    A later ``semsearch index`` over sources that still provide them brings them back. ``map_method`` is
+    how the map is drawn if the removal rewrites it (None: as SEMSEARCH_MAP asks).
     """
     started = time.perf_counter()
     index_path = Path(index_dir)
     if not ids and not sources:
         raise InputError("name documents (ids) or --source files to remove")
+    method = map_method_of(BuildOptions(map_method=map_method))  # resolved once, handed to every writer
     current_version(index_path)  # no index here: fail before the lock file is created
     with new_version(index_path, wait=wait) as writer:
         previous = PreviousVersion.load(index_path)
@@ -98,9 +104,8 @@ def remove_documents(
             barrier("read")
             touched = _touched(store, drop, gone_files)
             barrier("plan")
-            appended = _append(
-                writer, previous, touched, (drop, gone_files, gone_paths), bool(ids), started, merge_share
-            )
+            removal = (drop, gone_files, gone_paths)
+            appended = _remove_as_segment(writer, previous, touched, removal, bool(ids), started, merge_share, method)
             if appended is not None:
                 return appended
             documents = list(store.iter_documents())
@@ -125,6 +130,7 @@ def remove_documents(
             ann=str(ann.get("requested", "auto")),
             memory_budget=ann.get("memory_budget") or None,
             previous=previous,
+            map_method=method,
             windows=windows_part.carry(version, manifest, [doc_num(d.id) for d in kept]),
         )
         removed = len(documents) - len(kept)
@@ -145,17 +151,18 @@ def _after_removal(
     manifest: Manifest, counts: Counts, gone_paths: set[str], by_id: bool, contents: dict[str, Any]
 ) -> Manifest:
     """The manifest of a version that removed documents by id or sources (``contents``: what was written)."""
-    return replace(
-        manifest,
-        built_at=utc_now(),
-        counts=counts,
-        sources=[s for s in manifest.sources if s.path not in gone_paths],
+    fields = _removal_fields(manifest, gone_paths, by_id)
+    return replace(manifest, built_at=utc_now(), counts=counts, **fields, files={}, **contents)
+
+
+def _removal_fields(manifest: Manifest, gone_paths: set[str], by_id: bool) -> dict[str, Any]:
+    """The manifest fields a removal changes besides counts and contents: sources, exclusions, removed ids."""
+    return {
+        "sources": [s for s in manifest.sources if s.path not in gone_paths],
         # Later refreshes from the recorded sources leave these out until they are named again.
-        excluded_sources=sorted(set(manifest.excluded_sources) | gone_paths),
-        removed_ids=manifest.removed_ids or by_id,
-        files={},
-        **contents,
-    )
+        "excluded_sources": sorted(set(manifest.excluded_sources) | gone_paths),
+        "removed_ids": manifest.removed_ids or by_id,
+    }
 
 
 def _touched(store: DocumentStore, drop: set[str], gone_files: set[str]) -> list[Document]:
@@ -169,7 +176,7 @@ def _touched(store: DocumentStore, drop: set[str], gone_files: set[str]) -> list
     return list(store.get_many(sorted(nums)).values())
 
 
-def _append(
+def _remove_as_segment(
     writer: VersionWriter,
     previous: PreviousVersion,
     touched: list[Document],
@@ -177,16 +184,13 @@ def _append(
     by_id: bool,
     started: float,
     share: float,
+    map_method: str,
 ) -> RemoveSummary | None:
     """Publish the removal as a segment of the live version (None when it is too big a change for one).
 
     ``removal`` is (ids dropped by name, provenance file names removed, their recorded paths).
     """
     drop, gone_files, gone_paths = removal
-    from semsearch.store.corpus_map import append_state, can_append
-    from semsearch.store.versions import next_sequence
-    from semsearch.write.segment_writer import SegmentChange, no_room, write_segment_version
-
     manifest = previous.manifest
     dropped: list[Document] = []
     changed: list[Document] = []
@@ -194,14 +198,12 @@ def _append(
         doc.sources = [p for p in doc.sources if p.file not in gone_files]
         (changed if doc.id not in drop and doc.sources else dropped).append(doc)
     after = manifest.counts.documents - len(dropped)
-    if no_room(previous, len(touched), share):
-        return None
-    old_map = append_state(previous.path)
-    if not can_append(old_map, after, len(dropped)):
+    room = segment_room(previous, len(touched), after, len(dropped), share=share, map_method=map_method)
+    if room.refused:
         return None
     no_vectors = np.zeros((0, manifest.model.dimension), dtype=np.float32)
-    segment = SegmentChange([], no_vectors, changed, {doc_num(d.id) for d in dropped}, previous_map=old_map)
-    contents = write_segment_version(writer.path, previous, segment, next_sequence(writer.index_dir))
+    gone = {doc_num(d.id) for d in dropped}
+    segment = SegmentChange([], no_vectors, changed, gone, previous_map=room.previous_map, map_method=map_method)
     counts = replace(
         manifest.counts,
         documents=after,
@@ -209,5 +211,6 @@ def _append(
         title_only=manifest.counts.title_only - sum(d.title_only for d in dropped),
         aliases=manifest.counts.aliases - sum(len(d.aliases) for d in dropped),
     )
-    final = writer.publish(_after_removal(manifest, counts, gone_paths, by_id, contents), linked_from=previous.path)
-    return RemoveSummary(len(dropped), after, final.name, round(time.perf_counter() - started, 3))
+    fields = _removal_fields(manifest, gone_paths, by_id)
+    done = publish_segment(writer, previous, segment, next_sequence(writer.index_dir), counts=counts, **fields)
+    return RemoveSummary(len(dropped), after, done.version.name, round(time.perf_counter() - started, 3))

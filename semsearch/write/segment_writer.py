@@ -20,16 +20,16 @@ from typing import Any
 import numpy as np
 
 from semsearch.core.records import Document, NearKeys
-from semsearch.dedup.duplicates import save_near_keys
-from semsearch.store import windows_part
-from semsearch.store.documents import write_documents
-from semsearch.store.layout import DOCS, LEXICAL_DIR, MANIFEST, doc_id_from_num, doc_num
-from semsearch.store.lexical_build import TF_FILE, write_lexical
+from semsearch.store.index_parts import LexicalPart
+from semsearch.store.layout import LEXICAL_DIR, MANIFEST, doc_id_from_num, doc_num
+from semsearch.store.lexical_build import TF_FILE
 from semsearch.store.map_layers import MAP_PREFIX, MapState
+from semsearch.store.parts import IndexPart, SegmentJob, manifest_entries
 from semsearch.store.segments import HIDDEN_FILE, MAX_SEGMENTS, MERGE_SHARE, SEGMENT_PREFIX, Segment, write_hidden
-from semsearch.store.vectors import IDS_FILE, write_vector_files
+from semsearch.store.vectors import IDS_FILE
 from semsearch.store.versions import PreviousVersion
 from semsearch.store.windows_part import WindowSet
+from semsearch.write.contents import INDEX_PARTS
 
 # Written afresh by every version: never linked from the previous one (the map links what it keeps itself).
 _OWN_FILES = {MANIFEST, HIDDEN_FILE}
@@ -45,6 +45,7 @@ class SegmentChange:
     dropped: set[int]  # numbers of documents the version no longer holds
     near_keys: NearKeys | None = None  # band keys of the texts the segment's documents gained (dedup.py)
     previous_map: MapState | None = None  # the previous version's map, as corpus_map.append_state read it
+    map_method: str | None = None  # auto, pca, umap or off as the writer resolved it; None: SEMSEARCH_MAP
     windows: WindowSet | None = None  # window vectors of ``added`` (--reading windows: windows_part.py)
 
 
@@ -57,6 +58,9 @@ def no_room(previous: PreviousVersion, changed_rows: int, share: float = MERGE_S
         return "the index predates kept term frequencies (written by this build)"
     if manifest.lexical.get("bm25", {}).get("method", "lucene") != "lucene":
         return "its BM25 variant keeps no term frequencies to weigh at query time"
+    stale = LexicalPart().stale(manifest)  # a segment's BM25 weights are only comparable under one setting
+    if stale:
+        return stale
     segments = manifest.version_segments(previous.path)
     appended = sum(s.live_rows for s in segments[1:]) + sum(len(s.hidden) for s in segments)
     if appended + changed_rows > share * max(1, manifest.counts.documents):
@@ -96,26 +100,23 @@ def hidden_after(segments: Sequence[Segment], gone: np.ndarray) -> dict[int, np.
     return hidden
 
 
-def _write_windows(seg: Path, previous: PreviousVersion, change: SegmentChange) -> None:
-    """A windowed index's segment windows: the added documents' own, the rewritten ones' kept from before."""
-    kept = windows_part.carry(previous.path, previous.manifest, [doc_num(d.id) for d in change.rewritten])
-    if kept is None:
-        return
-    if change.added and change.windows is None:
-        raise ValueError("a windowed index's added documents need their window vectors")
-    added = change.windows or WindowSet.empty(previous.manifest.model.dimension)
-    windows_part.write(seg, WindowSet.concat([added, kept], previous.manifest.model.dimension))
-
-
-def write_segment_version(folder: Path, previous: PreviousVersion, change: SegmentChange, seq: int) -> dict[str, Any]:
+def write_segment_version(
+    folder: Path,
+    previous: PreviousVersion,
+    change: SegmentChange,
+    seq: int,
+    parts: Sequence[IndexPart] | None = None,
+) -> dict[str, Any]:
     """Write ``folder`` as ``previous`` plus one segment; returns the manifest fields that change.
 
-    The returned entries are ``format_version``, ``segments``, ``hidden``, ``lexical`` and ``map``; the caller
-    adds counts, sources and the rest.
+    Every index part (``contents.INDEX_PARTS`` unless ``parts`` are given) writes its piece of the segment.
+    The returned entries are ``format_version``, ``segments``, ``hidden`` and the sections the parts changed
+    (``lexical``, ``map``); the caller adds counts, sources and the rest.
     """
     from semsearch.store.ann import open_version_vectors
-    from semsearch.store.corpus_map import append_map
     from semsearch.store.manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION
+
+    parts = INDEX_PARTS if parts is None else parts
 
     link_version(previous.path, folder)
     manifest = previous.manifest
@@ -132,31 +133,39 @@ def write_segment_version(folder: Path, previous: PreviousVersion, change: Segme
     gone = np.union1d(np.fromiter(change.dropped, dtype=np.int64, count=len(change.dropped)), nums)
     hidden = hidden_after(segments, gone)
     entries = list(manifest.segments)
+    seg = None
+    order = np.argsort(nums, kind="stable")
     if docs:
         name = f"{SEGMENT_PREFIX}{seq:06d}"
         seg = folder / name
         seg.mkdir()
-        order = np.argsort(nums, kind="stable")
-        ordered = [docs[int(i)] for i in order]
-        write_vector_files(seg, nums[order], np.ascontiguousarray(vectors[order], dtype=np.float32))
-        _write_windows(seg, previous, change)
-        write_documents(seg / DOCS, ordered)
-        write_lexical(seg / LEXICAL_DIR, nums[order], ordered)
-        if change.near_keys is not None:
-            save_near_keys(seg, change.near_keys)
-        entries.append({"name": name, "rows": len(ordered)})
+        entries.append({"name": name, "rows": len(docs)})
     hidden_rows = write_hidden(folder, hidden)
 
     def previous_vectors_of(ids: list[str]) -> np.ndarray:
         """The previous version's vectors of document ids (dropped ones included)."""
         return np.asarray(store.get([doc_num(i) for i in ids]), dtype=np.float32).reshape(len(ids), -1)
 
-    dropped_ids = {doc_id_from_num(n) for n in change.dropped}
-    added_vectors = vectors[: len(change.added)]
+    job = SegmentJob(
+        version=folder,
+        segment=seg,
+        previous=previous,
+        documents=[docs[int(i)] for i in order],
+        ids=nums[order],
+        vectors=np.ascontiguousarray(vectors[order], dtype=np.float32),
+        added=change.added,
+        added_vectors=vectors[: len(change.added)],
+        dropped_ids={doc_id_from_num(n) for n in change.dropped},
+        previous_vectors_of=previous_vectors_of,
+        near_keys=change.near_keys,
+        previous_map=change.previous_map,
+        map_method=change.map_method,
+        windows=change.windows,
+    )
+    sections = manifest_entries([part.write_segment(job) for part in parts])
     return {
         "format_version": SEGMENTED_FORMAT_VERSION if entries or hidden_rows else FORMAT_VERSION,
         "segments": entries,
         "hidden": hidden_rows,
-        "lexical": {**manifest.lexical, "analysed": len(docs)},
-        "map": append_map(folder, change.previous_map, dropped_ids, change.added, added_vectors, previous_vectors_of),
+        **sections,
     }

@@ -1,0 +1,126 @@
+"""The input-format registry: one reader class per format, each saying which files it reads and how.
+
+A ``TextFormat`` reads decoded text (``sources.py`` has already gunzipped and decoded it): it names the file
+extensions it owns (a folder walk reads only files so named), whether such a name decides the format
+(``name_decides``; a ``.txt`` file is still sniffed), ``sniff`` to claim text whose name does not decide, and
+``items`` to parse it into objects for ingest's field rules (``fields.py``). A ``FileFormat`` reads a whole file
+itself (Zotero's SQLite database). ``FormatRegistry`` holds them in one place and answers the questions
+``sources.py`` asks; ``registry.py`` builds it from the built-in formats and any installed plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from semsearch.core.errors import InputError
+from semsearch.core.records import Record, SourceFile
+from semsearch.ingest.fields import Item, collect
+
+
+class TextFormat:
+    """A format read from decoded text; subclasses set ``name`` and ``extensions`` and define ``items``."""
+
+    name: ClassVar[str]  # recorded as the source file's format in the manifest
+    extensions: ClassVar[tuple[str, ...]] = ()  # lower case, with the dot: ".jsonl"
+    name_decides: ClassVar[bool] = True  # a file so named is this format (among its extension's owners)
+    sniff_order: ClassVar[int] = 100  # formats are sniffed in this order (ties: registration order)
+
+    def sniff(self, text: str) -> bool:
+        """Whether text whose name does not decide its format is in this one (default: never claimed)."""
+        return False
+
+    def items(self, text: str, display: str) -> Iterator[Item]:
+        """One (provenance, object or reason it is bad) per record, in file order."""
+        raise NotImplementedError
+
+    def records(self, text: str, display: str, skip_bad: bool) -> tuple[list[Record], list[str]]:
+        """The records of a decoded file, and the bad records skipped."""
+        return collect(self.items(text, display), skip_bad)
+
+
+class FileFormat:
+    """A format read from the file itself rather than its decoded text (a database)."""
+
+    name: ClassVar[str]
+
+    def in_folder(self, folder: Path) -> Path | None:
+        """The file a folder argument means when it is this format's data folder, else None."""
+        return None
+
+    def sniff_file(self, path: Path) -> bool:
+        """Whether a file is in this format (from its first bytes; never blocks on a FIFO)."""
+        raise NotImplementedError
+
+    def read(self, path: Path, display: str, *, skip_bad: bool) -> tuple[list[Record], SourceFile, list[str]]:
+        """The file's records, its description and the bad records skipped."""
+        raise NotImplementedError
+
+
+Format = TextFormat | FileFormat
+
+
+class FormatRegistry:
+    """Every format ingest knows, in one place: the walk's name filter, format detection and the readers."""
+
+    def __init__(self, formats: Iterable[Format], *, fallback: str) -> None:
+        self.text: tuple[TextFormat, ...] = tuple(f for f in formats if isinstance(f, TextFormat))
+        self.files: tuple[FileFormat, ...] = tuple(f for f in formats if isinstance(f, FileFormat))
+        every: list[Format] = [*self.text, *self.files]
+        names = [f.name for f in every]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise InputError(f"two input formats are named {', '.join(map(repr, twice))}")
+        by_name = {f.name: f for f in self.text}
+        if fallback not in by_name:
+            raise InputError(f"the fallback input format {fallback!r} is not registered")
+        self.fallback = by_name[fallback]
+        self._by_name = by_name
+        # Sniffed in sniff_order; an extension's owners are tried in that order too, the last one the default.
+        self._sniffing = sorted(self.text, key=lambda f: f.sniff_order)
+        self._owners: dict[str, list[TextFormat]] = {}
+        for fmt in self._sniffing:
+            for ext in fmt.extensions:
+                if fmt.name_decides:
+                    self._owners.setdefault(ext, []).append(fmt)
+        # The walk's filter: every extension some format reads, in registration order (for messages too).
+        self.extensions: dict[str, str] = {}
+        for fmt in self.text:
+            for ext in fmt.extensions:
+                self.extensions.setdefault(ext, fmt.name)
+
+    def get(self, name: str) -> TextFormat:
+        """The text format of that name."""
+        return self._by_name[name]
+
+    def for_name(self, name: str) -> str | None:
+        """The format a file name's extension implies, looking through a trailing .gz (None: not read by walks)."""
+        return self.extensions.get(suffix(name.lower().removesuffix(".gz")))
+
+    def detect(self, name: str, text: str) -> TextFormat:
+        """The format of a decoded file, from its name (``.gz`` already removed) and its text."""
+        owners = self._owners.get(suffix(name.lower()))
+        if owners:
+            return next((f for f in owners if f.sniff(text)), owners[-1])
+        return next((f for f in self._sniffing if f.sniff(text)), self.fallback)
+
+    def file_format(self, path: Path) -> FileFormat | None:
+        """The whole-file format a file is in, if any."""
+        return next((f for f in self.files if f.sniff_file(path)), None)
+
+    def folder_source(self, folder: Path) -> Path | None:
+        """The file a folder argument means when it is a whole-file format's data folder."""
+        return next((found for f in self.files if (found := f.in_folder(folder)) is not None), None)
+
+    def names(self) -> Sequence[str]:
+        """Every format's name, text formats first, in registration order."""
+        every: list[Format] = [*self.text, *self.files]
+        return [f.name for f in every]
+
+
+def suffix(name: str) -> str:
+    """``PurePath(name).suffix`` without making a path (a folder walk asks it of every file name)."""
+    last = name.rstrip("/").rsplit("/", 1)[-1]
+    dot = last.rfind(".")
+    return last[dot:] if 0 < dot < len(last) - 1 else ""

@@ -1,0 +1,400 @@
+"""The parts of an index version the store layer owns, each behind ``parts.IndexPart``.
+
+Each class adapts one file format (``vectors.py``, ``ann.py``, ``documents.py``, ``filter_columns.py``,
+``lexical_build.py``, ``corpus_map.py``, ``windows_part.py``) to the five steps every part offers; the
+near-duplicate keys, owned by the dedup layer, are ``dedup.near_part.NearKeysPart``. The map builder and sqlite
+checks are imported where they are used: a query never loads them through here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from semsearch.core.errors import SemsearchError
+from semsearch.core.fileio import readonly_uri
+from semsearch.store import windows_part
+from semsearch.store.ann import VECTORS, SegmentedSearcher, open_version_vectors, previous_ann, write_ann
+from semsearch.store.ann_kinds import AnnSpec
+from semsearch.store.documents import DocumentStore, add_filter_columns, open_documents, write_documents
+from semsearch.store.filter_columns import TABLES as FILTER_TABLES
+from semsearch.store.filter_columns import FilterColumns
+from semsearch.store.layout import DOCS, LEXICAL_DIR, doc_num
+from semsearch.store.lexical import ANALYZER_NAME, LexicalIndex, bm25_settings
+from semsearch.store.lexical_build import write_lexical
+from semsearch.store.manifest import Manifest
+from semsearch.store.parts import BaseJob, PartSettings, SegmentJob
+from semsearch.store.sections import AnnSection, FaissSection, LexicalSection, MapSection, VectorsSection
+from semsearch.store.vectors import IDS_FILE, VECTOR_FILE, VectorStore, write_vector_files
+from semsearch.store.windows_part import WindowIndex, WindowSet, is_windowed
+
+
+def _live_ids(version: Path, manifest: Manifest) -> set[int]:
+    """The numbers of a version's live documents, as its exact vectors hold them."""
+    return {int(i) for i in open_version_vectors(version, manifest)[1].ids}
+
+
+class VectorsPart:
+    """The exact float32 vectors and their document numbers (``vectors.npy``, ``ids.npy``) of each segment."""
+
+    name = "vectors"
+
+    def write_base(self, job: BaseJob) -> VectorsSection:
+        write_vector_files(job.folder, job.ids, job.vectors)
+        return VectorsSection(file=VECTOR_FILE, ids=IDS_FILE, rows=int(len(job.ids)))
+
+    def write_segment(self, job: SegmentJob) -> None:
+        if job.segment is not None:
+            write_vector_files(job.segment, job.ids, np.ascontiguousarray(job.vectors, dtype=np.float32))
+
+    def open(self, version: Path, manifest: Manifest) -> VectorStore:
+        return open_version_vectors(version, manifest)[1]
+
+    def verify(self, version: Path, manifest: Manifest) -> list[str]:
+        if manifest.ann is not None:  # format 1 kept its vectors in the FAISS index: the ANN part reads them
+            VectorStore.open_version(version, manifest)  # raises, naming the file, when a shape is off
+        return []
+
+    def describe(self, manifest: Manifest) -> VectorsSection | None:
+        return VectorsSection.from_dict(manifest.vectors) if manifest.vectors is not None else None
+
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
+        return ""
+
+
+class WindowsPart:
+    """A windowed reading's sentence-window vectors (``windows.npy``, ``window_ids.npy``) of each segment.
+
+    Written only where the job carries windows (``--reading windows`` or ``windows-all``); a version read
+    otherwise has none of these files, and the reading (``ModelInfo.reading``) is its record: no section.
+    """
+
+    name = "windows"
+
+    def write_base(self, job: BaseJob) -> None:
+        if job.windows is not None:
+            windows_part.write(job.folder, job.windows)
+
+    def write_segment(self, job: SegmentJob) -> None:
+        """The segment's windows: the added documents' own, the rewritten ones' kept from the previous version."""
+        manifest = job.previous.manifest
+        if job.segment is None or not is_windowed(manifest):
+            return
+        added = {doc_num(d.id) for d in job.added}
+        if added and job.windows is None:
+            raise ValueError("a windowed index's added documents need their window vectors")
+        rewritten = [int(n) for n in job.ids if int(n) not in added]
+        kept = windows_part.carry(job.previous.path, manifest, rewritten)
+        dimension = manifest.model.dimension
+        own = job.windows if job.windows is not None else WindowSet.empty(dimension)
+        windows_part.write(job.segment, WindowSet.concat([own, kept or WindowSet.empty(dimension)], dimension))
+
+    def open(self, version: Path, manifest: Manifest) -> WindowIndex | None:
+        """The version's window vectors (None when its reading stores none)."""
+        return WindowIndex.open_version(version, manifest) if is_windowed(manifest) else None
+
+    def verify(self, version: Path, manifest: Manifest) -> list[str]:
+        return windows_part.verify(version, manifest)
+
+    def describe(self, manifest: Manifest) -> None:
+        return None  # the reading is the model's (``ModelInfo.reading``)
+
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
+        return ""  # another reading re-encodes everything: the planner rewrites for it (write/plan.py)
+
+
+class AnnPart:
+    """The base's ANN structure (``vectors.faiss``) of a registered kind, and the queries it was tuned on."""
+
+    name = "ann"
+
+    def write_base(self, job: BaseJob) -> AnnSection:
+        previous = job.previous
+        entries = write_ann(
+            job.folder,
+            job.vectors,
+            job.ids,
+            requested=job.ann,
+            memory_budget=job.memory_budget,
+            previous=None if previous is None or job.retrain else previous_ann(previous.path, previous.manifest),
+            tuning_queries=job.tuning_queries,
+            fallback_queries=None if previous is None else previous.path,
+        )
+        return AnnSection(FaissSection.from_dict(entries["faiss"]), AnnSpec.from_dict(entries["ann"]))
+
+    def write_segment(self, job: SegmentJob) -> None:
+        """Nothing: an appended segment is searched exactly, the base's structure less its hidden rows."""
+
+    def open(self, version: Path, manifest: Manifest) -> Any:
+        return open_version_vectors(version, manifest)[0]
+
+    def verify(self, version: Path, manifest: Manifest) -> list[str]:
+        searcher, exact = open_version_vectors(version, manifest)
+        problems = []
+        if searcher.ntotal != manifest.counts.vectors:
+            problems.append(f"{version / VECTORS}: {searcher.ntotal} vectors, manifest says {manifest.counts.vectors}")
+        if hasattr(searcher.index, "id_map"):
+            indexed = exact.ids
+            if isinstance(searcher, SegmentedSearcher):
+                indexed = searcher.store.parts[0].ids  # the base's FAISS index holds all its rows, hidden ones too
+            differ = _faiss_ids(searcher.index) ^ {int(i) for i in indexed}
+            if differ:
+                problems.append(f"{version / VECTORS}: {len(differ)} ids differ from {VECTOR_FILE}")
+        return problems
+
+    def describe(self, manifest: Manifest) -> AnnSection | None:
+        if not isinstance(manifest.ann, dict):
+            return None
+        return AnnSection(FaissSection.from_dict(manifest.faiss), AnnSpec.from_dict(manifest.ann))
+
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
+        return ""  # the kind and budget asked for are build options: the writers compare them (build.py)
+
+
+def _faiss_ids(index: Any) -> set[int]:
+    import faiss
+
+    return {int(i) for i in faiss.vector_to_array(index.id_map)}
+
+
+class DocumentsPart:
+    """The documents, their sources, texts, aliases and arrivals (``docs.sqlite`` of each segment)."""
+
+    name = "documents"
+
+    def write_base(self, job: BaseJob) -> None:
+        write_documents(job.folder / DOCS, job.documents, filter_columns=False)
+
+    def write_segment(self, job: SegmentJob) -> None:
+        if job.segment is not None:
+            write_documents(job.segment / DOCS, job.documents, filter_columns=False)
+
+    def open(self, version: Path, manifest: Manifest) -> DocumentStore:
+        return open_documents(version, manifest)
+
+    def verify(self, version: Path, manifest: Manifest) -> list[str]:
+        try:
+            live = _live_ids(version, manifest)
+        except SemsearchError as exc:
+            return [str(exc)]
+        return check_documents(version, manifest, manifest.counts.vectors, live)
+
+    def describe(self, manifest: Manifest) -> None:
+        return None  # the documents' counts are the manifest's own (``counts``)
+
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
+        return ""
+
+
+def check_documents(version: Path, manifest: Manifest, expected: int, live: set[int]) -> list[str]:
+    """Each segment's docs.sqlite is sound, and their live documents are ``live`` (the vectors' numbers)."""
+    try:
+        segments = manifest.version_segments(version)
+    except SemsearchError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    for segment in segments:
+        path = segment.folder / DOCS
+        try:
+            integrity, orphans = _query(
+                path,
+                "PRAGMA integrity_check",
+                "SELECT count(*) FROM provenance WHERE num NOT IN (SELECT num FROM documents)",
+            )
+        except sqlite3.Error as exc:
+            return [*problems, f"{path}: {exc}"]
+        if integrity != "ok":
+            problems.append(f"{path}: integrity check says {integrity}")
+        if orphans:
+            problems.append(f"{path}: {orphans} provenance rows point to no document")
+    path = version / DOCS
+    try:
+        store = DocumentStore.open_version(version, segments)
+        try:
+            nums = {int(r[0]) for r in store.rows("SELECT num FROM documents")}
+        finally:
+            store.close()
+    except SemsearchError as exc:
+        return [str(exc)]
+    if len(nums) != expected:
+        problems.append(f"{path}: {len(nums)} documents, manifest says {expected}")
+    if nums != live:
+        problems.append(f"{path}: {len(nums ^ live)} document ids differ from the vector ids")
+    return problems
+
+
+def _query(path: Path, *sql: str) -> list[Any]:
+    """The first value of each statement's first row, read-only."""
+    conn = sqlite3.connect(readonly_uri(path), uri=True)
+    try:
+        return [conn.execute(s).fetchone()[0] for s in sql]
+    finally:
+        conn.close()
+
+
+class FilterColumnsPart:
+    """The column index behind ``--where`` (``filter_*`` tables beside the documents in each docs.sqlite)."""
+
+    name = "filter columns"
+
+    def write_base(self, job: BaseJob) -> None:
+        add_filter_columns(job.folder / DOCS, job.documents)
+
+    def write_segment(self, job: SegmentJob) -> None:
+        if job.segment is not None:
+            add_filter_columns(job.segment / DOCS, job.documents)
+
+    def open(self, version: Path, manifest: Manifest) -> Any:
+        """The version's filter columns (None for a version written before they existed)."""
+        store = open_documents(version, manifest)
+        return FilterColumns(store.rows, store.path, store.segment_tables) if store.has_filter_columns else None
+
+    def verify(self, version: Path, manifest: Manifest) -> list[str]:
+        """Each segment's filter tables, where it has them, index as many documents as it holds."""
+        problems = []
+        for segment in manifest.version_segments(version):
+            path = segment.folder / DOCS
+            try:
+                (tables,) = _query(path, "SELECT group_concat(name) FROM sqlite_master WHERE type = 'table'")
+                if not set(str(tables or "").split(",")).issuperset(FILTER_TABLES):
+                    continue  # written before the column index existed: filters scan the metadata instead
+                indexed, held = _query(path, "SELECT count FROM filter_documents", "SELECT count(*) FROM documents")
+            except (sqlite3.Error, TypeError) as exc:
+                problems.append(f"{path}: the filter columns are unreadable ({exc})")
+                continue
+            if indexed != held:
+                problems.append(f"{path}: the filter columns index {indexed} documents, the store holds {held}")
+        return problems
+
+    def describe(self, manifest: Manifest) -> None:
+        return None
+
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
+        return ""
+
+
+class LexicalPart:
+    """The BM25 index (``lexical/`` of each segment): postings, weights and what recomputing them needs."""
+
+    name = "BM25"
+
+    def write_base(self, job: BaseJob) -> LexicalSection:
+        previous = None if job.previous is None else job.previous.path / LEXICAL_DIR
+        return LexicalSection.from_dict(
+            write_lexical(job.folder / LEXICAL_DIR, job.ids, job.documents, previous=previous)
+        )
+
+    def write_segment(self, job: SegmentJob) -> LexicalSection:
+        if job.segment is not None:
+            write_lexical(job.segment / LEXICAL_DIR, job.ids, job.documents)
+        return LexicalSection.from_dict({**job.previous.manifest.lexical, "analysed": len(job.documents)})
+
+    def open(self, version: Path, manifest: Manifest) -> Any:
+        from semsearch.store.lexical_segments import load_segments  # a reader's module: writers never need it
+
+        return load_segments(manifest.version_segments(version))
+
+    def verify(self, version: Path, manifest: Manifest) -> list[str]:
+        """Each segment's BM25 index loads and holds that segment's documents."""
+        from semsearch.store.lexical_segments import lexical_folder
+
+        problems = []
+        for segment in manifest.version_segments(version):
+            try:
+                folder = lexical_folder(segment)
+                held = len(LexicalIndex.load(folder))
+            except SemsearchError as exc:
+                problems.append(str(exc))
+                continue
+            if held != segment.rows:
+                problems.append(f"{folder}: {held} documents, the segment holds {segment.rows}")
+        return problems
+
+    def describe(self, manifest: Manifest) -> LexicalSection:
+        return LexicalSection.from_dict(manifest.lexical)
+
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
+        """Why the recorded BM25 weights are not the current settings' (what a version records is compared)."""
+        section = self.describe(manifest)
+        if "bm25" in section.written and section.bm25 != bm25_settings():
+            return f"the BM25 settings changed ({_changed(section.bm25, bm25_settings())})"
+        if "analyzer" in section.written and section.analyzer != ANALYZER_NAME:
+            return f"the BM25 analyzer changed ({section.analyzer} to {ANALYZER_NAME})"
+        return ""
+
+
+def _changed(old: Any, new: Any) -> str:
+    """``k1 1.5 to 1.2``: the fields of two dataclasses of one type that differ."""
+    before, after = vars(old), vars(new)
+    return ", ".join(f"{k} {before[k]} to {after[k]}" for k in before if before[k] != after[k])
+
+
+class MapPart:
+    """The corpus map (``map.json`` and its layered files): a 2-d layout of the documents and their clusters."""
+
+    name = "map"
+
+    def write_base(self, job: BaseJob) -> MapSection:
+        from semsearch.store.corpus_map import write_map  # the query path never needs the map builder
+
+        previous = None if job.previous is None else job.previous.path
+        entry = write_map(
+            job.folder, job.documents, job.vectors, previous=previous, relayout=job.relayout, method=job.map_method
+        )
+        return MapSection.from_dict(entry)
+
+    def write_segment(self, job: SegmentJob) -> MapSection:
+        from semsearch.store.corpus_map import append_map
+
+        entry = append_map(
+            job.version,
+            job.previous_map,
+            job.dropped_ids,
+            job.added,
+            job.added_vectors,
+            job.previous_vectors_of,
+            method=job.map_method,
+        )
+        return MapSection.from_dict(entry)
+
+    def open(self, version: Path, manifest: Manifest) -> dict[str, Any] | None:
+        from semsearch.store.corpus_map import load_map
+
+        return load_map(version)
+
+    def verify(self, version: Path, manifest: Manifest) -> list[str]:
+        """The map (base plus segments) assembles, and places exactly the version's documents."""
+        try:
+            data = self.open(version, manifest)
+            if data is None:
+                return []
+            live = _live_ids(version, manifest)
+        except SemsearchError as exc:
+            return [str(exc)]
+        try:
+            placed = {int(p[0], 16) for p in data["points"]}
+        except (TypeError, ValueError):
+            return [f"{version}: the map holds a point whose id is no document id"]
+        if placed != live or len(data["points"]) != len(live):
+            return [
+                f"{version}: the map places {len(data['points'])} documents, {len(placed ^ live)} differ from the index"
+            ]
+        return []
+
+    def describe(self, manifest: Manifest) -> MapSection:
+        return MapSection.from_dict(manifest.map)
+
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
+        """Why the map is not the kind a build would draw now (the resolved method or SEMSEARCH_MAP, the size)."""
+        from semsearch.store.corpus_map import choose_method, requested_method
+
+        try:
+            wish = settings.map_method if settings and settings.map_method else requested_method()
+            wanted = "off" if wish == "off" else choose_method(manifest.counts.documents, wish)
+        except SemsearchError as exc:
+            return str(exc)  # the full path reports the bad setting
+        recorded = manifest.map.get("method")
+        return "" if recorded == wanted else f"the map method is {wanted}, the version's {recorded}"

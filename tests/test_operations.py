@@ -1,0 +1,365 @@
+"""The operation table (faces/operations.py) against the faces derived from it: every operation is on every face
+it belongs to, and the CLI's options, /openapi.json and MCP tools/list state the same bounds and defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+import pytest
+from click.testing import CliRunner
+from conftest import SEEDS, FakeEmbedder
+
+pytest.importorskip("fastapi", reason="the 'serve' extra is not installed")
+pytest.importorskip("mcp", reason="the 'mcp' extra is not installed")
+
+from fastapi import APIRouter, FastAPI  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+from mcp import Client  # noqa: E402
+
+from semsearch import build_index  # noqa: E402
+from semsearch.core import options  # noqa: E402
+from semsearch.core.errors import QueryError  # noqa: E402
+from semsearch.faces import operations as ops  # noqa: E402
+from semsearch.faces import serve_routes  # noqa: E402
+from semsearch.faces.cli import Group, cli  # noqa: E402
+from semsearch.faces.http_ops import route  # noqa: E402
+from semsearch.faces.mcp_tools import HANDLERS, create_server, make_tool  # noqa: E402
+from semsearch.faces.operations import CLI, FACES, HTTP, MCP, OPERATIONS, REQUIRED, Operation, Param  # noqa: E402
+from semsearch.faces.serve import create_app  # noqa: E402
+from semsearch.query.live import LiveIndex  # noqa: E402
+
+# What each face states about a field, as one face's words for it.
+Observed = dict[str, Any]
+# Routes that carry no operation of the table (the server's own: liveness, the map, the page's tag buttons).
+FACE_ONLY_ROUTES = {("/api/health", "get"), ("/api/map", "get"), ("/api/tags/{name}", "post")}
+NETWORK = (HTTP, MCP)  # the faces whose lengths are bounded (a terminal's user is not a remote caller)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ops") / "idx"
+    build_index([str(SEEDS)], path, embedder=FakeEmbedder())
+    return path
+
+
+@pytest.fixture(scope="module")
+def openapi(index: Path) -> dict[str, Any]:
+    client = TestClient(create_app(index, embedder=FakeEmbedder()), base_url="http://127.0.0.1")
+    schema: dict[str, Any] = client.get("/openapi.json").json()
+    return schema
+
+
+@pytest.fixture(scope="module")
+def tools(index: Path) -> dict[str, dict[str, Any]]:
+    """tools/list as a client reads it: each tool's input schema by name."""
+    found: dict[str, dict[str, Any]] = {}
+
+    async def go() -> None:
+        live = LiveIndex(index, embedder=FakeEmbedder())
+        try:
+            async with Client(create_server(live)) as client:
+                for tool in (await client.list_tools()).tools:
+                    found[tool.name] = {"description": tool.description, "schema": tool.input_schema}
+        finally:
+            live.close()
+
+    anyio.run(go)
+    return found
+
+
+# ---------------------------------------------------------------- what each face states
+
+
+def _plain(value: Any, param: Param) -> Any:
+    """A default as JSON states it: lists for tuples, None for click's 'unset'."""
+    if type(value).__name__ == "Sentinel":  # click's UNSET: no default given
+        value = None
+    if param.is_list and value in (None, ()):
+        return []
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _schema_facts(schema: dict[str, Any], required: bool) -> Observed:
+    """Bounds, choices and default of a JSON Schema (the non-null branch of an anyOf merged in)."""
+    flat = dict(schema)
+    for branch in schema.get("anyOf", []):
+        if branch.get("type") != "null":
+            flat = {**branch, **flat}
+    maximum = flat.get("maximum")
+    if "exclusiveMaximum" in flat:
+        maximum = flat["exclusiveMaximum"] - 1
+    return {
+        "minimum": flat.get("minimum"),
+        "maximum": maximum,
+        "enum": flat.get("enum"),
+        "default": REQUIRED if required else flat.get("default"),
+        "min_length": flat.get("minLength", flat.get("minItems")),
+        "max_length": flat.get("maxLength", flat.get("maxItems")),
+    }
+
+
+def cli_command(path: str) -> click.Command:
+    command: click.Command = cli
+    for part in path.split():
+        assert isinstance(command, click.Group), path
+        command = command.commands[part]
+    return command
+
+
+def observe_cli(op: Operation) -> dict[str, Observed]:
+    assert op.cli is not None
+    declared = {p.name: p for p in cli_command(op.cli).params}
+    seen = {}
+    for param in op.params(CLI):
+        given = declared[param.field]
+        assert param.name in given.opts or given.metavar.strip("[].") == param.name, (op.name, param.name)
+        kind = given.type
+        seen[param.field] = {
+            "minimum": kind.min if isinstance(kind, click.IntRange) else None,
+            "maximum": kind.max if isinstance(kind, click.IntRange) else None,
+            "enum": list(kind.choices) if isinstance(kind, click.Choice) else None,
+            "default": REQUIRED if given.required else _plain(given.default, param),
+            "min_length": None,
+            "max_length": None,
+        }
+    return seen
+
+
+def observe_http(op: Operation, schema: dict[str, Any]) -> dict[str, Observed]:
+    assert op.http is not None
+    declared = {p["name"]: p for p in schema["paths"][op.http][op.method.lower()].get("parameters", [])}
+    seen = {}
+    for param in op.params(HTTP):
+        given = declared[param.name]
+        assert given["in"] == ("path" if param.spec.path else "query"), (op.name, param.name)
+        seen[param.field] = _schema_facts(given["schema"], given.get("required", False))
+    return seen
+
+
+def observe_mcp(op: Operation, tool: dict[str, Any]) -> dict[str, Observed]:
+    schema = tool["schema"]
+    seen = {}
+    for param in op.params(MCP):
+        seen[param.field] = _schema_facts(schema["properties"][param.field], param.field in schema.get("required", []))
+    assert set(schema["properties"]) == set(seen), op.name  # no argument the table does not declare
+    return seen
+
+
+def expected(param: Param) -> Observed:
+    """What the table says the face states about the field."""
+    spec = param.spec
+    facts: Observed = {
+        "minimum": spec.ge,
+        "maximum": spec.le if spec.lt is None else spec.lt - 1,
+        "enum": list(param.choices) or None,
+        "default": REQUIRED if spec.required else _plain(spec.default, param),
+        "min_length": spec.min_length if param.face in NETWORK else None,
+        "max_length": spec.max_length if param.face in NETWORK else None,
+    }
+    if param.face == HTTP:  # what the API's schema states beyond its validation (api_schema)
+        more = {"minLength": "min_length", "maxLength": "max_length", "enum": "enum"}
+        facts.update({ours: spec.schema[theirs] for theirs, ours in more.items() if theirs in spec.schema})
+    return facts
+
+
+def disagreements(op: Operation, seen: dict[str, dict[str, Observed]]) -> list[str]:
+    """Where the faces of one operation differ from the table, or from each other, as readable lines."""
+    problems = []
+    for face, fields in seen.items():
+        for param in op.params(face):
+            want, got = expected(param), fields[param.field]
+            problems += [
+                f"{op.name}.{param.field} on {face}: {key} {got[key]!r}, table {want[key]!r}"
+                for key in want
+                if want[key] != got[key]
+            ]
+    names = {p.field for face in seen for p in op.params(face)}
+    for name in sorted(names):
+        on = {face: fields[name] for face, fields in seen.items() if name in fields}
+        specs = {face: next(p.spec for p in op.params(face) if p.field == name) for face in on}
+        for key in ("minimum", "maximum", "enum", "default", "min_length", "max_length"):
+            faces = [f for f in on if _compared(key, f, specs[f])]
+            values = {f: on[f][key] for f in faces}
+            if len({repr(v) for v in values.values()}) > 1:
+                problems.append(f"{op.name}.{name}: {key} differs between faces: {values}")
+    return problems
+
+
+def _compared(key: str, face: str, spec: ops.Spec) -> bool:
+    """Whether a face's value of ``key`` must equal the other faces': lengths on network faces only, choices
+    stated by type only, and no value the table replaces for that face on purpose."""
+    own = {CLI: spec.cli, HTTP: spec.http, MCP: spec.mcp}[face]
+    if key in ("min_length", "max_length"):
+        stated = {"min_length": "minLength", "max_length": "maxLength"}[key] in spec.schema  # HTTP's schema says
+        return face in NETWORK and key not in own and not (face == HTTP and stated)
+    if key == "enum":
+        return "enum" not in spec.schema
+    return key not in own
+
+
+def observe_all(op: Operation, schema: dict[str, Any], tools: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    if op.cli:
+        seen[CLI] = observe_cli(op)
+    if op.http:
+        seen[HTTP] = observe_http(op, schema)
+    if op.mcp:
+        seen[MCP] = observe_mcp(op, tools[op.mcp])
+    return seen
+
+
+# ---------------------------------------------------------------- the checks
+
+
+def test_every_operation_is_on_every_face_it_belongs_to(openapi: dict[str, Any], tools: dict[str, Any]) -> None:
+    for op in OPERATIONS:
+        assert op.faces(), op.name
+        if op.cli:
+            assert cli_command(op.cli).name == op.cli.split()[-1]
+        if op.http:
+            assert op.method.lower() in openapi["paths"][op.http], op.name
+            assert openapi["paths"][op.http][op.method.lower()]["summary"] == op.help.rstrip(".")
+        if op.mcp:
+            assert tools[op.mcp]["description"] == op.agent_help
+    # ... and on no other: every tool and route is one of the table's (or the server's own, named above).
+    assert list(tools) == [op.mcp for op in OPERATIONS if op.mcp] == list(options.MCP_TOOLS)
+    routes = {(path, method) for path, methods in openapi["paths"].items() for method in methods}
+    assert routes - FACE_ONLY_ROUTES == {(op.http, op.method.lower()) for op in OPERATIONS if op.http}
+
+
+@pytest.mark.parametrize("op", OPERATIONS, ids=[op.name for op in OPERATIONS])
+def test_the_faces_state_the_bounds_and_defaults_of_the_table(
+    op: Operation, openapi: dict[str, Any], tools: dict[str, Any]
+) -> None:
+    assert disagreements(op, observe_all(op, openapi, tools)) == []
+
+
+def test_no_face_replaces_an_integer_bound_or_a_choice() -> None:
+    for op in OPERATIONS:
+        for f in dataclasses.fields(op.request):
+            spec: ops.Spec = f.metadata["spec"]
+            for face in FACES:
+                replaced = set({CLI: spec.cli, HTTP: spec.http, MCP: spec.mcp}[face])
+                assert not replaced & {"ge", "le", "lt"}, (op.name, f.name, face)
+
+
+def test_the_table_names_the_librarys_choices() -> None:
+    from semsearch.reader.digest import FORMATS as DIGEST_FORMATS
+    from semsearch.reader.export import FORMATS
+    from semsearch.reader.recommend import METHODS
+
+    assert typing.get_args(ops.Mode) == options.MODES
+    assert typing.get_args(ops.CitationFormat) == FORMATS
+    assert typing.get_args(ops.DigestFormat) == DIGEST_FORMATS
+    assert options.RECOMMEND_METHODS == METHODS
+    assert ops.operation("search").function().__qualname__ == "Index.search"
+
+
+def _changed(request: type, field: str, **change: Any) -> type:
+    """A copy of a request class with one field's spec changed."""
+    hints = typing.get_type_hints(request)
+    fields = []
+    for f in dataclasses.fields(request):
+        spec = f.metadata["spec"]
+        if f.name == field:
+            spec = dataclasses.replace(spec, **change)
+        made = (
+            dataclasses.field(metadata={"spec": spec})
+            if f.default is dataclasses.MISSING
+            else (dataclasses.field(default=f.default, metadata={"spec": spec}))
+        )
+        fields.append((f.name, hints[f.name], made))
+    changed: type = dataclasses.make_dataclass(request.__name__, fields, frozen=True)
+    return changed
+
+
+def test_a_bound_changed_on_one_face_only_is_caught(
+    index: Path, openapi: dict[str, Any], tools: dict[str, Any]
+) -> None:
+    search = ops.operation("search")
+    seen = observe_all(search, openapi, tools)
+    assert disagreements(search, seen) == []
+    spec = search.request.__dataclass_fields__["k"].metadata["spec"]
+
+    # The MCP face built from a table whose k has another maximum there only.
+    agent = dataclasses.replace(search, request=_changed(search.request, "k", mcp={**spec.mcp, "le": 500}))
+    live = LiveIndex(index, embedder=FakeEmbedder())
+    try:
+        tool = make_tool(agent, HANDLERS["search"], live, 8000)
+    finally:
+        live.close()
+    seen[MCP] = observe_mcp(agent, {"schema": tool.parameters})
+    assert "search.k: maximum differs between faces: {'cli': 1000, 'http': 1000, 'mcp': 500}" in disagreements(
+        search, seen
+    )
+
+    # The HTTP face built from a table whose k has another maximum, beside the real CLI and MCP faces.
+    web = dataclasses.replace(search, request=_changed(search.request, "k", le=999))
+    router = APIRouter()
+    route(router, web, serve_routes.search)
+    app = FastAPI()
+    app.include_router(router)
+    seen = observe_all(search, openapi, tools)
+    seen[HTTP] = observe_http(web, app.openapi())
+    found = disagreements(search, seen)
+    assert "search.k on http: maximum 999, table 1000" in found
+    assert "search.k: maximum differs between faces: {'cli': 1000, 'http': 999, 'mcp': 1000}" in found
+
+
+# ---------------------------------------------------------------- messages name the fields as each face does
+
+
+def test_each_face_names_a_field_its_own_way() -> None:
+    assert ops.face_name(CLI, "where") == "--where"
+    assert ops.face_name(CLI, "not_like", "recommend") == "--not"
+    assert ops.face_name(CLI, "query", "search") == "TEXT"
+    assert ops.face_name(CLI, "k", "search") == "-k"
+    assert ops.face_name(HTTP, "query", "search") == "q"
+    assert ops.face_name(HTTP, "not_like") == "not"
+    assert ops.face_name(MCP, "not_like") == "not_like"
+    assert ops.face_name(CLI, "batch_size") == "--batch-size"  # a field of no operation: its flag's spelling
+
+
+def test_library_errors_name_fields_as_each_face_does(index: Path) -> None:
+    group = Group()
+
+    @group.command(name="recommend")
+    def failing() -> None:
+        raise QueryError("no such paper in {field}: x", field="not_like")
+
+    result = CliRunner().invoke(group, ["recommend"])
+    assert result.exit_code == 2 and result.output.strip() == "Error: no such paper in --not: x"
+
+    app = create_app(index, embedder=FakeEmbedder())
+
+    @app.get("/api/failing")
+    def fails() -> None:
+        raise QueryError("no such paper in {field}: x", field="not_like")
+
+    client = TestClient(app, base_url="http://127.0.0.1")
+    assert client.get("/api/failing").json()["error"] == "no such paper in not: x"
+    # A real one: the filter language's error says where, never --where, to the API.
+    body = client.get("/api/search", params={"q": "privacy", "where": "year=>2024"}).json()
+    assert "in where 'year=>2024'" in body["error"] and "--where" not in body["error"]
+
+
+def test_an_agent_reads_the_field_by_its_argument_name(index: Path) -> None:
+    lines: list[str] = []
+
+    async def go() -> None:
+        live = LiveIndex(index, embedder=FakeEmbedder())
+        try:
+            async with Client(create_server(live)) as client:
+                result = await client.call_tool("search", {"query": "privacy", "where": ["year=>2024"]})
+                assert result.is_error
+                lines.append(result.content[0].text)
+        finally:
+            live.close()
+
+    anyio.run(go)
+    assert lines[0].startswith("search: unknown operator '=>' in where 'year=>2024'"), lines
