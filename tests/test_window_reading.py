@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import errno
 import json
 import os
@@ -18,11 +19,15 @@ import semsearch.store.windows_part
 from semsearch import BuildOptions, Index, build_index
 from semsearch.core.errors import IndexCorruptError
 from semsearch.encode.windows import document_windows
-from semsearch.store.layout import CURRENT, current_version, doc_num
+from semsearch.store.index_parts import WindowsPart
+from semsearch.store.layout import CURRENT, current_version, doc_id_from_num, doc_num
 from semsearch.store.manifest import Manifest
 from semsearch.store.segments import Segment
+from semsearch.store.versions import PreviousVersion
 from semsearch.store.windows_part import WINDOW_FILE, WINDOW_IDS_FILE, WindowIndex, WindowSet, write
+from semsearch.write.contents import INDEX_PARTS
 from semsearch.write.remove import remove_documents
+from semsearch.write.segment_writer import SegmentChange, write_segment_version
 from semsearch.write.verify import verify_index
 
 CUT = 120  # the fake encoder reads this many characters, like a 256-token window on a long abstract
@@ -271,3 +276,36 @@ def test_a_document_rewritten_by_a_removal_keeps_its_windows(tmp_path: Path) -> 
     target = doc_num(_id_of(idx, fake, TITLE))
     assert target in np.load(seg / WINDOW_IDS_FILE).tolist()  # carried into the segment the paper now lives in
     assert _top(idx, fake)[0] == TITLE and verify_index(idx) == []
+
+
+def test_the_windows_are_an_index_part_that_opens_checks_and_describes_its_files(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path, (TITLE, TEXT), DECOY)
+    fake = WindowedFake()
+    windowed, truncated = tmp_path / "windows", tmp_path / "truncated"
+    build_index([str(corpus)], windowed, _opts("windows"), embedder=fake)
+    build_index([str(corpus)], truncated, _opts("truncated"), embedder=fake)
+    part = next(p for p in INDEX_PARTS if isinstance(p, WindowsPart))
+    version = current_version(windowed)
+    manifest = Manifest.read(version)
+    target = doc_num(_id_of(windowed, fake, TITLE))
+    opened = part.open(version, manifest)
+    assert isinstance(opened, WindowIndex) and opened.get([target]).ids.tolist() == [target]
+    assert part.verify(version, manifest) == [] and part.describe(manifest) is None and part.stale(manifest) == ""
+    plain = current_version(truncated)
+    assert part.open(plain, Manifest.read(plain)) is None and part.verify(plain, Manifest.read(plain)) == []
+
+
+def test_a_windowed_segment_refuses_added_documents_without_their_windows(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path, (TITLE, TEXT), DECOY)
+    fake = WindowedFake()
+    idx = tmp_path / "idx"
+    build_index([str(corpus)], idx, _opts("windows"), embedder=fake)
+    previous = PreviousVersion.load(idx)
+    assert previous is not None
+    with Index.open(idx, embedder=fake) as index:
+        doc = copy.deepcopy(index.store.get_many([doc_num(_id_of(idx, fake, TITLE))]).popitem()[1])
+    doc.id = doc_id_from_num(doc_num(doc.id) ^ 1)  # a document the version lacks
+    change = SegmentChange([doc], fake.encode([doc.text]), [], set())
+    (tmp_path / "next").mkdir()
+    with pytest.raises(ValueError, match="need their window vectors"):
+        write_segment_version(tmp_path / "next", previous, change, 99)
