@@ -14,7 +14,8 @@ max(whole, best window)``, which never lowers a score, so they stay above the re
 fuses 1000): on SciFact train (int8) that lifts dense nDCG@10 by +0.022 +- 0.005 over the whole vector alone
 (every window: +0.035 +- 0.006) and hybrid by +0.003 +- 0.003 (every window: +0.006 +- 0.003), as much as
 re-scoring every document (scripts/study_windows.py), at a fifth of hybrid's window reads. A row hidden in a
-segment (segments.py) is never scored from it.
+segment (segments.py) is never scored from it. ``index_parts.WindowsPart`` puts these files behind the
+IndexPart protocol (parts.py), so the version and segment writers and ``verify`` reach them through INDEX_PARTS.
 """
 
 from __future__ import annotations
