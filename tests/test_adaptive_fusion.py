@@ -60,7 +60,7 @@ def test_a_build_records_its_fusion_and_a_refresh_keeps_what_was_recorded(
     index = tmp_path / "idx"
     build_index([str(a)], index, OPTS, embedder=fake)
     manifest = json.loads((current_version(index) / MANIFEST).read_text(encoding="utf-8"))
-    assert manifest["fusion"] == fusion_entry() == {"method": "fixed", "alpha": 0.5}
+    assert manifest["fusion"] == fusion_entry() == fusion_entry("adaptive")  # what a new build records
     # An index built before adaptive fusion: a refresh that appends a segment keeps its (absent) weighting...
     _forget_fusion(index)
     assert build_index([str(a), str(b)], index, OPTS, embedder=fake).segments == 1
@@ -115,12 +115,15 @@ def test_query_json_explains_the_weight_of_a_hybrid_search(built: Path, fake: Fa
     assert 0.0 <= fusion["alpha"] <= 1.0 and "head z-score dense" in fusion["reason"]
     assert all(h["fusion"] == fusion for h in hits)  # one weight per query
     plain = json.loads(run(["query", QUERY, "--index", str(built), "--json"], fake).stdout)
-    assert plain[0]["fusion"] == {"alpha": 0.5, "method": "fixed", "reason": "alpha 0.5: fixed in the manifest"}
+    assert plain == hits  # a new index records adaptive fusion
+    _set_fusion(built, fusion_entry("fixed"))
+    recorded = json.loads(run(["query", QUERY, "--index", str(built), "--json"], fake).stdout)
+    assert recorded[0]["fusion"] == {"alpha": 0.5, "method": "fixed", "reason": "alpha 0.5: fixed in the manifest"}
     _forget_fusion(built)
     old = json.loads(run(["query", QUERY, "--index", str(built), "--json"], fake).stdout)
     assert old[0]["fusion"]["alpha"] == 0.5 and "before adaptive fusion" in old[0]["fusion"]["reason"]
     fixed = json.loads(run(["query", QUERY, "--index", str(built), "--json", "--fusion", "fixed"], fake).stdout)
-    assert [h["id"] for h in fixed] == [h["id"] for h in plain] == [h["id"] for h in old]
+    assert [h["id"] for h in fixed] == [h["id"] for h in recorded] == [h["id"] for h in old]
     dense = json.loads(run(["query", QUERY, "--index", str(built), "--json", "--mode", "dense"], fake).stdout)
     assert all("fusion" not in h for h in dense)  # nothing was fused
     bad = run(["query", QUERY, "--index", str(built), "--fusion", "rrf"], fake)
@@ -131,7 +134,7 @@ def test_eval_reports_the_fusion_of_its_hybrid_runs(tmp_path: Path, fake: FakeEm
     folder = beir(tmp_path)
     index = tmp_path / "evalidx"
     plain = json.loads(run(["eval", str(folder), "--index", str(index), "--json"], fake).stdout)
-    assert plain["hybrid"]["fusion"] == {"method": "fixed", "mean_alpha": 0.5}
+    assert plain["hybrid"]["fusion"]["method"] == "adaptive"  # what a new index records
     args = ["eval", str(folder), "--index", str(index), "--json", "--fusion", "adaptive"]
     adaptive = json.loads(run(args, fake).stdout)
     assert adaptive["hybrid"]["fusion"]["method"] == "adaptive"

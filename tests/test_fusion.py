@@ -265,8 +265,9 @@ def test_the_recorded_policy_gives_way_to_an_explicit_choice() -> None:
     from semsearch.core.options import fusion_entry
     from semsearch.query.fusion import DEFAULT_ALPHA, FusionPolicy
 
-    assert fusion_entry() == {"method": "fixed", "alpha": DEFAULT_ALPHA}  # what a build records by default
-    assert FusionPolicy.from_entry(fusion_entry()).choose(_peaked(), _flat(), 1000).reason == (
+    assert fusion_entry("fixed") == {"method": "fixed", "alpha": DEFAULT_ALPHA}
+    assert fusion_entry()["method"] == "adaptive"  # what a build records by default
+    assert FusionPolicy.from_entry(fusion_entry("fixed")).choose(_peaked(), _flat(), 1000).reason == (
         "alpha 0.5: fixed in the manifest"
     )
     recorded = FusionPolicy.from_entry(fusion_entry("adaptive"))

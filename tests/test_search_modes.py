@@ -110,7 +110,7 @@ def test_hybrid_is_the_dict_fusion_of_both_candidate_lists(index: Index, query: 
         ((), frozenset([doc_num(index.search(query, 1)[0].id)])),
     ):
         allowed = index.allowed_rows(where)
-        ranking = index._rank(query, vector, "hybrid", allowed, 5, exclude)
+        ranking = index._rank(query, vector, "hybrid", allowed, 5, exclude, policy=index.fusion.with_method("fixed"))
         expected = dict_convex(ranking.dense, ranking.lexical, DEFAULT_ALPHA, DEFAULT_NORM)[:5]
         assert ranking.ranked == expected
         # Each side is its own brute-force top list: every allowed, non-excluded candidate, sorted.

@@ -9,9 +9,10 @@ from __future__ import annotations
 MODES = ("hybrid", "dense", "lexical")  # search.py: how hits are scored; the first is the default
 FUSIONS = ("adaptive", "fixed")  # query/fusion.py: how hybrid weighs its two sides per query, or alpha 0.5
 # What a new build records as its hybrid weighting (the manifest's "fusion"; query/fusion.py explains both).
-# Recorded, not implied, so a later release's new default never changes an existing index's ranking. Adaptive
-# stays an option (--fusion adaptive) until it meets issue #24's rule everywhere (docs/explanation/quality.md).
-DEFAULT_FUSION = "fixed"
+# Recorded, not implied, so a later release's new default never changes an existing index's ranking. Adaptive is
+# the default since it was never worse than alpha 0.5 beyond noise on five collections and gains where one side is
+# weak (docs/explanation/quality.md); an index built before it records nothing and keeps alpha 0.5.
+DEFAULT_FUSION = "adaptive"
 FIXED_ALPHA = 0.5  # query.fusion.DEFAULT_ALPHA
 ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_LEXICAL_SCALE = 1, 1.0, 1.5
 
