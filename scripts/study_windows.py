@@ -9,13 +9,19 @@ does), then scores nDCG@10 on a split for each way of making a document's dense 
     meanmix0.5   0.5 * whole + 0.5 * mean of the tail windows' scores
     max_tail     max(whole, best tail window): needs a vector per window
     mixA         A * whole + (1 - A) * max_tail, A in 0.3 0.5 0.7
+    mixA@R       mixA computed for the whole vector's top R only (R in 100 200 1000), the rest ranked below
+    mixA^200     mixA for the whole vector's top 200, every other document at its whole score (as search does)
     pool_all, max_window, max_whole   (--strides) the same over every stride-1 2-sentence window (~35k texts)
+    max_all, mixA_all, mixA_all@R     (--all-windows) over every non-overlapping 2-sentence window from the start
+    mixA_all^R   mixA_all for the whole vector's top R, every other document at its whole score (what hybrid
+                 could fuse at a tenth of the re-scoring: its dense top 1000 with only the first R re-scored)
 
     python scripts/study_windows.py --encoder IDX/v-*/encoder --split train
     python scripts/study_windows.py --encoder IDX/v-*/encoder --split test --hybrid /tmp/sf
 
---hybrid INDEX also fuses whole, pooled, max_tail and mix0.3 with that index's BM25 top 1000 as hybrid search
-does (zscore, alpha 0.5, the dense top 1000); INDEX is any index of the SciFact corpus (only its BM25 side is
+--hybrid INDEX also fuses whole and the --fuse candidates (default pooled, max_tail, mix0.3) with that index's
+BM25 top 1000 as hybrid search does (zscore, alpha 0.5, the dense top 1000; fuse a mixA@1000, not a mixA@100,
+whose other 900 floor scores skew the z-scores); INDEX is any index of the SciFact corpus (only its BM25 side is
 read), e.g. the one `semsearch eval ../shared/data/scifact --index /tmp/sf` builds.
 Prints one JSON line: per candidate the mean nDCG@10, the paired difference to --base and its standard error.
 Vectors are kept in --cache (an .npz keyed by text hash) so a second split costs only the queries.
@@ -74,6 +80,36 @@ def encode_missing(emb: OnnxEmbedder, wanted: list[str], cache: Path) -> dict[st
     return store
 
 
+def all_windows(title: str, text: str, size: int = 2) -> list[str]:
+    """Every non-overlapping window of ``size`` sentences from the start (none for a text of ``size`` or fewer)."""
+    spans = split_sentences(text)
+    if len(spans) <= size:
+        return []
+    out = []
+    for i in range(0, len(spans), size):
+        body = text[spans[i][0] : spans[min(i + size, len(spans)) - 1][1]]
+        out.append(f"{title} {body}" if title else body)
+    return out
+
+
+def rescored(whole: np.ndarray, mixed: np.ndarray, depth: int) -> np.ndarray:
+    """``mixed`` for each query's ``depth`` best documents by ``whole``; every other document ranks below them."""
+    out = np.full_like(whole, -10.0)
+    top = np.argpartition(-whole, min(depth, whole.shape[1]) - 1, axis=1)[:, :depth]
+    rows = np.arange(len(whole))[:, None]
+    out[rows, top] = mixed[rows, top]
+    return out
+
+
+def topped(whole: np.ndarray, mixed: np.ndarray, depth: int) -> np.ndarray:
+    """``mixed`` for each query's ``depth`` best documents by ``whole``; every other document keeps ``whole``."""
+    out = whole.copy()
+    top = np.argpartition(-whole, min(depth, whole.shape[1]) - 1, axis=1)[:, :depth]
+    rows = np.arange(len(whole))[:, None]
+    out[rows, top] = mixed[rows, top]
+    return out
+
+
 def best_per_doc(base: np.ndarray, window_scores: np.ndarray, owner: np.ndarray, how: str) -> np.ndarray:
     """Per query and document, the max (or mean) of its windows' scores; ``base`` where it has none."""
     out = np.full_like(base, -np.inf if how == "max" else 0.0)
@@ -124,7 +160,9 @@ def main() -> None:
     ap.add_argument("--cache", default="/tmp/quality/windows.npz")
     ap.add_argument("--base", default="whole")
     ap.add_argument("--strides", action="store_true", help="also every stride-1 window (pool_all, max_*): ~35k texts")
+    ap.add_argument("--all-windows", action="store_true", help="also every non-overlapping window (~24k texts)")
     ap.add_argument("--hybrid", type=Path, help="an index of the SciFact corpus: fuse candidates with its BM25")
+    ap.add_argument("--fuse", default="pooled,max_tail,mix0.3", help="candidates --hybrid fuses (comma-separated)")
     args = ap.parse_args()
     emb = OnnxEmbedder.load(Path(args.encoder), "int8", parallel="texts")
     docs = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").open()]
@@ -134,7 +172,8 @@ def main() -> None:
     tails2 = document_windows(items, emb.read_chars, 2)
     tails3 = document_windows(items, emb.read_chars, 3)
     strides = [stride_windows(d["title"], d["text"]) for d in docs] if args.strides else []
-    flat_all = [t for ts in (tails2, tails3, strides) for w in ts for t in w]
+    every = [all_windows(d["title"], d["text"]) for d in docs] if args.all_windows else []
+    flat_all = [t for ts in (tails2, tails3, strides, every) for w in ts for t in w]
     print(f"long documents: {sum(bool(t) for t in tails2)} of {len(docs)}", file=sys.stderr)
     store = encode_missing(emb, [*full, *flat_all], Path(args.cache))
     vec: Callable[[str], np.ndarray] = lambda t: store[key(t)]  # noqa: E731
@@ -164,6 +203,20 @@ def main() -> None:
         "max_tail": max_tail,
         **{f"mix{a}": a * whole + (1 - a) * max_tail for a in (0.3, 0.5, 0.7)},
     }
+    for a in (0.3, 0.5, 0.7):
+        for depth in (100, 200, 1000):
+            scores[f"mix{a}@{depth}"] = rescored(whole, scores[f"mix{a}"], depth)
+        scores[f"mix{a}^200"] = topped(whole, scores[f"mix{a}"], 200)
+    if every:
+        flat_e, owner_e = windows_of([w or [f] for f, w in zip(full, every, strict=True)])
+        max_all = np.maximum(whole, best_per_doc(whole, qv @ flat_e.T, owner_e, "max"))
+        scores["max_all"] = max_all
+        for a in (0.3, 0.5, 0.7):
+            scores[f"mix{a}_all"] = a * whole + (1 - a) * max_all
+            for depth in (100, 200, 1000):
+                scores[f"mix{a}_all@{depth}"] = rescored(whole, scores[f"mix{a}_all"], depth)
+            for depth in (100, 200):
+                scores[f"mix{a}_all^{depth}"] = topped(whole, scores[f"mix{a}_all"], depth)
     if strides:
         flat_s, owner_s = windows_of(strides)
         best = best_per_doc(whole, qv @ flat_s.T, owner_s, "max")
@@ -174,7 +227,7 @@ def main() -> None:
     if args.hybrid is not None:
         lexical = lexical_lists(args.hybrid, emb, [queries[q] for q in qids])
         per["lexical"] = np.array([ndcg_at_k(list(lex)[:10], qrels[q]) for lex, q in zip(lexical, qids, strict=True)])
-        for name in ("whole", "pooled", "max_tail", "mix0.3"):
+        for name in ("whole", *args.fuse.split(",")):
             per[f"hybrid_{name}"] = hybrid(scores[name], ids, lexical, qids, qrels)
     out: dict[str, object] = {"split": args.split, "queries": len(qids), "base": args.base}
     for name, v in per.items():

@@ -46,7 +46,12 @@ class EncoderChoice:
 
     def read_chars(self) -> ReadChars | None:
         """What the encoding needs to find each text's cut (windows.py), or None when vectors read one window."""
-        return reader_of(self.embedder) if self.reading == "pooled" else None
+        return reader_of(self.embedder) if self.reading in ("pooled", "windows") else None
+
+    @property
+    def every_window(self) -> bool:
+        """Whether the build encodes every sentence window from the start, not only those past the cut."""
+        return self.reading == "windows-all"
 
     @property
     def regime(self) -> str:

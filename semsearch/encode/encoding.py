@@ -18,6 +18,8 @@ from semsearch.core.records import Document
 from semsearch.encode.cache import EmbeddingCache, embedding_key
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.windows import ReadChars, document_windows, pool
+from semsearch.store.layout import doc_num
+from semsearch.store.windows_part import WindowSet
 
 # Texts handed to the encoder per progress step; each chunk is cached at once, so an
 # interrupted build resumes from the last finished chunk.
@@ -41,12 +43,17 @@ class CachePlan:
 
     @classmethod
     def make(
-        cls, documents: Sequence[Document], cache: EmbeddingCache, read_chars: ReadChars | None = None
+        cls,
+        documents: Sequence[Document],
+        cache: EmbeddingCache,
+        read_chars: ReadChars | None = None,
+        *,
+        every: bool = False,
     ) -> CachePlan:
         texts = [d.embedding_text() for d in documents]
         items = [(t, d.title or "" if not d.title_only else "", d.text) for t, d in zip(texts, documents, strict=True)]
         windows: list[list[int]] = []
-        for tails in document_windows(items, read_chars):
+        for tails in document_windows(items, read_chars, every=every):
             windows.append(list(range(len(texts), len(texts) + len(tails))))
             texts.extend(tails)
         keys = [embedding_key(t) for t in texts]
@@ -84,6 +91,34 @@ class CachePlan:
         return out
 
 
+def whole_and_windows(
+    documents: Sequence[Document],
+    cache: EmbeddingCache,
+    read_chars: ReadChars | None,
+    dimension: int,
+    *,
+    every: bool = False,
+) -> tuple[np.ndarray, WindowSet]:
+    """After encoding: each document's whole-text vector and its tail windows' vectors, read from the cache.
+
+    What ``--reading windows`` stores (store/windows_part.py); read back from the cache so that both engines,
+    which fill the same cache, give the same files.
+    """
+    plan = CachePlan.make(documents, cache, read_chars, every=every)
+    if plan.missing:
+        raise SemsearchError(f"{len(plan.missing)} texts have no vector after encoding")
+    whole = np.zeros((len(documents), dimension), dtype=np.float32)
+    for row in range(len(documents)):
+        whole[row] = plan.known[plan.keys[row]]
+    spans = plan.windows or [[] for _ in documents]
+    rows = [j for span in spans for j in span]
+    owners = np.array([doc_num(documents[i].id) for i, span in enumerate(spans) for _ in span], dtype=np.int64)
+    vectors = np.zeros((len(rows), dimension), dtype=np.float16)
+    for out, j in enumerate(rows):
+        vectors[out] = plan.known[plan.keys[j]]
+    return whole, WindowSet(owners, vectors)
+
+
 def check_shape(vectors: np.ndarray, rows: int, dimension: int) -> None:
     """Raise when an encoder returned something else than one vector per text."""
     if vectors.shape != (rows, dimension):
@@ -98,12 +133,14 @@ def encode_with_cache(
     batch_size: int,
     progress: bool,
     read_chars: ReadChars | None = None,
+    every: bool = False,
 ) -> tuple[np.ndarray, int]:
     """Vectors for the documents in order, encoding only texts the cache lacks; returns (vectors, encoded).
 
-    With ``read_chars`` each document's vector pools its tail windows (windows.py); ``encoded`` counts texts.
+    With ``read_chars`` each document's vector pools its tail windows (windows.py), with ``every`` also encoding
+    every window from the start (``--reading windows-all``); ``encoded`` counts texts.
     """
-    plan = CachePlan.make(documents, cache, read_chars)
+    plan = CachePlan.make(documents, cache, read_chars, every=every)
     touched = plan.touched()
     if plan.missing:
         bar = progress_bar(len(plan.missing), progress)

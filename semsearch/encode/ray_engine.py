@@ -275,7 +275,7 @@ def encode_with_ray(
     enc = choice.embedder
     recover_shards(cache)
     # The same plan and chunks as encode_with_cache, so even a batching encoder's vectors match a local build.
-    plan = CachePlan.make(documents, cache, choice.read_chars())
+    plan = CachePlan.make(documents, cache, choice.read_chars(), every=choice.every_window)
     touched = plan.touched()
     if plan.missing:
         chunks = list(plan.chunks())

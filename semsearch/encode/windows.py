@@ -7,9 +7,10 @@ title first, that reaches past the cut. Each window is one text encoded alone (o
 its text like any other; a document the encoder reads whole keeps its one vector.
 
 Measured (scripts/study_windows.py, SciFact train, int8): pooling one vector does not help (+0.0005 +- 0.0071
-dense nDCG@10), scoring a document by max(whole, best tail window) does (+0.017 +- 0.007; 0.3 * whole +
-0.7 * that, +0.022 +- 0.006), so the default stays ``truncated`` and these windows are the groundwork for
-scoring by window, which needs the window vectors stored per segment.
+dense nDCG@10); scoring a document by 0.3 * whole + 0.7 * max(whole, best window) does, +0.022 +- 0.006 with
+these tail windows (``--reading windows``) and +0.035 +- 0.006 with every window from the start
+(``every_window``, ``--reading windows-all``). Those readings store the window vectors per segment
+(store/windows_part.py) and keep the documents' whole-text vectors.
 """
 
 from __future__ import annotations
@@ -50,6 +51,21 @@ def tail_windows(title: str, text: str, prefix: int, cut: int, size: int = WINDO
     return out
 
 
+def every_window(title: str, text: str, size: int = WINDOW_SENTENCES) -> list[str]:
+    """Every non-overlapping window of ``size`` sentences of ``text`` from its start, each with the title.
+
+    None for a text of ``size`` sentences or fewer (its whole-text vector is that window already).
+    """
+    spans = split_sentences(text)
+    if len(spans) <= size:
+        return []
+    out = []
+    for i in range(0, len(spans), size):
+        body = text[spans[i][0] : spans[min(i + size, len(spans)) - 1][1]]
+        out.append(f"{title} {body}" if title else body)
+    return out
+
+
 def pool(whole: np.ndarray, windows: np.ndarray) -> np.ndarray:
     """The unit mean of the whole-text vector and the window vectors (the whole vector alone when none)."""
     if len(windows) == 0:
@@ -62,9 +78,22 @@ def pool(whole: np.ndarray, windows: np.ndarray) -> np.ndarray:
 
 
 def document_windows(
-    items: Sequence[tuple[str, str, str]], read_chars: ReadChars | None, size: int = WINDOW_SENTENCES
+    items: Sequence[tuple[str, str, str]],
+    read_chars: ReadChars | None,
+    size: int = WINDOW_SENTENCES,
+    *,
+    every: bool = False,
 ) -> list[list[str]]:
-    """Per (embedding text, title, text): the tail windows the encoder needs beyond the embedding text."""
+    """Per (embedding text, title, text): the tail windows the encoder needs beyond the embedding text.
+
+    With ``every`` (``--reading windows-all``): every window from the start, whatever the encoder reads.
+    """
+    if every:
+        out_all = []
+        for full, title, text in items:
+            prefix = len(full) - len(text) if full.endswith(text) else 0
+            out_all.append(every_window(title if prefix else "", text, size))
+        return out_all
     if read_chars is None:
         return [[] for _ in items]
     out = []

@@ -153,7 +153,9 @@ def cli() -> None:
     "--reading",
     type=click.Choice(options.READINGS),
     help="How a vector reads an abstract longer than the model's window [default: the index's, else truncated]: "
-    "truncated reads the first window; pooled averages the whole-text vector with sentence windows past the cut.",
+    "truncated reads the first window; pooled averages the whole-text vector with sentence windows past the cut; "
+    "windows also stores a vector per sentence window past the cut and re-scores a search's dense candidates by "
+    "their best window; windows-all does so with every 2-sentence window (about twice the encoding).",
 )
 @click.option("--full", is_flag=True, help="Rebuild from scratch (and allow switching models).")
 @click.option(

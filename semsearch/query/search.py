@@ -28,6 +28,7 @@ from semsearch.store.filters import evaluate, parse_where
 from semsearch.store.layout import current_version, doc_id_from_num, doc_num
 from semsearch.store.lexical import Analyzer, BM25Index
 from semsearch.store.manifest import Manifest
+from semsearch.store.windows_part import RESCORE_DEPTH, WindowIndex, is_windowed
 
 T = TypeVar("T")
 DEFAULT_INDEX = Path(options.DEFAULT_INDEX)
@@ -142,6 +143,8 @@ class Index:
         manifest.check_file_sizes(version)
         self.ann, self.vectors = open_version_vectors(version, manifest)
         self.store = open_documents(version, manifest)
+        # --reading windows: each long abstract's tail windows, which re-score a search's dense candidates.
+        self.windows = WindowIndex.open_version(version, manifest) if is_windowed(manifest) else None
         expected = manifest.counts.vectors
         if self.ann.ntotal != expected or self.store.count() != expected:
             raise IndexCorruptError(
@@ -173,6 +176,7 @@ class Index:
         self.store.close()
         self.ann.index = None
         self.vectors.matrix = np.zeros((0, self.vectors.dimension), dtype=np.float32)
+        self.windows = None
         self._lexical = None
 
     def __len__(self) -> int:
@@ -281,7 +285,7 @@ class Index:
         allowed = self.allowed_rows(where)
         vector = self.encode_query(text) if mode != "lexical" or diverse else None
         shape = Shape(k, min_score, diverse, diversity, explain)
-        return self._finish(self._rank(text, vector, mode, allowed, shape.want, policy=policy), shape)
+        return self._finish(self._rank(text, vector, mode, allowed, shape.want, policy=policy, windows=True), shape)
 
     def _rank(
         self,
@@ -293,8 +297,12 @@ class Index:
         exclude: frozenset[int] = frozenset(),
         *,
         policy: FusionPolicy | None = None,
+        windows: bool = False,
     ) -> Ranking:
-        """Candidates best first as (FAISS id, score), with the dense and lexical scores seen on the way."""
+        """Candidates best first as (FAISS id, score), with the dense and lexical scores seen on the way.
+
+        With ``windows`` and a windowed index the dense candidates are re-scored by their best window.
+        """
         pool = len(self) if allowed is None else len(allowed)
         # Hybrid fuses deep lists (tuned on SciFact train: see semsearch.query.fusion); single modes need only k.
         depth = min(pool, max(DEFAULT_DEPTH, want) if mode == "hybrid" else want + len(exclude))
@@ -305,7 +313,8 @@ class Index:
         empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         dense_top = lexical_top = empty
         if mode in ("dense", "hybrid") and vector is not None:
-            dense_top = self._dense_top(vector, depth, allowed, exclude)
+            rescored = self._dense_top_windows(vector, depth, allowed, exclude, pool) if windows else None
+            dense_top = rescored or self._dense_top(vector, depth, allowed, exclude)
             dense = dict(zip(dense_top[0].tolist(), dense_top[1].tolist(), strict=True))
         if mode in ("lexical", "hybrid"):
             lexical_top = self._lexical_top(text, depth, allowed, exclude)
@@ -337,6 +346,19 @@ class Index:
         if exclude:
             keep = ~np.isin(nums, np.fromiter(exclude, dtype=np.int64, count=len(exclude)))
             nums, scores = nums[keep], scores[keep]
+        return nums[:depth], scores[:depth]
+
+    def _dense_top_windows(
+        self, vector: np.ndarray, depth: int, allowed: np.ndarray | None, exclude: frozenset[int], pool: int
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The dense top, at least RESCORE_DEPTH deep, its first RESCORE_DEPTH re-scored by their windows.
+
+        None when the index keeps no windows.
+        """
+        if self.windows is None:
+            return None
+        nums, scores = self._dense_top(vector, min(pool, max(depth, RESCORE_DEPTH)), allowed, exclude)
+        nums, scores = self.windows.rescore(nums, scores, vector[0])
         return nums[:depth], scores[:depth]
 
     def _lexical_top(

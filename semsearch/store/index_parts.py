@@ -1,9 +1,9 @@
 """The parts of an index version the store layer owns, each behind ``parts.IndexPart``.
 
 Each class adapts one file format (``vectors.py``, ``ann.py``, ``documents.py``, ``filter_columns.py``,
-``lexical_build.py``, ``corpus_map.py``) to the five steps every part offers; the near-duplicate keys, owned
-by the dedup layer, are ``dedup.near_part.NearKeysPart``. The map builder and sqlite checks are imported
-where they are used: a query never loads them through here.
+``lexical_build.py``, ``corpus_map.py``, ``windows_part.py``) to the five steps every part offers; the
+near-duplicate keys, owned by the dedup layer, are ``dedup.near_part.NearKeysPart``. The map builder and sqlite
+checks are imported where they are used: a query never loads them through here.
 """
 
 from __future__ import annotations
@@ -16,18 +16,20 @@ import numpy as np
 
 from semsearch.core.errors import SemsearchError
 from semsearch.core.fileio import readonly_uri
+from semsearch.store import windows_part
 from semsearch.store.ann import VECTORS, SegmentedSearcher, open_version_vectors, previous_ann, write_ann
 from semsearch.store.ann_kinds import AnnSpec
 from semsearch.store.documents import DocumentStore, add_filter_columns, open_documents, write_documents
 from semsearch.store.filter_columns import TABLES as FILTER_TABLES
 from semsearch.store.filter_columns import FilterColumns
-from semsearch.store.layout import DOCS, LEXICAL_DIR
+from semsearch.store.layout import DOCS, LEXICAL_DIR, doc_num
 from semsearch.store.lexical import ANALYZER_NAME, LexicalIndex, bm25_settings
 from semsearch.store.lexical_build import write_lexical
 from semsearch.store.manifest import Manifest
 from semsearch.store.parts import BaseJob, PartSettings, SegmentJob
 from semsearch.store.sections import AnnSection, FaissSection, LexicalSection, MapSection, VectorsSection
 from semsearch.store.vectors import IDS_FILE, VECTOR_FILE, VectorStore, write_vector_files
+from semsearch.store.windows_part import WindowIndex, WindowSet, is_windowed
 
 
 def _live_ids(version: Path, manifest: Manifest) -> set[int]:
@@ -61,6 +63,47 @@ class VectorsPart:
 
     def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
         return ""
+
+
+class WindowsPart:
+    """A windowed reading's sentence-window vectors (``windows.npy``, ``window_ids.npy``) of each segment.
+
+    Written only where the job carries windows (``--reading windows`` or ``windows-all``); a version read
+    otherwise has none of these files, and the reading (``ModelInfo.reading``) is its record: no section.
+    """
+
+    name = "windows"
+
+    def write_base(self, job: BaseJob) -> None:
+        if job.windows is not None:
+            windows_part.write(job.folder, job.windows)
+
+    def write_segment(self, job: SegmentJob) -> None:
+        """The segment's windows: the added documents' own, the rewritten ones' kept from the previous version."""
+        manifest = job.previous.manifest
+        if job.segment is None or not is_windowed(manifest):
+            return
+        added = {doc_num(d.id) for d in job.added}
+        if added and job.windows is None:
+            raise ValueError("a windowed index's added documents need their window vectors")
+        rewritten = [int(n) for n in job.ids if int(n) not in added]
+        kept = windows_part.carry(job.previous.path, manifest, rewritten)
+        dimension = manifest.model.dimension
+        own = job.windows if job.windows is not None else WindowSet.empty(dimension)
+        windows_part.write(job.segment, WindowSet.concat([own, kept or WindowSet.empty(dimension)], dimension))
+
+    def open(self, version: Path, manifest: Manifest) -> WindowIndex | None:
+        """The version's window vectors (None when its reading stores none)."""
+        return WindowIndex.open_version(version, manifest) if is_windowed(manifest) else None
+
+    def verify(self, version: Path, manifest: Manifest) -> list[str]:
+        return windows_part.verify(version, manifest)
+
+    def describe(self, manifest: Manifest) -> None:
+        return None  # the reading is the model's (``ModelInfo.reading``)
+
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
+        return ""  # another reading re-encodes everything: the planner rewrites for it (write/plan.py)
 
 
 class AnnPart:

@@ -1,11 +1,12 @@
 """The one interface every part of an index version implements, and what its writers are handed.
 
 A version is its parts: documents, filter columns, exact vectors, the ANN structure, BM25, the near-duplicate
-keys and the corpus map. Each part writes its files for a version's base (``write_base``) or for a segment
-appended to the previous version (``write_segment``), opens and verifies what it wrote, describes its manifest
-section (``sections.py``) and says when the settings it was written with are no longer the current ones
-(``stale``). The version writer (``write/contents.py``) and the segment writer (``write/segment_writer.py``)
-loop over the parts in order instead of calling each format by hand.
+keys, the corpus map and, for a windowed reading, the sentence-window vectors. Each part writes its files for a
+version's base (``write_base``) or for a segment appended to the previous version (``write_segment``), opens and
+verifies what it wrote, describes its manifest section (``sections.py``) and says when the settings it was
+written with are no longer the current ones (``stale``). The version writer (``write/contents.py``) and the
+segment writer (``write/segment_writer.py``) loop over the parts in order instead of calling each format by
+hand.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from semsearch.store.manifest import Manifest
     from semsearch.store.map_layers import MapState
     from semsearch.store.versions import PreviousVersion
+    from semsearch.store.windows_part import WindowSet
 
 
 class Described(Protocol):
@@ -48,6 +50,7 @@ class BaseJob:
     tuning_queries: QuerySource | None = None
     near_keys: NearKeys | None = None  # band keys of the texts the documents hold (dedup.duplicates)
     map_method: str | None = None  # as the writer resolved it; None: as SEMSEARCH_MAP asks
+    windows: WindowSet | None = None  # the documents' window vectors (--reading windows); None: the reading stores none
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class SegmentJob:
     near_keys: NearKeys | None = None
     previous_map: MapState | None = None
     map_method: str | None = None  # as the writer resolved it; None: as SEMSEARCH_MAP asks
+    windows: WindowSet | None = None  # window vectors of ``added`` (--reading windows); None: the reading stores none
 
 
 class IndexPart(Protocol):

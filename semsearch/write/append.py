@@ -57,6 +57,7 @@ from semsearch.store.layout import doc_num
 from semsearch.store.manifest import Counts
 from semsearch.store.map_layers import MapState
 from semsearch.store.versions import PreviousVersion, VersionWriter, next_sequence
+from semsearch.store.windows_part import WindowSet
 from semsearch.write.publish import publish_segment, segment_room
 from semsearch.write.segment_writer import SegmentChange
 
@@ -501,17 +502,26 @@ def write_appended(
     writer: VersionWriter,
     new_vectors: np.ndarray,
     started: float,
+    windows: WindowSet | None = None,
 ) -> Appended:
     """Publish the version as ``previous`` plus a segment of the new and changed documents.
 
-    ``new_vectors`` are the vectors of ``change.new``, in order; changed documents keep theirs.
+    ``new_vectors`` are the vectors of ``change.new``, in order, ``windows`` their window vectors
+    (``--reading windows``); changed documents keep theirs.
     """
     seq = next_sequence(writer.index_dir)
     stamp = Arrival(seq, utc_now())
     for doc in change.new:
         doc.added = stamp
     segment = SegmentChange(
-        change.new, new_vectors, change.late, change.gone, change.near_keys, change.previous_map, change.map_method
+        change.new,
+        new_vectors,
+        change.late,
+        change.gone,
+        change.near_keys,
+        change.previous_map,
+        change.map_method,
+        windows,
     )
     counts = _counts(previous.manifest.counts, change)
     done = publish_segment(

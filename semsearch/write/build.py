@@ -30,7 +30,7 @@ from semsearch.dedup.identity import PreviousIdentity, load_previous_identity, r
 from semsearch.encode.cache import EmbeddingCache
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import EncoderChoice, open_build_encoder
-from semsearch.encode.encoding import encode_with_cache
+from semsearch.encode.encoding import encode_with_cache, whole_and_windows
 from semsearch.encode.models import DEFAULT_MODEL
 from semsearch.ingest.sources import expand_sources, read_sources
 from semsearch.store.ann import AnnSpec, query_like_texts
@@ -46,6 +46,7 @@ from semsearch.store.versions import (
     write_errors_explained,
     writer_lock,
 )
+from semsearch.store.windows_part import WINDOWED_READINGS, WindowSet
 from semsearch.write.contents import write_contents
 from semsearch.write.freshness import absolute_source_args
 from semsearch.write.plan import Append, Live, Rewrite, Unchanged, is_unchanged, plan_refresh
@@ -264,15 +265,20 @@ def _encode(
     index_path: Path,
     writer: VersionWriter,
     opts: BuildOptions,
-) -> tuple[np.ndarray, int]:
-    """Vectors for these documents through the embedding cache, locally or on Ray; returns (vectors, encoded)."""
+) -> tuple[np.ndarray, WindowSet | None, int]:
+    """Vectors for these documents through the embedding cache, locally or on Ray.
+
+    Returns (vectors, windows, encoded); ``windows`` holds the tail windows' vectors with ``--reading windows``
+    (the documents' vectors are then their whole-text ones), else None.
+    """
     enc = choice.embedder
+    windows = None
     cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, choice.cache_runtime(), enc.dimension)
     try:
         if opts.engine == "ray":
             from semsearch.encode.ray_engine import encode_with_ray
 
-            encoded = encode_with_ray(
+            vectors, encoded = encode_with_ray(
                 choice,
                 documents,
                 cache,
@@ -287,20 +293,25 @@ def _encode(
                 from semsearch.encode.ray_engine import recover_shards
 
                 recover_shards(cache)
-            encoded = encode_with_cache(
+            vectors, encoded = encode_with_cache(
                 enc,
                 documents,
                 cache,
                 batch_size=opts.batch_size,
                 progress=opts.progress,
                 read_chars=choice.read_chars(),
+                every=choice.every_window,
+            )
+        if choice.reading in WINDOWED_READINGS:
+            vectors, windows = whole_and_windows(
+                documents, cache, choice.read_chars(), enc.dimension, every=choice.every_window
             )
     finally:
         cache.close()
     superseded = choice.superseded_cache_runtime()
     if superseded:  # the batched regime's vectors: 240 MB at 157k that nothing reads
         EmbeddingCache.path_for(index_path / CACHE_DIR, enc.fingerprint, superseded).unlink(missing_ok=True)
-    return encoded
+    return vectors, windows, encoded
 
 
 def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], started: float) -> Manifest:
@@ -383,7 +394,7 @@ def _rewrite(
         read.against(previous.path if previous is not None else None)
         documents = read.dedup.documents
         choice = _open_encoder(opts, previous, writer, embedder)
-        vectors, encoded = _encode(choice, documents, index_path, writer, opts)
+        vectors, windows, encoded = _encode(choice, documents, index_path, writer, opts)
         _stamp_arrivals(documents, vectors, previous, index_path)
         ann, budget = ann_settings(opts, previous.manifest if previous is not None else None)
         contents = write_contents(
@@ -398,6 +409,7 @@ def _rewrite(
             tuning_queries=lambda: choice.embedder.encode(query_like_texts(documents), batch_size=opts.batch_size),
             near_keys=read.dedup.near_keys,
             map_method=map_method,
+            windows=windows,
         )
         previous_ids = previous.ids if previous is not None else set()
         final = writer.publish(_manifest(read, choice, contents, started))
@@ -431,8 +443,8 @@ def _append_segment(
     previous, arrived, change = plan.previous, plan.arrived, plan.change
     with version_writer(index_path) as writer:
         choice = _open_encoder(opts, previous, writer, embedder)
-        vectors, encoded = _encode(choice, change.new, index_path, writer, opts)
-        done = write_appended(change, arrived, previous, writer, vectors, started)
+        vectors, windows, encoded = _encode(choice, change.new, index_path, writer, opts)
+        done = write_appended(change, arrived, previous, writer, vectors, started, windows)
     return BuildSummary.of(
         done.counts,
         index=index_path,

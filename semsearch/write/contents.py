@@ -1,10 +1,10 @@
 """What a version holds, written in one place: the index parts in order, each saving its own files.
 
-The parts (``store/parts.py``) are the vectors, the ANN index, the documents and their filter columns, the
-near-duplicate keys, the BM25 index and the corpus map; each owns its file format and its manifest section.
-A writer hands every one the same job (the documents, their vectors, the previous version) and collects the
-manifest entries their sections fill. ``stale_parts`` asks each whether the settings it was written with
-are still the current ones.
+The parts (``store/parts.py``) are the vectors (and a windowed reading's window vectors), the ANN index, the
+documents and their filter columns, the near-duplicate keys, the BM25 index and the corpus map; each owns its
+file format and its manifest section. A writer hands every one the same job (the documents, their vectors, the
+previous version) and collects the manifest entries their sections fill. ``stale_parts`` asks each whether the
+settings it was written with are still the current ones.
 """
 
 from __future__ import annotations
@@ -25,15 +25,18 @@ from semsearch.store.index_parts import (
     LexicalPart,
     MapPart,
     VectorsPart,
+    WindowsPart,
 )
 from semsearch.store.layout import doc_num
 from semsearch.store.manifest import Manifest
 from semsearch.store.parts import BaseJob, IndexPart, PartSettings, manifest_entries
 from semsearch.store.versions import PreviousVersion
+from semsearch.store.windows_part import WindowSet
 
 # In the order they are written (and verified): the map and the filter columns read what comes before them.
 INDEX_PARTS: tuple[IndexPart, ...] = (
     VectorsPart(),
+    WindowsPart(),
     AnnPart(),
     DocumentsPart(),
     FilterColumnsPart(),
@@ -56,13 +59,15 @@ def write_contents(
     tuning_queries: QuerySource | None = None,
     near_keys: NearKeys | None = None,
     map_method: str | None = None,
+    windows: WindowSet | None = None,
 ) -> dict[str, Any]:
     """Write a version's vectors (row i for documents[i]), ANN index, document store, BM25 index and map.
 
     ``previous`` is the live version: its trained ANN structure is updated rather than trained again when it
     still fits (unless ``retrain``), its kept tuning queries stand in when ``tuning_queries`` is None, and its
     map is copied when nothing it depends on changed. ``map_method`` is the map method the writer resolved
-    (None: as SEMSEARCH_MAP asks). Returns the manifest entries that describe what was
+    (None: as SEMSEARCH_MAP asks), ``windows`` the documents' window vectors (``--reading windows``; None when
+    the reading stores none). Returns the manifest entries that describe what was
     written ("faiss", "ann", "vectors", "lexical", "map").
     """
     ids = np.array([doc_num(d.id) for d in documents], dtype=np.int64)
@@ -82,6 +87,7 @@ def write_contents(
         tuning_queries=tuning_queries,
         near_keys=near_keys,
         map_method=map_method,
+        windows=windows,
     )
     return write_base(job)
 

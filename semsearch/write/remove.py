@@ -17,6 +17,7 @@ from semsearch.core.fileio import utc_now
 from semsearch.core.records import Document
 from semsearch.encode.encoder_choice import copy_encoder
 from semsearch.ingest.sources import PathLookup
+from semsearch.store import windows_part
 from semsearch.store.ann import open_version_vectors
 from semsearch.store.documents import DocumentStore, open_documents
 from semsearch.store.layout import ENCODER_DIR, current_version, doc_num
@@ -130,6 +131,7 @@ def remove_documents(
             memory_budget=ann.get("memory_budget") or None,
             previous=previous,
             map_method=method,
+            windows=windows_part.carry(version, manifest, [doc_num(d.id) for d in kept]),
         )
         removed = len(documents) - len(kept)
         counts = replace(

@@ -28,6 +28,7 @@ from semsearch.store.parts import IndexPart, SegmentJob, manifest_entries
 from semsearch.store.segments import HIDDEN_FILE, MAX_SEGMENTS, MERGE_SHARE, SEGMENT_PREFIX, Segment, write_hidden
 from semsearch.store.vectors import IDS_FILE
 from semsearch.store.versions import PreviousVersion
+from semsearch.store.windows_part import WindowSet
 from semsearch.write.contents import INDEX_PARTS
 
 # Written afresh by every version: never linked from the previous one (the map links what it keeps itself).
@@ -45,6 +46,7 @@ class SegmentChange:
     near_keys: NearKeys | None = None  # band keys of the texts the segment's documents gained (dedup.py)
     previous_map: MapState | None = None  # the previous version's map, as corpus_map.append_state read it
     map_method: str | None = None  # auto, pca, umap or off as the writer resolved it; None: SEMSEARCH_MAP
+    windows: WindowSet | None = None  # window vectors of ``added`` (--reading windows: windows_part.py)
 
 
 def no_room(previous: PreviousVersion, changed_rows: int, share: float = MERGE_SHARE) -> str:
@@ -158,6 +160,7 @@ def write_segment_version(
         near_keys=change.near_keys,
         previous_map=change.previous_map,
         map_method=change.map_method,
+        windows=change.windows,
     )
     sections = manifest_entries([part.write_segment(job) for part in parts])
     return {
