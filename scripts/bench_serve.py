@@ -18,7 +18,12 @@ where Python clients take several times that from the cores the workers share. W
 always uses that loop, since it reads which version answered each request.
 
     python scripts/bench_serve.py [--requests 10000] [--concurrency 32] [--skip-neurips] [--workdir indexes]
-        [--workers 1,2] [--repeat 2] [--client wrk|asyncio] [--seconds 20]
+        [--workers 1,2] [--repeat 2] [--client wrk|asyncio] [--seconds 20] [--split]
+
+``--split`` also serves each index from one process that times, in thread CPU, the sections that run mostly
+outside the GIL (the query encoder, SQLite): the rest of a request's CPU holds the GIL at most, so one process
+reaches at least 1/rest requests/s, and 2 cores at most 2/(all CPU per request, client's included). Their quotient
+bounds what a second worker can add on 2 idle cores.
 """
 
 from __future__ import annotations
@@ -91,12 +96,15 @@ def free_port() -> int:
 class Server:
     """`semsearch serve` as a child process, ready once /api/health answers."""
 
-    def __init__(self, index: Path, workers: int = 1) -> None:
+    def __init__(self, index: Path, workers: int = 1, split_file: Path | None = None) -> None:
         self.port = free_port()
         self.workers = workers
-        command = ["serve", "--index", str(index), "--port", str(self.port), "--workers", str(workers)]
+        command = ["-m", "semsearch", "serve", "--index", str(index), "--port", str(self.port)]
+        command += ["--workers", str(workers)]
+        if split_file is not None:  # one process, timing its sections (SPLIT_SERVER)
+            command = ["-c", SPLIT_SERVER, str(index), str(self.port), str(split_file)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "semsearch", *command],
+            [sys.executable, *command],
             env=ENV,
             cwd=REPO,
             stdout=subprocess.DEVNULL,
@@ -284,6 +292,85 @@ def wrk_load(server: Server, paths: list[str], concurrency: int, seconds: int) -
     }
 
 
+# One server process (run_server, as `semsearch serve`) that adds up the thread CPU spent in the sections that run
+# mostly outside the GIL (the query encoder: tokenizer and ONNX Runtime; SQLite) and writes the sums to a file.
+SPLIT_SERVER = """
+import json, sys, threading, time
+from semsearch.encode.onnx_backend import OnnxEmbedder
+from semsearch.store.documents import DocumentStore
+from semsearch.faces.serve import run_server
+
+sums = {"encode_s": 0.0, "sqlite_s": 0.0}
+lock = threading.Lock()
+
+def timed(key, fn):
+    def wrapper(*args, **kwargs):
+        started = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            with lock:
+                sums[key] += time.thread_time() - started
+    return wrapper
+
+OnnxEmbedder.encode = timed("encode_s", OnnxEmbedder.encode)
+DocumentStore._query = timed("sqlite_s", DocumentStore._query)
+
+def report():
+    while True:
+        with lock:
+            line = json.dumps({**sums, "process_cpu_s": time.process_time()})
+        with open(sys.argv[3] + ".tmp", "w") as fh:
+            fh.write(line)
+        import os
+        os.replace(sys.argv[3] + ".tmp", sys.argv[3])
+        time.sleep(0.2)
+
+threading.Thread(target=report, daemon=True).start()
+run_server(sys.argv[1], host="127.0.0.1", port=int(sys.argv[2]))
+"""
+
+
+def split_cpu(name: str, index: Path, concurrency: int, seconds: int) -> dict[str, Any]:
+    """One worker under wrk: its CPU per request, the part outside the GIL (encoder, SQLite) and the rest, which
+    holds the GIL at most; so what one process can reach (1 / the rest) and what two cores can (2 / all CPU)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sums = Path(tmp) / "sums.json"
+        server = Server(index, 1, split_file=sums)
+        try:
+            paths = request_paths(server, 2000, sorted(SEEDS.glob("*.txt"))[0])
+            load(server, paths[: 20 * concurrency], concurrency)
+            time.sleep(0.5)
+            before = json.loads(sums.read_text())
+            run = wrk_load(server, paths, concurrency, seconds)
+            time.sleep(0.5)
+            after = json.loads(sums.read_text())
+        finally:
+            server.stop()
+    n = run["requests"]
+    per = {key: (after[key] - before[key]) / n * 1000 for key in ("process_cpu_s", "encode_s", "sqlite_s")}
+    rest = per["process_cpu_s"] - per["encode_s"] - per["sqlite_s"]
+    client = run["client_cpu_s"] / n * 1000
+    out = {
+        "requests": n,
+        "throughput_rps": run["throughput_rps"],
+        "cpu_ms_per_request": round(per["process_cpu_s"], 2),
+        "encoder_ms_per_request": round(per["encode_s"], 2),
+        "sqlite_ms_per_request": round(per["sqlite_s"], 2),
+        "gil_held_ms_per_request_at_most": round(rest, 2),
+        "client_cpu_ms_per_request": round(client, 3),
+        "one_process_rps_at_least": round(1000 / rest, 1),
+        "two_cores_rps_at_most": round(2000 / (per["process_cpu_s"] + client), 1),
+    }
+    # What --workers 2 can give over one process on 2 cores, whatever else the machine runs: the cores' bound
+    # over one process's GIL bound (or the cores' bound, when one process alone would fill them).
+    out["ratio_on_two_idle_cores_at_most"] = round(
+        out["two_cores_rps_at_most"] / min(out["one_process_rps_at_least"], out["two_cores_rps_at_most"]), 2
+    )
+    log(f"[{name}] split: {json.dumps(out)}")
+    return out
+
+
 def versions_by_worker(server: Server, want: str, tries: int = 400) -> dict[str, str]:
     """The version each worker answers /api/health with, asked on new connections (the kernel spreads them)
     until every one of ``server.workers`` answered with ``want`` (or ``tries`` ran out)."""
@@ -421,7 +508,14 @@ def main() -> None:
         help="The steady load's client (default: wrk when on PATH).",
     )
     parser.add_argument("--seconds", type=int, default=20, help="Seconds per steady run with wrk (default 20).")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="Also time one worker's CPU per request inside and outside the GIL (needs wrk).",
+    )
     args = parser.parse_args()
+    if args.split and args.client != "wrk":
+        sys.exit("--split needs the wrk client (apt-get install wrk)")
     if args.requests < 1 or args.concurrency < 1 or args.repeat < 1 or args.seconds <= 0:
         sys.exit("--requests, --concurrency, --repeat and --seconds must be positive")
     if args.client == "wrk" and not shutil.which("wrk"):
@@ -450,6 +544,8 @@ def main() -> None:
         indexes.append(("neurips", args.workdir / "bench-neurips", [str(NEURIPS), str(SEEDS)]))
     for name, index, sources in indexes:
         out[name] = compare_workers(name, index, sources, args, counts)
+        if args.split:
+            out[name]["split"] = split_cpu(name, index, args.concurrency, args.seconds)
     print(json.dumps(out))
     benched = [out[name] for name, _, _ in indexes]
     if any(b["errors"] or not b["picked_up_by_every_worker"] for b in benched):
