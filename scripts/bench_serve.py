@@ -11,11 +11,19 @@ full sources before each run. Prints one JSON line; progress goes to stderr.
 With ``--workers 1,2`` each index is served once per worker count (``semsearch serve --workers N``), in the same
 run, ``--repeat`` times alternating: the line gives requests/s per count (each run, and the range), the ratio of
 the largest count to 1 worker, errors, and whether every worker answered from the version published mid-run
-(asked on new connections to /api/health, which names the worker's process id). The client is one asyncio loop
-on raw keep-alive sockets, so it takes as little of the cores the workers share as it can.
+(asked on new connections to /api/health, which names the worker's process id). The steady load comes from
+wrk (C, ``apt-get install wrk``) when it is on PATH, for --seconds per run: it takes ~0.1 ms of CPU per request,
+where Python clients take several times that from the cores the workers share. Without wrk (or with
+--client asyncio) it is one asyncio loop on raw keep-alive sockets, for --requests. The run with the rebuild
+always uses that loop, since it reads which version answered each request.
 
     python scripts/bench_serve.py [--requests 10000] [--concurrency 32] [--skip-neurips] [--workdir indexes]
-        [--workers 1,2] [--repeat 2]
+        [--workers 1,2] [--repeat 2] [--client wrk|asyncio] [--seconds 20] [--split]
+
+``--split`` also serves each index from one process that times, in thread CPU, the sections that run mostly
+outside the GIL (the query encoder, SQLite): the rest of a request's CPU holds the GIL at most, so one process
+reaches at least 1/rest requests/s, and 2 cores at most 2/(all CPU per request, client's included). Their quotient
+bounds what a second worker can add on 2 idle cores.
 """
 
 from __future__ import annotations
@@ -27,10 +35,13 @@ import http.client
 import json
 import os
 import re
+import resource
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -85,12 +96,15 @@ def free_port() -> int:
 class Server:
     """`semsearch serve` as a child process, ready once /api/health answers."""
 
-    def __init__(self, index: Path, workers: int = 1) -> None:
+    def __init__(self, index: Path, workers: int = 1, split_file: Path | None = None) -> None:
         self.port = free_port()
         self.workers = workers
-        command = ["serve", "--index", str(index), "--port", str(self.port), "--workers", str(workers)]
+        command = ["-m", "semsearch", "serve", "--index", str(index), "--port", str(self.port)]
+        command += ["--workers", str(workers)]
+        if split_file is not None:  # one process, timing its sections (SPLIT_SERVER)
+            command = ["-c", SPLIT_SERVER, str(index), str(self.port), str(split_file)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "semsearch", *command],
+            [sys.executable, *command],
             env=ENV,
             cwd=REPO,
             stdout=subprocess.DEVNULL,
@@ -231,6 +245,132 @@ def load(server: Server, paths: list[str], concurrency: int, until: threading.Ev
     }
 
 
+WRK_SCRIPT = """
+local paths = {}
+for line in io.lines(os.getenv("BENCH_PATHS")) do paths[#paths + 1] = line end
+local i = 0
+request = function()
+  i = i % #paths + 1
+  return wrk.format("GET", paths[i])
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('{"requests":%d,"seconds":%.3f,"socket_errors":%d,"non_2xx":%d,"p50_ms":%.2f,'
+    .. '"p99_ms":%.2f}\\n', summary.requests, summary.duration / 1e6, e.connect + e.read + e.write + e.timeout,
+    e.status, latency:percentile(50) / 1000, latency:percentile(99) / 1000))
+end
+"""
+
+
+def wrk_load(server: Server, paths: list[str], concurrency: int, seconds: int) -> dict[str, Any]:
+    """Send the paths (cycling) from ``concurrency`` keep-alive connections of one wrk thread for ``seconds``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "paths.txt").write_text("\n".join(paths) + "\n", encoding="utf-8")
+        (Path(tmp) / "paths.lua").write_text(WRK_SCRIPT, encoding="utf-8")
+        command = ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s", "--latency", "-s", str(Path(tmp) / "paths.lua")]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        proc = subprocess.run(
+            [*command, f"http://127.0.0.1:{server.port}"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "BENCH_PATHS": str(Path(tmp) / "paths.txt")},
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        sys.exit(f"wrk failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    errors = summary["socket_errors"] + summary["non_2xx"]
+    return {
+        "requests": summary["requests"],
+        "errors": errors,
+        "statuses": {"200": summary["requests"] - summary["non_2xx"], "non_2xx": summary["non_2xx"]},
+        "seconds": round(summary["seconds"], 2),
+        "throughput_rps": round(summary["requests"] / summary["seconds"], 1),
+        "p50_ms": summary["p50_ms"],
+        "p99_ms": summary["p99_ms"],
+        "client_cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
+    }
+
+
+# One server process (run_server, as `semsearch serve`) that adds up the thread CPU spent in the sections that run
+# mostly outside the GIL (the query encoder: tokenizer and ONNX Runtime; SQLite) and writes the sums to a file.
+SPLIT_SERVER = """
+import json, sys, threading, time
+from semsearch.encode.onnx_backend import OnnxEmbedder
+from semsearch.store.documents import DocumentStore
+from semsearch.faces.serve import run_server
+
+sums = {"encode_s": 0.0, "sqlite_s": 0.0}
+lock = threading.Lock()
+
+def timed(key, fn):
+    def wrapper(*args, **kwargs):
+        started = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            with lock:
+                sums[key] += time.thread_time() - started
+    return wrapper
+
+OnnxEmbedder.encode = timed("encode_s", OnnxEmbedder.encode)
+DocumentStore._query = timed("sqlite_s", DocumentStore._query)
+
+def report():
+    while True:
+        with lock:
+            line = json.dumps({**sums, "process_cpu_s": time.process_time()})
+        with open(sys.argv[3] + ".tmp", "w") as fh:
+            fh.write(line)
+        import os
+        os.replace(sys.argv[3] + ".tmp", sys.argv[3])
+        time.sleep(0.2)
+
+threading.Thread(target=report, daemon=True).start()
+run_server(sys.argv[1], host="127.0.0.1", port=int(sys.argv[2]))
+"""
+
+
+def split_cpu(name: str, index: Path, concurrency: int, seconds: int) -> dict[str, Any]:
+    """One worker under wrk: its CPU per request, the part outside the GIL (encoder, SQLite) and the rest, which
+    holds the GIL at most; so what one process can reach (1 / the rest) and what two cores can (2 / all CPU)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sums = Path(tmp) / "sums.json"
+        server = Server(index, 1, split_file=sums)
+        try:
+            paths = request_paths(server, 2000, sorted(SEEDS.glob("*.txt"))[0])
+            load(server, paths[: 20 * concurrency], concurrency)
+            time.sleep(0.5)
+            before = json.loads(sums.read_text())
+            run = wrk_load(server, paths, concurrency, seconds)
+            time.sleep(0.5)
+            after = json.loads(sums.read_text())
+        finally:
+            server.stop()
+    n = run["requests"]
+    per = {key: (after[key] - before[key]) / n * 1000 for key in ("process_cpu_s", "encode_s", "sqlite_s")}
+    rest = per["process_cpu_s"] - per["encode_s"] - per["sqlite_s"]
+    client = run["client_cpu_s"] / n * 1000
+    out = {
+        "requests": n,
+        "throughput_rps": run["throughput_rps"],
+        "cpu_ms_per_request": round(per["process_cpu_s"], 2),
+        "encoder_ms_per_request": round(per["encode_s"], 2),
+        "sqlite_ms_per_request": round(per["sqlite_s"], 2),
+        "gil_held_ms_per_request_at_most": round(rest, 2),
+        "client_cpu_ms_per_request": round(client, 3),
+        "one_process_rps_at_least": round(1000 / rest, 1),
+        "two_cores_rps_at_most": round(2000 / (per["process_cpu_s"] + client), 1),
+    }
+    # What --workers 2 can give over one process on 2 cores, whatever else the machine runs: the cores' bound
+    # over one process's GIL bound (or the cores' bound, when one process alone would fill them).
+    out["ratio_on_two_idle_cores_at_most"] = round(
+        out["two_cores_rps_at_most"] / min(out["one_process_rps_at_least"], out["two_cores_rps_at_most"]), 2
+    )
+    log(f"[{name}] split: {json.dumps(out)}")
+    return out
+
+
 def versions_by_worker(server: Server, want: str, tries: int = 400) -> dict[str, str]:
     """The version each worker answers /api/health with, asked on new connections (the kernel spreads them)
     until every one of ``server.workers`` answered with ``want`` (or ``tries`` ran out)."""
@@ -245,7 +385,14 @@ def versions_by_worker(server: Server, want: str, tries: int = 400) -> dict[str,
 
 
 def bench_index(
-    name: str, index: Path, sources: list[str], requests: int, concurrency: int, workers: int = 1
+    name: str,
+    index: Path,
+    sources: list[str],
+    requests: int,
+    concurrency: int,
+    workers: int = 1,
+    client: str = "asyncio",
+    seconds: int = 20,
 ) -> dict[str, Any]:
     """Steady load, then the same load with a rebuild (one seed file left out) published mid-run."""
     log(f"[{name}] resetting {index} to its full sources")
@@ -256,14 +403,20 @@ def bench_index(
         dropped = sorted(SEEDS.glob("*.txt"))[0]
         paths = request_paths(server, requests, dropped)
         load(server, paths[: 20 * concurrency], concurrency)  # warm every worker's encoder before timing
-        log(f"[{name}] steady: {requests} requests at concurrency {concurrency}, {workers} worker(s)")
-        cpu, client = server_cpu_s(server), time.process_time()
-        steady = load(server, paths, concurrency)
-        cpu, client = server_cpu_s(server) - cpu, time.process_time() - client
+        amount = f"{seconds:g} s (wrk)" if client == "wrk" else f"{requests} requests"
+        log(f"[{name}] steady: {amount} at concurrency {concurrency}, {workers} worker(s)")
+        cpu, client_cpu = server_cpu_s(server), time.process_time()
+        if client == "wrk":
+            steady = wrk_load(server, paths, concurrency, seconds)
+            client_cpu = steady.pop("client_cpu_s")
+        else:
+            steady = load(server, paths, concurrency)
+            client_cpu = time.process_time() - client_cpu
+        cpu = server_cpu_s(server) - cpu
         # What the ratio can be on a shared machine: the cores the server got, and its CPU per request.
         steady["server_cores_used"] = round(cpu / steady["seconds"], 2)
         steady["server_cpu_ms_per_request"] = round(cpu / steady["requests"] * 1000, 2)
-        steady["client_cpu_ms_per_request"] = round(client / steady["requests"] * 1000, 2)
+        steady["client_cpu_ms_per_request"] = round(client_cpu / steady["requests"] * 1000, 3)
         steady["load_average"] = round(os.getloadavg()[0], 2)
         log(f"[{name}] steady: {json.dumps(steady)}")
 
@@ -306,7 +459,9 @@ def compare_workers(
     runs: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
     for _ in range(args.repeat):
         for n in counts:
-            runs[n].append(bench_index(name, index, sources, args.requests, args.concurrency, n))
+            runs[n].append(
+                bench_index(name, index, sources, args.requests, args.concurrency, n, args.client, args.seconds)
+            )
     rps = {n: [r["steady"]["throughput_rps"] for r in runs[n]] for n in counts}
     out: dict[str, Any] = {
         "documents": runs[counts[0]][0]["documents"],
@@ -346,9 +501,25 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=REPO / "indexes", help="Where the bench indexes live.")
     parser.add_argument("--workers", default="1", help="Worker counts to compare, e.g. 1,2 (default 1).")
     parser.add_argument("--repeat", type=int, default=1, help="Runs per worker count, alternating (default 1).")
+    parser.add_argument(
+        "--client",
+        choices=("wrk", "asyncio"),
+        default="wrk" if shutil.which("wrk") else "asyncio",
+        help="The steady load's client (default: wrk when on PATH).",
+    )
+    parser.add_argument("--seconds", type=int, default=20, help="Seconds per steady run with wrk (default 20).")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="Also time one worker's CPU per request inside and outside the GIL (needs wrk).",
+    )
     args = parser.parse_args()
-    if args.requests < 1 or args.concurrency < 1 or args.repeat < 1:
-        sys.exit("--requests, --concurrency and --repeat must be positive")
+    if args.split and args.client != "wrk":
+        sys.exit("--split needs the wrk client (apt-get install wrk)")
+    if args.requests < 1 or args.concurrency < 1 or args.repeat < 1 or args.seconds <= 0:
+        sys.exit("--requests, --concurrency, --repeat and --seconds must be positive")
+    if args.client == "wrk" and not shutil.which("wrk"):
+        sys.exit("--client wrk: wrk is not on PATH (apt-get install wrk), or use --client asyncio")
     try:
         counts = sorted({int(part) for part in args.workers.split(",") if part.strip()})
     except ValueError:
@@ -361,7 +532,10 @@ def main() -> None:
         "cores": os.cpu_count(),
         "workers": counts,
         "repeat": args.repeat,
-        "client": "asyncio raw sockets, one process",
+        "client": {
+            "wrk": f"steady: wrk -t1 for {args.seconds:g} s; rebuild run: asyncio raw sockets",
+            "asyncio": "asyncio raw sockets, one process",
+        }[args.client],
     }
     indexes = [("seeds", args.workdir / "bench-seeds", [str(SEEDS)])]
     if not args.skip_neurips:
@@ -370,6 +544,8 @@ def main() -> None:
         indexes.append(("neurips", args.workdir / "bench-neurips", [str(NEURIPS), str(SEEDS)]))
     for name, index, sources in indexes:
         out[name] = compare_workers(name, index, sources, args, counts)
+        if args.split:
+            out[name]["split"] = split_cpu(name, index, args.concurrency, args.seconds)
     print(json.dumps(out))
     benched = [out[name] for name, _, _ in indexes]
     if any(b["errors"] or not b["picked_up_by_every_worker"] for b in benched):

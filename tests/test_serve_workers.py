@@ -122,3 +122,54 @@ def test_workers_without_an_index_is_one_line_error(tmp_path: Path) -> None:
     )
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1 and "index" in result.output.lower()
+
+
+def test_a_server_opens_each_query_encoder_on_one_thread(
+    small_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every server process (one, or each of --workers N) asks for a one-thread query encoder; the library
+    (create_app, Index) keeps the default of every core, the fastest single query."""
+    from fastapi.testclient import TestClient
+
+    import semsearch.query.search
+    from semsearch.faces.serve import QUERY_THREADS, create_app, server_app
+
+    index = tmp_path / "idx"
+    build_index([str(small_corpus.parent)], index, BuildOptions(progress=False), embedder=FakeEmbedder())
+    asked: list[dict[str, object]] = []
+
+    def recording_loader(manifest: object, version: Path, **options: object) -> FakeEmbedder:
+        asked.append(options)
+        return FakeEmbedder()
+
+    monkeypatch.setattr(semsearch.query.search, "open_query_encoder", recording_loader)
+    for app in (server_app(index, host="127.0.0.1"), create_app(index)):
+        with TestClient(app, base_url="http://localhost") as client:
+            assert client.get("/api/search", params={"q": "privacy"}).status_code == 200
+    assert QUERY_THREADS == 1
+    assert asked == [{"threads": 1}, {}]
+
+
+@pytest.mark.slow
+def test_the_served_onnx_query_encoder_has_no_operator_thread_pool(seeds_copy: Path, tmp_path: Path) -> None:
+    """With the real model: the server's query encoder runs each query on the calling thread (no pool thread to
+    spin-wait after it), `semsearch query`'s keeps every core, and both give the same bytes."""
+    import numpy as np
+    from fastapi.testclient import TestClient
+
+    from semsearch.encode.onnx_backend import default_threads
+    from semsearch.faces.serve import server_app
+    from semsearch.query.search import Index
+
+    index = tmp_path / "idx"
+    build_index([str(seeds_copy)], index, BuildOptions(progress=False))
+    app = server_app(index, host="127.0.0.1")
+    with TestClient(app, base_url="http://localhost") as client:
+        assert client.get("/api/search", params={"q": "federated privacy"}).json()["hits"]
+        with app.state.live.use() as loaded:
+            served = loaded.index.embedder
+    assert served.threads == 1 and served._session.get_session_options().intra_op_num_threads == 1
+    with Index.open(index) as library:
+        default = library.embedder
+        assert default.threads == default_threads()
+        assert np.array_equal(served.encode(["federated privacy"]), default.encode(["federated privacy"]))

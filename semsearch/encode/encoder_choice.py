@@ -213,14 +213,19 @@ def check_requested_model(manifest: Manifest, model: str) -> None:
         )
 
 
-def open_query_encoder(manifest: Manifest, version: Path, *, notify: Notify = stderr_notice) -> Embedder:
-    """The encoder that reproduces the index's vectors for queries (ONNX export first, torch as fallback)."""
+def open_query_encoder(
+    manifest: Manifest, version: Path, *, notify: Notify = stderr_notice, threads: int | None = None
+) -> Embedder:
+    """The encoder that reproduces the index's vectors for queries (ONNX export first, torch as fallback).
+
+    ``threads``: the ONNX session's operator threads (default: every core, the fastest single query).
+    """
     info = manifest.model
     if info.backend == "onnx":
         from semsearch.encode.onnx_backend import OnnxEmbedder
 
         try:
-            return OnnxEmbedder.load(version / ENCODER_DIR, info.precision or "int8")
+            return OnnxEmbedder.load(version / ENCODER_DIR, info.precision or "int8", threads=threads)
         except IndexCorruptError as exc:
             fallback = _torch_fallback(info)
             if fallback is None:

@@ -65,9 +65,11 @@ class LiveIndex:
     the swap is atomic, and the old version is closed once its last request has finished.
     """
 
-    def __init__(self, path: str | Path, *, embedder: Embedder | None = None) -> None:
+    def __init__(self, path: str | Path, *, embedder: Embedder | None = None, query_threads: int | None = None) -> None:
+        """``query_threads``: the ONNX threads of the query encoder each version opens (None: every core)."""
         self.path = Path(path)
         self._embedder = embedder
+        self._query_threads = query_threads
         self._lock = threading.Lock()  # guards _live and the reference counts
         self._opening = threading.Lock()  # one thread opens a new version; the rest keep serving
         self._failed: tuple[str, float] | None = None
@@ -82,7 +84,7 @@ class LiveIndex:
     def _open(self, version: Path, previous: LoadedVersion | None = None) -> LoadedVersion:
         manifest = Manifest.read(version)
         embedder = self._embedder or _reusable_encoder(previous, manifest)
-        index = Index(self.path, version, manifest, embedder=embedder)
+        index = Index(self.path, version, manifest, embedder=embedder, query_threads=self._query_threads)
         try:
             # Load everything now: no request pays for it, and the files may be pruned while this version serves.
             _ = index.lexical

@@ -129,11 +129,13 @@ class Index:
         *,
         embedder: Embedder | None = None,
         model: str | None = None,
+        query_threads: int | None = None,
     ) -> None:
         self.path = path
         self.version = version
         self.manifest = manifest
         self._embedder = embedder
+        self._query_threads = query_threads  # the query encoder's ONNX threads (None: open_query_encoder's default)
         self._lexical: BM25Index | None = None
         self._filters: dict[tuple[str, ...], tuple[np.ndarray, list[str]]] = {}
         self._filters_lock = threading.Lock()
@@ -186,7 +188,10 @@ class Index:
     def embedder(self) -> Embedder:
         """The query encoder (loaded on first use)."""
         if self._embedder is None:
-            self._embedder = open_query_encoder(self.manifest, self.version)
+            if self._query_threads is None:
+                self._embedder = open_query_encoder(self.manifest, self.version)
+            else:
+                self._embedder = open_query_encoder(self.manifest, self.version, threads=self._query_threads)
         return self._embedder
 
     def info(self) -> IndexInfo:
