@@ -561,3 +561,21 @@ def test_labels_near_the_edge_stay_whole_inside_the_panel(tmp_path: Path) -> Non
     assert out["middle"] == [140, 141, 260, 159]
     assert out["short"] == "privacy · federated"
     assert out["long"] == "privacy …" and 7 * len(out["long"]) <= 100
+
+
+def test_umap_gets_exact_neighbours_itself_first_even_among_duplicates() -> None:
+    from semsearch.store.corpus_map import exact_neighbours
+
+    rng = np.random.default_rng(3)
+    vecs = rng.normal(size=(60, 16)).astype(np.float32)
+    vecs[10] = vecs[11] = vecs[12]  # three identical vectors tie for each one's nearest
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    indices, distances = exact_neighbours(vecs, 15)
+    assert indices.shape == distances.shape == (60, 15)
+    assert (indices[:, 0] == np.arange(60)).all() and (distances[:, 0] == 0).all()
+    assert all(len(set(row)) == 15 for row in indices.tolist())  # itself once, 14 others
+    assert set(indices[10, 1:3]) == {11, 12} and np.allclose(distances[10, 1:3], 0, atol=1e-6)
+    cosine = vecs @ vecs.T
+    for i in range(60):  # the 14 others are the 14 most similar, in order
+        best = [j for j in np.argsort(-cosine[i], kind="stable") if j != i][:14]
+        assert np.allclose(sorted(1 - cosine[i, best]), distances[i, 1:], atol=1e-5)
