@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 
 from semsearch.core.sentences import split_sentences  # noqa: E402
 from semsearch.encode.onnx_backend import OnnxEmbedder  # noqa: E402
-from semsearch.encode.windows import document_windows, pool  # noqa: E402
+from semsearch.encode.windows import document_windows, every_window, pool  # noqa: E402
 from semsearch.eval.beir import read_qrels, read_queries  # noqa: E402
 from semsearch.eval.metrics import ndcg_at_k  # noqa: E402
 
@@ -78,18 +78,6 @@ def encode_missing(emb: OnnxEmbedder, wanted: list[str], cache: Path) -> dict[st
         np.savez(cache, **store)
         print(f"  {start + len(part)}/{len(todo)}", file=sys.stderr)
     return store
-
-
-def all_windows(title: str, text: str, size: int = 2) -> list[str]:
-    """Every non-overlapping window of ``size`` sentences from the start (none for a text of ``size`` or fewer)."""
-    spans = split_sentences(text)
-    if len(spans) <= size:
-        return []
-    out = []
-    for i in range(0, len(spans), size):
-        body = text[spans[i][0] : spans[min(i + size, len(spans)) - 1][1]]
-        out.append(f"{title} {body}" if title else body)
-    return out
 
 
 def rescored(whole: np.ndarray, mixed: np.ndarray, depth: int) -> np.ndarray:
@@ -172,7 +160,7 @@ def main() -> None:
     tails2 = document_windows(items, emb.read_chars, 2)
     tails3 = document_windows(items, emb.read_chars, 3)
     strides = [stride_windows(d["title"], d["text"]) for d in docs] if args.strides else []
-    every = [all_windows(d["title"], d["text"]) for d in docs] if args.all_windows else []
+    every = [every_window(d["title"], d["text"]) for d in docs] if args.all_windows else []
     flat_all = [t for ts in (tails2, tails3, strides, every) for w in ts for t in w]
     print(f"long documents: {sum(bool(t) for t in tails2)} of {len(docs)}", file=sys.stderr)
     store = encode_missing(emb, [*full, *flat_all], Path(args.cache))

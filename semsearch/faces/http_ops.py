@@ -40,18 +40,11 @@ def http_parameter(param: Param) -> inspect.Parameter:
     """The FastAPI parameter of one request field: its name, alias, bounds, default and help."""
     spec = param.spec
     default = ... if spec.required else (list(spec.default) if param.is_list else spec.default)
-    bounds: dict[str, Any] = {
-        "ge": spec.ge,
-        "le": spec.le,
-        "lt": spec.lt,
-        "min_length": spec.min_length,
-        "max_length": spec.max_length,
-        "description": spec.help or None,
-        "json_schema_extra": dict(spec.schema) or None,
-    }
+    bounds = spec.bounds()
+    if spec.schema:
+        bounds["json_schema_extra"] = dict(spec.schema)
     if spec.finite:
         bounds["allow_inf_nan"] = False
-    bounds = {key: value for key, value in bounds.items() if value is not None}
     if spec.path:  # a path parameter is named as the path names it
         return inspect.Parameter(
             param.name, inspect.Parameter.KEYWORD_ONLY, default=PathParam(default, **bounds), annotation=param.type

@@ -82,15 +82,7 @@ def mcp_type(param: Param) -> Any:
         }
         each = {key: value for key, value in given.items() if value is not None}
         kind = tuple[Annotated[str, Field(**each)], ...] if each else tuple[str, ...]
-    bounds: dict[str, Any] = {
-        "ge": spec.ge,
-        "le": spec.le,
-        "lt": spec.lt,
-        "min_length": spec.min_length,
-        "max_length": spec.max_length,
-        "description": spec.help or None,
-    }
-    return Annotated[kind, Field(**{key: value for key, value in bounds.items() if value is not None})]
+    return Annotated[kind, Field(**spec.bounds())]
 
 
 Handler = Callable[[LoadedVersion, Any, int], results.Record]

@@ -78,6 +78,18 @@ class Spec:
     http: Mapping[str, Any] = field(default_factory=dict)
     mcp: Mapping[str, Any] = field(default_factory=dict)
 
+    def bounds(self) -> dict[str, Any]:
+        """The bounds and help every schema face states (pydantic ``Field`` keywords; unset ones left out)."""
+        given = {
+            "ge": self.ge,
+            "le": self.le,
+            "lt": self.lt,
+            "min_length": self.min_length,
+            "max_length": self.max_length,
+            "description": self.help or None,
+        }
+        return {key: value for key, value in given.items() if value is not None}
+
     def on(self, face: str) -> Spec:
         """The spec as ``face`` shows it (its own replacements applied)."""
         return dataclasses.replace(self, **{CLI: self.cli, HTTP: self.http, MCP: self.mcp}[face])
