@@ -490,26 +490,23 @@ def digest(
                 raise SemsearchCliError(f"cannot write {out}: {exc.strerror or exc}") from exc
         # A daily cron job should not mail "0 new" every quiet day (an --out file is still written).
         quiet = settings is not None and made.arrived == 0 and not mail_empty
-        if quiet:
-            settings = None
-        elif settings is not None:
+        papers = sum(len(s.papers) for s in made.sections)
+        if settings is not None and not quiet:
             from semsearch.reader.mail import build_message, send
 
-            shown = sum(len(s.papers) for s in made.sections)
-            subject = f"semsearch digest {name}: {made.arrived} new, {shown} for you"
+            subject = f"semsearch digest {name}: {made.arrived} new, {papers} for you"
             message = build_message(subject, settings.sender, list(mail_to), render(made, "md"), render(made, "html"))
             send(settings, message)
-        elif out is None and not quiet:
+        elif settings is None and out is None:
             click.echo(render(made, fmt), nl=False)
         if not no_bookmark:  # only once the digest is out
             from semsearch.reader.arrivals import live_seq, set_bookmark
 
             set_bookmark(idx.path, name, live_seq(idx))
-    papers = sum(len(s.papers) for s in made.sections)
     summary = f"digest {name}: {made.arrived} arrived, {papers} in {len(made.sections)} sections"
     if quiet:
         click.echo(f"{summary}, nothing arrived: no mail sent (--mail-empty sends it anyway)", err=True)
-    if settings is not None:
+    elif settings is not None:
         click.echo(f"{summary}, mailed to {', '.join(mail_to)} via {settings.host}:{settings.port}", err=True)
     if out is not None:
         click.echo(f"{summary} -> {out}", err=True)
