@@ -265,10 +265,6 @@ def catalogue_location(name: str) -> str | None:
     return str(path)
 
 
-def folder_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Finding the pieces
 # ---------------------------------------------------------------------------------------------------------
