@@ -28,7 +28,7 @@ from semsearch.store.filters import evaluate, parse_where
 from semsearch.store.layout import current_version, doc_id_from_num, doc_num
 from semsearch.store.lexical import Analyzer, BM25Index
 from semsearch.store.manifest import Manifest
-from semsearch.store.windows_part import RESCORE_DEPTH, WindowIndex, is_windowed
+from semsearch.store.windows_part import RESCORE_DEPTH, open_windows
 
 T = TypeVar("T")
 DEFAULT_INDEX = Path(options.DEFAULT_INDEX)
@@ -146,7 +146,7 @@ class Index:
         self.ann, self.vectors = open_version_vectors(version, manifest)
         self.store = open_documents(version, manifest)
         # --reading windows: each long abstract's tail windows, which re-score a search's dense candidates.
-        self.windows = WindowIndex.open_version(version, manifest) if is_windowed(manifest) else None
+        self.windows = open_windows(version, manifest)
         expected = manifest.counts.vectors
         if self.ann.ntotal != expected or self.store.count() != expected:
             raise IndexCorruptError(

@@ -94,7 +94,7 @@ class WindowsPart:
 
     def open(self, version: Path, manifest: Manifest) -> WindowIndex | None:
         """The version's window vectors (None when its reading stores none)."""
-        return WindowIndex.open_version(version, manifest) if is_windowed(manifest) else None
+        return windows_part.open_windows(version, manifest)
 
     def verify(self, version: Path, manifest: Manifest) -> list[str]:
         return windows_part.verify(version, manifest)

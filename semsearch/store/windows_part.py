@@ -68,6 +68,11 @@ def is_windowed(manifest: Manifest) -> bool:
     return manifest.model.reading in WINDOWED_READINGS
 
 
+def open_windows(version: Path, manifest: Manifest) -> WindowIndex | None:
+    """A version's window vectors, None when its reading stores none."""
+    return WindowIndex.open_version(version, manifest) if is_windowed(manifest) else None
+
+
 def write(folder: Path, windows: WindowSet) -> None:
     """Write a segment's window files, rows sorted by document number (a document's windows in their order)."""
     order = np.argsort(windows.ids, kind="stable")
