@@ -54,6 +54,15 @@ class EncoderChoice:
         return self.reading == "windows-all"
 
     @property
+    def reads_sentences(self) -> bool:
+        """Whether the build pools a vector per sentence from runs over the whole text (sentence_runs.py)."""
+        return self.reading == "sentences"
+
+    def can_read_sentences(self) -> bool:
+        """Whether the encoder gives token outputs to pool sentences from (the ONNX encoder does)."""
+        return callable(getattr(self.embedder, "encode_sentences", None))
+
+    @property
     def regime(self) -> str:
         """How the encoder computes vectors (``options.ONNX_REGIME`` for ONNX; "" when it names none)."""
         return str(getattr(self.embedder, "regime", "") or "")

@@ -17,6 +17,7 @@ from semsearch.core.errors import SemsearchError
 from semsearch.core.records import Document
 from semsearch.encode.cache import EmbeddingCache, embedding_key
 from semsearch.encode.embedder import Embedder
+from semsearch.encode.sentence_runs import SentenceText, sentence_text
 from semsearch.encode.windows import ReadChars, document_windows, pool
 from semsearch.store.layout import doc_num
 from semsearch.store.windows_part import WindowSet
@@ -32,7 +33,9 @@ class CachePlan:
     """The texts to encode and their cache keys, the vectors the cache already has, and the rows still to encode.
 
     Rows ``0..n-1`` are the documents' embedding texts; with a ``read_chars`` (windows.py) the texts after them
-    are the windows past the encoder's cut, ``windows[i]`` naming document i's, and its vector pools them.
+    are the windows past the encoder's cut, ``windows[i]`` naming document i's, and its vector pools them. With
+    ``sentences`` (``--reading sentences``) the rows after them are each document's sentences, whose vectors
+    come from the runs that read the document (sentence_runs.py), so a document is encoded whole or not at all.
     """
 
     texts: list[str]
@@ -40,6 +43,7 @@ class CachePlan:
     known: dict[str, np.ndarray]
     missing: list[int]  # row numbers, first occurrence of each missing key, in document order
     windows: list[list[int]] = field(default_factory=list)  # per document, the rows of its tail windows
+    sentences: list[SentenceText] = field(default_factory=list)  # per document, with --reading sentences
 
     @classmethod
     def make(
@@ -49,17 +53,32 @@ class CachePlan:
         read_chars: ReadChars | None = None,
         *,
         every: bool = False,
+        sentences: bool = False,
     ) -> CachePlan:
         texts = [d.embedding_text() for d in documents]
         items = [(t, d.title or "" if not d.title_only else "", d.text) for t, d in zip(texts, documents, strict=True)]
         windows: list[list[int]] = []
-        for tails in document_windows(items, read_chars, every=every):
-            windows.append(list(range(len(texts), len(texts) + len(tails))))
-            texts.extend(tails)
         keys = [embedding_key(t) for t in texts]
+        read: list[SentenceText] = []
+        if sentences:
+            read = [sentence_text(*item) for item in items]
+            for row, st in enumerate(read):
+                windows.append(list(range(len(keys), len(keys) + len(st.spans))))
+                keys.extend(st.keys())
+                texts.extend([texts[row]] * len(st.spans))  # read with their document, never alone
+        else:
+            for tails in document_windows(items, read_chars, every=every):
+                windows.append(list(range(len(texts), len(texts) + len(tails))))
+                texts.extend(tails)
+            keys = [embedding_key(t) for t in texts]
         known = cache.get_many(keys)
         missing = sorted({k: i for i, k in enumerate(keys) if k not in known}.values())
-        return cls(texts, keys, known, missing, windows)
+        return cls(texts, keys, known, missing, windows, read)
+
+    def missing_documents(self) -> list[int]:
+        """The documents (rows) a sentence reading must run: whose vector or one sentence's vector is missing."""
+        lacking = set(self.missing)
+        return [row for row, rows in enumerate(self.windows) if row in lacking or lacking.intersection(rows)]
 
     def chunks(self, size: int | None = None) -> Iterator[list[int]]:
         """The missing rows in encoder-sized chunks (``ENCODE_CHUNK`` unless told)."""
@@ -86,7 +105,7 @@ class CachePlan:
         out = np.zeros((self.documents(), dimension), dtype=np.float32)
         for row in range(len(out)):
             whole = self.known[self.keys[row]]
-            rows = self.windows[row] if self.windows else []
+            rows = self.windows[row] if self.windows and not self.sentences else []
             out[row] = pool(whole, np.stack([self.known[self.keys[j]] for j in rows])) if rows else whole
         return out
 
@@ -98,13 +117,14 @@ def whole_and_windows(
     dimension: int,
     *,
     every: bool = False,
+    sentences: bool = False,
 ) -> tuple[np.ndarray, WindowSet]:
-    """After encoding: each document's whole-text vector and its tail windows' vectors, read from the cache.
+    """After encoding: each document's whole-text vector and its windows' vectors, read from the cache.
 
-    What ``--reading windows`` stores (store/windows_part.py); read back from the cache so that both engines,
-    which fill the same cache, give the same files.
+    What ``--reading windows`` (``windows-all``, ``sentences``) stores (store/windows_part.py); read back from the
+    cache so that both engines, which fill the same cache, give the same files.
     """
-    plan = CachePlan.make(documents, cache, read_chars, every=every)
+    plan = CachePlan.make(documents, cache, read_chars, every=every, sentences=sentences)
     if plan.missing:
         raise SemsearchError(f"{len(plan.missing)} texts have no vector after encoding")
     whole = np.zeros((len(documents), dimension), dtype=np.float32)
@@ -134,15 +154,19 @@ def encode_with_cache(
     progress: bool,
     read_chars: ReadChars | None = None,
     every: bool = False,
+    sentences: bool = False,
 ) -> tuple[np.ndarray, int]:
     """Vectors for the documents in order, encoding only texts the cache lacks; returns (vectors, encoded).
 
     With ``read_chars`` each document's vector pools its tail windows (windows.py), with ``every`` also encoding
-    every window from the start (``--reading windows-all``); ``encoded`` counts texts.
+    every window from the start (``--reading windows-all``); with ``sentences`` a document's runs also give
+    its sentences' vectors (``--reading sentences``); ``encoded`` counts documents.
     """
-    plan = CachePlan.make(documents, cache, read_chars, every=every)
+    plan = CachePlan.make(documents, cache, read_chars, every=every, sentences=sentences)
     touched = plan.touched()
-    if plan.missing:
+    if plan.sentences and plan.missing:
+        _encode_sentences(embedder, plan, cache, progress)
+    elif plan.missing:
         bar = progress_bar(len(plan.missing), progress)
         for chunk in plan.chunks():
             vectors = embedder.encode([plan.texts[i] for i in chunk], batch_size=batch_size)
@@ -153,6 +177,28 @@ def encode_with_cache(
             bar(len(chunk))
         bar(0, close=True)
     return plan.matrix(embedder.dimension), touched
+
+
+def _encode_sentences(embedder: Embedder, plan: CachePlan, cache: EmbeddingCache, progress: bool) -> None:
+    """Run every document the plan lacks a vector of (its whole text and its sentences), a chunk at a time."""
+    read = getattr(embedder, "encode_sentences", None)
+    if not callable(read):
+        raise SemsearchError(f"encoder {embedder.name!r} cannot read sentences (--reading sentences needs ONNX)")
+    todo = plan.missing_documents()
+    bar = progress_bar(len(todo), progress)
+    for start in range(0, len(todo), ENCODE_CHUNK):
+        chunk = todo[start : start + ENCODE_CHUNK]
+        pairs: list[tuple[str, np.ndarray]] = []
+        for row, (whole, sentences) in zip(chunk, read([plan.sentences[row] for row in chunk]), strict=True):
+            rows = plan.windows[row]
+            check_shape(np.asarray(whole)[None, :], 1, embedder.dimension)
+            check_shape(np.asarray(sentences), len(rows), embedder.dimension)
+            pairs.append((plan.keys[row], whole))
+            pairs.extend((plan.keys[j], vector) for j, vector in zip(rows, sentences, strict=True))
+        cache.put_many(pairs)
+        plan.known.update(pairs)
+        bar(len(chunk))
+    bar(0, close=True)
 
 
 def progress_bar(total: int, enabled: bool, desc: str = "encoding") -> Progress:

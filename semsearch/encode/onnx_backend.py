@@ -38,6 +38,7 @@ from semsearch.core.fileio import atomic_path, file_sha256, write_bytes_atomic
 from semsearch.core.options import DEFAULT_PRECISION, ONNX_REGIME, PRECISIONS
 from semsearch.encode.embedder import fingerprint_folder, normalize_rows
 from semsearch.encode.models import resolve_model
+from semsearch.encode.sentence_runs import SentenceText
 from semsearch.encode.torch_backend import SentenceTransformerEmbedder
 
 if TYPE_CHECKING:
@@ -639,18 +640,36 @@ class OnnxEmbedder:
             return len(text)
         return max((end for _, end in encoding.offsets), default=0)
 
-    def _encode_one(self, encoding: tokenizers.Encoding) -> np.ndarray:
-        """The unit (dimension,) vector of one tokenized text, run alone and unpadded."""
-        ids = np.asarray([encoding.ids], dtype=np.int64)
+    def encode_sentences(self, items: Sequence[SentenceText]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per text, its whole-text vector (as ``encode`` gives) and one unit vector per sentence span.
+
+        The sentences are pooled from runs that read the whole text (encode/sentence_runs.py); each run is
+        one ORT run, so the vectors depend on the text alone, as ``encode``'s do.
+        """
+        from semsearch.encode.onnx_sentences import encode_sentences
+
+        return encode_sentences(self, items)
+
+    def token_outputs(self, ids: Sequence[int], type_ids: Sequence[int] | None = None) -> np.ndarray:
+        """The (tokens, dimension) float32 outputs of one run over these token ids, alone and unpadded."""
+        arr = np.asarray([ids], dtype=np.int64)
         feed = {
-            "input_ids": ids,
-            "attention_mask": np.ones_like(ids),
-            "token_type_ids": np.asarray([encoding.type_ids], dtype=np.int64),
+            "input_ids": arr,
+            "attention_mask": np.ones_like(arr),
+            "token_type_ids": np.asarray([type_ids], dtype=np.int64) if type_ids is not None else np.zeros_like(arr),
         }
         # InferenceSession.run is thread-safe and releases the GIL, so "texts" mode shares one session.
         (hidden,) = self._session.run(["token_embeddings"], {name: feed[name] for name in self._inputs})
-        pooled = pool_tokens(np.asarray(hidden, dtype=np.float32), feed["attention_mask"], self.spec.pooling)
-        return normalize_rows(pooled)[0]
+        return np.asarray(hidden, dtype=np.float32)[0]
+
+    def pooled(self, hidden: np.ndarray) -> np.ndarray:
+        """The unit vector of one run's token outputs, pooled as the model pools."""
+        mask = np.ones((1, hidden.shape[0]), dtype=np.int64)
+        return normalize_rows(pool_tokens(hidden[None, :, :], mask, self.spec.pooling))[0]
+
+    def _encode_one(self, encoding: tokenizers.Encoding) -> np.ndarray:
+        """The unit (dimension,) vector of one tokenized text, run alone and unpadded."""
+        return self.pooled(self.token_outputs(encoding.ids, encoding.type_ids))
 
 
 def pool_tokens(hidden: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:

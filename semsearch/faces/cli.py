@@ -152,10 +152,12 @@ def cli() -> None:
 @click.option(
     "--reading",
     type=click.Choice(options.READINGS),
-    help="How a vector reads an abstract longer than the model's window [default: the index's, else truncated]: "
-    "truncated reads the first window; pooled averages the whole-text vector with sentence windows past the cut; "
-    "windows also stores a vector per sentence window past the cut and re-scores a search's dense candidates by "
-    "their best window; windows-all does so with every 2-sentence window (about twice the encoding).",
+    help="How vectors read an abstract longer than the model's window [default: the index's, else sentences "
+    "with the onnx backend, truncated with torch]: sentences also keeps a vector per sentence, pooled from runs "
+    "that read the whole abstract, and re-scores a search's dense candidates by their best sentence (1.3-1.6x "
+    "the encoding); truncated reads the first window only; pooled averages the whole-text vector with sentence "
+    "windows past the cut; windows stores a vector per 2-sentence window past the cut, windows-all per "
+    "2-sentence window from the start (each encoded alone: 1.2x and 2x the encoding).",
 )
 @click.option("--full", is_flag=True, help="Rebuild from scratch (and allow switching models).")
 @click.option(
@@ -783,9 +785,7 @@ def _eval_suffix(model: str | None) -> str:
 @click.option(
     "--reading",
     type=click.Choice(options.READINGS),
-    default=options.DEFAULT_READING,
-    show_default=True,
-    help="How vectors read long abstracts (see: semsearch index --help).",
+    help="How vectors read long abstracts [default: sentences with onnx, else truncated; see: semsearch index --help].",
 )
 @click.option("--fusion", type=click.Choice(options.FUSIONS), help="Hybrid's weighting [default: the index's].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object keyed by mode.")
@@ -802,7 +802,7 @@ def eval_(
     model: str | None,
     backend: str,
     precision: str,
-    reading: str,
+    reading: str | None,
     fusion: str | None,
     as_json: bool,
 ) -> None:

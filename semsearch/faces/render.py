@@ -102,12 +102,20 @@ def eval_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _reading_line(info: IndexInfo) -> str:
+    if info.reading == "truncated":
+        return "truncated (the model's first window of each abstract)"
+    what = "sentence" if info.reading == "sentences" else "window"
+    return f"{info.reading} ({info.windows} {what} vectors beside the documents' own)"
+
+
 def info_text(info: IndexInfo) -> str:
     """The manifest as aligned ``key: value`` lines."""
     rows = [
         ("index", f"{info.path} ({info.version})"),
         ("model", f"{info.model} ({info.dimension}-d, fingerprint {info.fingerprint})"),
         ("encoder", f"{info.backend} {info.precision}".strip()),
+        ("reading", _reading_line(info)),
         ("documents", f"{info.documents}" + (f" ({info.title_only} title-only)" if info.title_only else "")),
         ("aliases", f"{info.aliases} former ids resolve to current documents"),
         (

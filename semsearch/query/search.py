@@ -20,7 +20,7 @@ from semsearch.dedup.duplicates import same_paper, text_hash
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import check_requested_model, open_query_encoder
 from semsearch.query.fusion import DEFAULT_DEPTH, DEFAULT_NORM, FusionChoice, FusionPolicy, convex_arrays, diversify
-from semsearch.query.highlight import best_sentences, matched_terms
+from semsearch.query.highlight import best_sentences, matched_terms, split_sentences
 from semsearch.store.ann import VECTORS, open_version_vectors
 from semsearch.store.documents import open_documents
 from semsearch.store.filter_columns import FilterColumns
@@ -75,6 +75,8 @@ class IndexInfo:
     map: dict[str, Any] = field(default_factory=dict)  # the manifest's map entry: method, clusters, when laid out
     segments: int = 0  # segments appended since the index was last written whole (segments.py)
     hidden: int = 0  # rows of its segments the version no longer holds
+    reading: str = "truncated"  # how vectors read long abstracts (options.READINGS)
+    windows: int = 0  # window (or sentence) vectors kept beside the documents' vectors
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -224,6 +226,8 @@ class Index:
             map=dict(m.map),
             segments=len(m.segments),
             hidden=m.hidden,
+            reading=m.model.reading or "truncated",
+            windows=self.windows.count() if self.windows is not None else 0,
         )
 
     def get(self, doc_id: str) -> Document:
@@ -450,6 +454,7 @@ class Index:
         docs = self.store.get_many([n for n, _ in ranked])
         analyzer = Analyzer() if shape.explain else None
         terms = analyzer(ranking.text) if analyzer is not None else []
+        sentence_vecs = self._sentence_vectors([n for n, _ in ranked], ranking) if analyzer is not None else {}
         hits = []
         for rank, (num, score) in enumerate(ranked, start=1):
             doc = docs.get(num)
@@ -462,10 +467,33 @@ class Index:
             hit.scores = self._breakdown(num, ranking)
             hit.fusion = ranking.fusion.to_dict() if ranking.fusion is not None else None
             if analyzer is not None:
-                hit.highlights = best_sentences(doc.text, terms, n=1, analyzer=analyzer)
+                vecs = sentence_vecs.get(num)
+                if vecs is not None and len(vecs) != len(split_sentences(doc.text)):
+                    vecs = None  # not this text's sentences (cannot happen for a sound index): words alone
+                hit.highlights = best_sentences(
+                    doc.text,
+                    terms,
+                    ranking.vector if vecs is not None else None,
+                    vecs,
+                    n=1,
+                    analyzer=analyzer,
+                )
                 hit.matched_terms = matched_terms(doc.embedding_text(), ranking.text, analyzer=analyzer)
             hits.append(hit)
         return hits
+
+    def _sentence_vectors(self, nums: list[int], ranking: Ranking) -> dict[int, np.ndarray]:
+        """Per hit, its sentences' vectors (``--reading sentences``), so its highlight is the sentence that matched.
+
+        Empty for other readings and for a search with no query vector (lexical).
+        """
+        if self.windows is None or self.manifest.model.reading != "sentences" or ranking.vector is None:
+            return {}
+        found = self.windows.get(nums)
+        out: dict[int, np.ndarray] = {}
+        for num in np.unique(found.ids):
+            out[int(num)] = np.asarray(found.vectors[found.ids == num], dtype=np.float32)
+        return out
 
     def _breakdown(self, num: int, ranking: Ranking) -> dict[str, float]:
         """The hit's cosine and BM25 scores (what the fused score was made of)."""

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from semsearch.store.manifest import Manifest
     from semsearch.store.segments import Segment
 
-WINDOWED_READINGS = ("windows", "windows-all")  # options.READINGS whose versions carry these files
+WINDOWED_READINGS = ("windows", "windows-all", "sentences")  # options.READINGS whose versions carry these files
 WINDOW_FILE = "windows.npy"
 WINDOW_IDS_FILE = "window_ids.npy"
 WHOLE_WEIGHT = 0.3  # SciFact train: 0.3 > 0.5 > 0.7 (+0.022, +0.019, +0.012 dense nDCG@10)
@@ -125,6 +125,12 @@ class WindowIndex:
     def open_version(cls, version: Path, manifest: Manifest) -> WindowIndex:
         """The window vectors of a version read with windows."""
         return cls.open(manifest.version_segments(version), manifest.model.dimension)
+
+    def count(self) -> int:
+        """How many window vectors the version's live documents have."""
+        return sum(
+            len(p.ids) - int(np.isin(p.ids, p.hidden).sum()) if len(p.hidden) else len(p.ids) for p in self.parts
+        )
 
     def _rows(self, part: _Part, nums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(position in ``nums``, row) of every window of ``nums`` live in ``part``."""

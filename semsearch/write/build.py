@@ -255,8 +255,31 @@ def _open_encoder(
         embedder=embedder,
         progress=opts.progress,  # -q: no line about the one-off export
     )
-    choice.reading = reading_of(opts, manifest)
+    reading = reading_of(opts, manifest)
+    choice.reading = settle_reading(
+        choice, reading, default=opts.reading is None and manifest is None, engine=opts.engine
+    )
     return choice
+
+
+def settle_reading(choice: EncoderChoice, reading: str, *, default: bool, engine: str) -> str:
+    """The reading a build can make: sentences need an encoder's token outputs and a local build.
+
+    The default (nothing asked, a new index) falls back to truncated where it cannot; a reading asked for or
+    recorded by the index is an error instead, since the vectors would not be the ones it names.
+    """
+    if reading != "sentences":
+        return reading
+    why = ""
+    if not choice.can_read_sentences():
+        why = f"encoder {choice.embedder.name!r} ({choice.backend}) gives no token outputs to pool sentences from"
+    elif engine != "local":
+        why = f"--engine {engine} does not read sentences yet"
+    if not why:
+        return reading
+    if default:
+        return "truncated"
+    raise SemsearchError(f"--reading sentences: {why} (build locally with the onnx backend, or pick another --reading)")
 
 
 def _encode(
@@ -301,10 +324,16 @@ def _encode(
                 progress=opts.progress,
                 read_chars=choice.read_chars(),
                 every=choice.every_window,
+                sentences=choice.reads_sentences,
             )
         if choice.reading in WINDOWED_READINGS:
             vectors, windows = whole_and_windows(
-                documents, cache, choice.read_chars(), enc.dimension, every=choice.every_window
+                documents,
+                cache,
+                choice.read_chars(),
+                enc.dimension,
+                every=choice.every_window,
+                sentences=choice.reads_sentences,
             )
     finally:
         cache.close()
