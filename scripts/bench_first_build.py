@@ -60,14 +60,25 @@ def encode_only(sources: list[str], index: Path) -> tuple[float, int]:
     """Seconds the index's own export takes to encode the documents a build of ``sources`` encodes."""
     from semsearch.dedup.duplicates import deduplicate
     from semsearch.encode.onnx_backend import OnnxEmbedder
+    from semsearch.encode.sentence_runs import sentence_text
     from semsearch.ingest.sources import read_sources
     from semsearch.store.layout import ENCODER_DIR, current_version
+    from semsearch.store.manifest import Manifest
 
     documents = deduplicate(read_sources([str(REPO / s) for s in sources]).records).documents
     embedder = OnnxEmbedder.load(current_version(index) / ENCODER_DIR, "int8", parallel="texts")
     texts = [d.embedding_text() for d in documents]
+    # As the build read them: with --reading sentences (the default) the runs over each whole text.
+    sentences = Manifest.read(current_version(index)).model.reading == "sentences"
+    items = [
+        sentence_text(t, d.title or "" if not d.title_only else "", d.text)
+        for t, d in zip(texts, documents, strict=True)
+    ]
     started = time.perf_counter()
-    embedder.encode(texts)
+    if sentences:
+        embedder.encode_sentences(items)
+    else:
+        embedder.encode(texts)
     return time.perf_counter() - started, len(texts)
 
 

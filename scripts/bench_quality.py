@@ -46,6 +46,7 @@ def main() -> None:
     parser.add_argument("--metric", default="ndcg@10", choices=["ndcg@10", "recall@100", "mrr@10"])
     parser.add_argument("--split", default="test", help="with --compare: the split of this script's output")
     parser.add_argument("--model", default=None, help="the model to build with (default: semsearch's default)")
+    parser.add_argument("--reading", default=None, help="--reading for the index (default: semsearch's default)")
     parser.add_argument(
         "--record",
         action="store_true",
@@ -71,10 +72,19 @@ def main() -> None:
     model = args.model or DEFAULT_MODEL
     suffix = "" if model == DEFAULT_MODEL else f"-{model}"
     index = args.index or REPO / "indexes" / f"eval-scifact-{backend_name}-{precision}{suffix}"
-    out: dict[str, object] = {"data": "scifact", "model": model, "backend": backend_name, "precision": precision}
+    from semsearch.core.options import DEFAULT_READING
+
+    reading = args.reading or (DEFAULT_READING if args.backend == "onnx" else "truncated")
+    out: dict[str, object] = {
+        "data": "scifact",
+        "model": model,
+        "backend": backend_name,
+        "precision": precision,
+        "reading": reading,
+    }
     splits = ["test", "train"] if args.train else ["test"]
     for split in splits:
-        options = BuildOptions(model=model, backend=args.backend, precision=precision, progress=True)
+        options = BuildOptions(model=model, backend=args.backend, precision=precision, reading=reading, progress=True)
         results = run_eval(EvalData.locate(SCIFACT, split), index, options=options)
         out[split] = results
         print(
@@ -89,11 +99,11 @@ def main() -> None:
     if args.record:
         if (backend_name, precision) != ("onnx", "int8"):
             sys.exit("bench_quality: --record keeps the product's own figures: onnx int8 only")
-        record(model, test, " ".join(["python scripts/bench_quality.py", *sys.argv[1:]]))
+        record(model, test, " ".join(["python scripts/bench_quality.py", *sys.argv[1:]]), reading=reading)
     print(json.dumps(out))
 
 
-def record(model: str, test: dict[str, Any], command: str, path: Path | None = None) -> None:
+def record(model: str, test: dict[str, Any], command: str, path: Path | None = None, *, reading: str = "") -> None:
     """Write one model's SciFact test figures into measured.json (atomically), keeping the other models'."""
     import datetime
     import os
@@ -105,6 +115,8 @@ def record(model: str, test: dict[str, Any], command: str, path: Path | None = N
     entry = data["models"].setdefault(model, {})
     entry["measured"] = datetime.date.today().isoformat()
     entry["command"] = command
+    if reading:
+        entry["reading"] = reading
     entry["scifact_test"] = {
         mode: {m: round(float(v), 4) for m, v in scores.items() if m in ("ndcg@10", "recall@100", "mrr@10")}
         for mode, scores in test.items()

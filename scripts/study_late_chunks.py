@@ -92,7 +92,7 @@ def main() -> None:
     ap.add_argument("--encoder", required=True)
     ap.add_argument("--split", default="train")
     ap.add_argument("--cache", default="/tmp/late-chunks.npz")
-    ap.add_argument("--enc-cache", default="/tmp/quality/windows.npz", help="study_windows.py's vectors (enc2)")
+    ap.add_argument("--enc-cache", default="/tmp/windows-cache.npz", help="study_windows.py's vectors (enc2)")
     ap.add_argument("--hybrid", type=Path, help="an index of the SciFact corpus: fuse candidates with its BM25")
     ap.add_argument("--no-check", action="store_true", help="do not re-encode the whole texts (time, bytes)")
     ap.add_argument("--limit", type=int, default=0, help="first N documents only (a quick check)")
@@ -138,19 +138,17 @@ def main() -> None:
             every = [every_window(d["title"], d["text"]) or [f] for d, f in zip(docs, full, strict=True)]
             flat = [t for w in every for t in w]
             keys = [hashlib.sha256(t.encode()).hexdigest()[:20] for t in flat]
-            if all(k in have for k in keys):
+            if all(k in have for k in keys) and z[keys[0]].shape[-1] == qv.shape[1]:  # the same model's
                 vecs = np.stack([z[k] for k in keys])
                 owner = np.array([i for i, w in enumerate(every) for _ in w])
                 best = best_per_doc(whole, qv @ vecs.T, owner)
                 scores["enc2:mix0.3"] = topped(whole, 0.3 * whole + 0.7 * np.maximum(whole, best), 200)
     per = {name: ndcg(s, ids, qids, qrels) for name, s in scores.items()}
     if args.hybrid is not None:
-        from semsearch.query.fusion import adaptive_fuse  # noqa: F401  (fail early if absent)
-
         lexical = lexical_lists(args.hybrid, emb, [queries[q] for q in qids])
         per["lexical"] = np.array([ndcg_at_k(list(lex)[:10], qrels[q]) for lex, q in zip(lexical, qids, strict=True)])
         best_name = max((n for n in per if n not in ("whole", "lexical")), key=lambda n: per[n].mean())
-        for name in ("whole", best_name, "enc2:mix0.3"):
+        for name in ("whole", best_name, "late1:mix0.3", "enc2:mix0.3"):
             if name in scores:
                 per[f"hybrid_{name}"] = hybrid(scores[name], ids, lexical, qids, qrels)
     out: dict[str, object] = {"split": args.split, "queries": len(qids), "cost": cost}
@@ -286,20 +284,32 @@ def ndcg(scores: np.ndarray, ids: list[str], qids: list[str], qrels: dict) -> np
 
 
 def hybrid(scores: np.ndarray, ids: list[str], lexical: list[dict[str, float]], qids: list[str], qrels: dict):
-    from semsearch.query.fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex
+    """nDCG@10 of hybrid search as the product fuses (adaptive weight, z-scores of the two top 1000 lists)."""
+    from semsearch.query.fusion import DEFAULT_DEPTH, DEFAULT_NORM, FusionPolicy, convex_arrays
 
+    policy = FusionPolicy("adaptive")
+    number = {d: i for i, d in enumerate(ids)}
     out = []
     for i, q in enumerate(qids):
-        top = np.argsort(-scores[i])[:DEFAULT_DEPTH]
-        fused = convex({ids[j]: float(scores[i, j]) for j in top}, lexical[i], alpha=DEFAULT_ALPHA, norm=DEFAULT_NORM)
-        out.append(ndcg_at_k([d for d, _ in fused[:10]], qrels[q]))
+        top = np.argsort(-scores[i], kind="stable")[:DEFAULT_DEPTH]
+        dense = (top.astype(np.int64), scores[i, top].astype(np.float64))
+        lex = sorted(lexical[i].items(), key=lambda kv: -kv[1])
+        lexical_top = (
+            np.array([number[d] for d, _ in lex], dtype=np.int64),
+            np.array([v for _, v in lex], dtype=np.float64),
+        )
+        choice = policy.choose(dense[1], lexical_top[1], DEFAULT_DEPTH)
+        got, _ = convex_arrays(
+            *dense, *lexical_top, alpha=choice.alpha, norm=DEFAULT_NORM, limit=10, lexical_depth=choice.lexical_depth
+        )
+        out.append(ndcg_at_k([ids[j] for j in got.tolist()], qrels[q]))
     return np.array(out)
 
 
 def lexical_lists(index_dir: Path, emb: OnnxEmbedder, texts: list[str]) -> list[dict[str, float]]:
     from semsearch import Index
 
-    with Index.open(index_dir, embedder=emb) as index:
+    with Index.open(index_dir) as index:  # its own encoder: only its BM25 side is read
         return [
             {(h.external_ids or [h.id])[0]: h.score for h in index.search(t, 1000, mode="lexical", explain=False)}
             for t in texts
