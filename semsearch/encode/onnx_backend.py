@@ -648,7 +648,7 @@ class OnnxEmbedder:
         """
         from semsearch.encode.onnx_sentences import encode_sentences
 
-        return encode_sentences(self, items)
+        return encode_sentences(self, self._tokenizer, items)
 
     def token_outputs(self, ids: Sequence[int], type_ids: Sequence[int] | None = None) -> np.ndarray:
         """The (tokens, dimension) float32 outputs of one run over these token ids, alone and unpadded."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -14,12 +14,29 @@ from semsearch.encode.sentence_runs import SentenceText, plan_runs, sentence_tok
 if TYPE_CHECKING:
     import tokenizers
 
-    from semsearch.encode.onnx_backend import OnnxEmbedder
+
+class TokenRunner(Protocol):
+    """What the sentence reading needs of the ONNX encoder (onnx_backend.OnnxEmbedder)."""
+
+    name: str
+    dimension: int
+    threads: int
+    parallel: str
+    spec: Any  # EncoderSpec: do_lower_case, max_seq_length
+
+    def token_outputs(self, ids: Sequence[int], type_ids: Sequence[int] | None = None) -> np.ndarray: ...
+
+    def pooled(self, hidden: np.ndarray) -> np.ndarray: ...
 
 
-def encode_sentences(emb: OnnxEmbedder, items: Sequence[SentenceText]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per text: (whole-text vector, (sentences, dimension) unit vectors), each text's runs alone."""
-    full = emb._tokenizer
+def encode_sentences(
+    emb: TokenRunner, tokenizer: tokenizers.Tokenizer, items: Sequence[SentenceText]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per text: (whole-text vector, (sentences, dimension) unit vectors), each text's runs alone.
+
+    ``tokenizer`` is the encoder's own, truncating at its window (the first run is exactly what it reads).
+    """
+    full = tokenizer
     untruncated = _untruncated(full)
     workers = min(emb.threads, len(items)) if emb.parallel == "texts" else 1
 
@@ -42,7 +59,7 @@ def _untruncated(tokenizer: tokenizers.Tokenizer) -> tokenizers.Tokenizer:
 
 
 def _read(
-    emb: OnnxEmbedder, truncating: tokenizers.Tokenizer, untruncated: tokenizers.Tokenizer, item: SentenceText
+    emb: TokenRunner, truncating: tokenizers.Tokenizer, untruncated: tokenizers.Tokenizer, item: SentenceText
 ) -> tuple[np.ndarray, np.ndarray]:
     text, spans = item.text, item.spans
     model_text = text.lower() if emb.spec.do_lower_case else text
