@@ -87,11 +87,16 @@ def test_related_never_returns_the_paper_or_its_duplicate(seed_index: Path) -> N
 
 
 def test_torch_backend_agrees_with_onnx(seed_index: Path, tmp_path: Path) -> None:
-    index = tmp_path / "torch"
+    index, onnx_index = tmp_path / "torch", tmp_path / "onnx-truncated"
     result = semsearch("index", str(SEEDS), "--index", str(index), "--backend", "torch", "--json")
     assert result.returncode == 0, result.stderr
+    # sentence-transformers gives no token outputs here: the default reads the first window, as ONNX can be asked to.
+    assert json.loads(semsearch("info", "--index", str(index), "--json").stdout)["reading"] == "truncated"
+    assert json.loads(semsearch("info", "--index", str(seed_index), "--json").stdout)["reading"] == "sentences"
+    made = semsearch("index", str(SEEDS), "--index", str(onnx_index), "--reading", "truncated", "-q")
+    assert made.returncode == 0, made.stderr
     onnx_hits = json.loads(
-        semsearch("query", "federated privacy", "--index", str(seed_index), "--json", "-k", "3").stdout
+        semsearch("query", "federated privacy", "--index", str(onnx_index), "--json", "-k", "3").stdout
     )
     torch_hits = json.loads(semsearch("query", "federated privacy", "--index", str(index), "--json", "-k", "3").stdout)
     assert onnx_hits[0]["id"] == torch_hits[0]["id"]

@@ -175,12 +175,10 @@ def test_the_cli_refuses_sentences_from_an_encoder_without_token_outputs_in_one_
     assert (idx / CURRENT).read_text() == before
 
 
-def test_ray_builds_fall_back_by_default_and_refuse_sentences_asked_for() -> None:
+def test_only_an_encoder_without_token_outputs_changes_the_reading() -> None:
     choice = EncoderChoice(SentenceFake(), "onnx", "int8")
-    assert settle_reading(choice, "sentences", default=False, engine="local") == "sentences"
-    assert settle_reading(choice, "sentences", default=True, engine="ray") == "truncated"
-    with pytest.raises(SemsearchError, match="--engine ray does not read sentences"):
-        settle_reading(choice, "sentences", default=False, engine="ray")
-    assert settle_reading(EncoderChoice(WindowedFake(), "torch", "fp32"), "windows", default=False, engine="ray") == (
-        "windows"
-    )
+    assert settle_reading(choice, "sentences", default=False) == "sentences"
+    assert settle_reading(EncoderChoice(WindowedFake(), "torch", "fp32"), "sentences", default=True) == "truncated"
+    with pytest.raises(SemsearchError, match="gives no token outputs"):
+        settle_reading(EncoderChoice(WindowedFake(), "torch", "fp32"), "sentences", default=False)
+    assert settle_reading(EncoderChoice(WindowedFake(), "torch", "fp32"), "windows", default=False) == "windows"

@@ -252,15 +252,18 @@ def test_only_the_first_candidates_are_re_scored_and_they_stay_ahead(tmp_path: P
 @pytest.mark.usefixtures("local_ray")
 def test_a_ray_build_stores_the_same_windows_as_a_local_one(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path, (TITLE, TEXT), DECOY, SOIL, *OTHERS)
-    for reading in ("windows", "windows-all"):
+    from test_sentence_reading import SentenceFake
+
+    for reading in ("windows", "windows-all", "sentences"):
         local, on_ray = tmp_path / f"local-{reading}", tmp_path / f"ray-{reading}"
-        build_index([str(corpus)], local, _opts(reading), embedder=WindowedFake())
-        build_index([str(corpus)], on_ray, _opts(reading, engine="ray", actors=1), embedder=WindowedFake())
+        build_index([str(corpus)], local, _opts(reading), embedder=SentenceFake())
+        build_index([str(corpus)], on_ray, _opts(reading, engine="ray", actors=1), embedder=SentenceFake())
         for name in (WINDOW_FILE, WINDOW_IDS_FILE, "vectors.npy"):
             np.testing.assert_array_equal(
                 np.load(current_version(local) / name), np.load(current_version(on_ray) / name)
             )
-        assert _top(on_ray, WindowedFake())[0] == TITLE
+        assert _top(on_ray, SentenceFake())[0] == TITLE
+        assert Manifest.read(current_version(on_ray)).model.reading == reading
 
 
 def test_a_document_rewritten_by_a_removal_keeps_its_windows(tmp_path: Path) -> None:

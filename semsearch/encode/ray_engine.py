@@ -41,12 +41,14 @@ from semsearch.core.version import __version__
 from semsearch.encode.cache import EmbeddingCache
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import EncoderChoice
-from semsearch.encode.encoding import CachePlan, progress_bar
+from semsearch.encode.encoding import ENCODE_CHUNK, CachePlan, progress_bar
+from semsearch.encode.sentence_runs import SentenceText
 from semsearch.store.manifest import ModelInfo
 
 # Ray reserves this many CPUs per actor (each runs one ONNX thread). With whole CPUs, a pool of one actor
 # per CPU leaves Ray Data's own tasks none, which was measured to stall local Ray on a 2-core machine.
 ACTOR_CPUS = 0.5
+SENTENCES_MARK = "\0sentences:"  # a row that is a document to read by sentences (JSON after the mark), not a text
 ACTOR_THREADS = 1
 SHARDS_PREFIX = "shards-"
 _META = "meta.json"
@@ -157,12 +159,31 @@ class EncoderActor:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         keys = np.asarray(batch["key"])
+        texts = [str(t) for t in batch["text"]]
         try:
-            vectors = self._encode(np.asarray(batch["chunk"]), [str(t) for t in batch["text"]])
+            if texts and texts[0].startswith(SENTENCES_MARK):
+                keys, vectors = self._read_sentences(keys, texts)
+            else:
+                vectors = self._encode(np.asarray(batch["chunk"]), texts)
             failure = ""
         except SemsearchError as exc:
             vectors, failure = np.zeros((len(keys), 1), dtype=np.float32), _as_text(exc)
         return {"key": keys, "vector": vectors, "error": np.full(len(keys), failure or self.failure, dtype=object)}
+
+    def _read_sentences(self, keys: np.ndarray, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Each document's whole-text vector and its sentences' (``--reading sentences``), keyed as the cache is."""
+        if self.embedder is None:
+            return keys, np.zeros((len(keys), 1), dtype=np.float32)
+        read = getattr(self.embedder, "encode_sentences", None)
+        if not callable(read):
+            raise SemsearchError(f"encoder {self.embedder.name!r} on a Ray worker cannot read sentences")
+        items = [_sentence_item(t) for t in texts]
+        out_keys: list[str] = []
+        out_vectors: list[np.ndarray] = []
+        for key, item, (whole, sentences) in zip(keys.tolist(), items, read(items), strict=True):
+            out_keys.extend([str(key), *item.keys()])
+            out_vectors.extend([np.asarray(whole, dtype=np.float32), *np.asarray(sentences, dtype=np.float32)])
+        return np.asarray(out_keys, dtype=object), np.stack(out_vectors)
 
     def _encode(self, chunks: np.ndarray, texts: list[str]) -> np.ndarray:
         if self.embedder is None:
@@ -275,19 +296,23 @@ def encode_with_ray(
     enc = choice.embedder
     recover_shards(cache)
     # The same plan and chunks as encode_with_cache, so even a batching encoder's vectors match a local build.
-    plan = CachePlan.make(documents, cache, choice.read_chars(), every=choice.every_window)
+    plan = CachePlan.make(
+        documents, cache, choice.read_chars(), every=choice.every_window, sentences=choice.reads_sentences
+    )
     touched = plan.touched()
     if plan.missing:
         chunks = list(plan.chunks())
+        if plan.sentences:  # a document's runs give its vector and its sentences': one row per document
+            todo = plan.missing_documents()
+            chunks = [todo[i : i + ENCODE_CHUNK] for i in range(0, len(todo), ENCODE_CHUNK)]
         shards = cache.path.parent / f"{SHARDS_PREFIX}{build}"
         shards.mkdir(parents=True, exist_ok=True)
         (shards / _META).write_text(json.dumps({"cache": cache.path.name, "dimension": enc.dimension}))
         bar = progress_bar(len(plan.missing), progress)
         try:
             with ray_session(address) as ray:
-                for seq, (got_keys, vectors) in enumerate(
-                    _run(ray, choice, [[(plan.keys[i], plan.texts[i]) for i in c] for c in chunks], batch_size, actors)
-                ):
+                rows = [[(plan.keys[i], _row_text(plan, i)) for i in c] for c in chunks]
+                for seq, (got_keys, vectors) in enumerate(_run(ray, choice, rows, batch_size, actors)):
                     if vectors.shape != (len(got_keys), enc.dimension):
                         raise RayEngineError(f"Ray returned vectors of shape {vectors.shape} for {len(got_keys)} texts")
                     write_shard(shards, seq, got_keys, vectors)
@@ -302,6 +327,20 @@ def encode_with_ray(
     if lost:
         raise RayEngineError(f"Ray returned no vector for {lost} texts; run the build again to encode them")
     return plan.matrix(enc.dimension), touched
+
+
+def _row_text(plan: CachePlan, row: int) -> str:
+    """What an actor gets for a row: its text, or with a sentence reading the document's text and spans as JSON."""
+    if not plan.sentences:
+        return plan.texts[row]
+    item = plan.sentences[row]
+    return SENTENCES_MARK + json.dumps({"text": item.text, "spans": item.spans, "title_end": item.title_end})
+
+
+def _sentence_item(text: str) -> SentenceText:
+    data = json.loads(text[len(SENTENCES_MARK) :])
+    spans = tuple((int(a), int(b)) for a, b in data["spans"])
+    return SentenceText(str(data["text"]), spans, int(data["title_end"]))
 
 
 def _run(

@@ -256,30 +256,22 @@ def _open_encoder(
         progress=opts.progress,  # -q: no line about the one-off export
     )
     reading = reading_of(opts, manifest)
-    choice.reading = settle_reading(
-        choice, reading, default=opts.reading is None and manifest is None, engine=opts.engine
-    )
+    choice.reading = settle_reading(choice, reading, default=opts.reading is None and manifest is None)
     return choice
 
 
-def settle_reading(choice: EncoderChoice, reading: str, *, default: bool, engine: str) -> str:
-    """The reading a build can make: sentences need an encoder's token outputs and a local build.
+def settle_reading(choice: EncoderChoice, reading: str, *, default: bool) -> str:
+    """The reading a build can make: sentences need an encoder's token outputs (the ONNX encoder's).
 
     The default (nothing asked, a new index) falls back to truncated where it cannot; a reading asked for or
     recorded by the index is an error instead, since the vectors would not be the ones it names.
     """
-    if reading != "sentences":
+    if reading != "sentences" or choice.can_read_sentences():
         return reading
-    why = ""
-    if not choice.can_read_sentences():
-        why = f"encoder {choice.embedder.name!r} ({choice.backend}) gives no token outputs to pool sentences from"
-    elif engine != "local":
-        why = f"--engine {engine} does not read sentences yet"
-    if not why:
-        return reading
+    why = f"encoder {choice.embedder.name!r} ({choice.backend}) gives no token outputs to pool sentences from"
     if default:
         return "truncated"
-    raise SemsearchError(f"--reading sentences: {why} (build locally with the onnx backend, or pick another --reading)")
+    raise SemsearchError(f"--reading sentences: {why} (use the onnx backend, or pick another --reading)")
 
 
 def _encode(
