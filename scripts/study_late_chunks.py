@@ -37,54 +37,13 @@ sys.path.insert(0, str(REPO))
 
 from semsearch.core.sentences import split_sentences  # noqa: E402
 from semsearch.encode.onnx_backend import OnnxEmbedder  # noqa: E402
+from semsearch.encode.sentence_runs import plan_runs, sentence_tokens  # noqa: E402
 from semsearch.encode.windows import every_window  # noqa: E402
 from semsearch.eval.beir import read_qrels, read_queries  # noqa: E402
 from semsearch.eval.metrics import ndcg_at_k  # noqa: E402
 
 SCIFACT = REPO.parent / "shared" / "data" / "scifact"
 SIZES = (1, 2, 3)
-
-
-def sentence_tokens(offsets: list[tuple[int, int]], sentence_spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The (first, end) token range of each sentence, from the tokens' character offsets."""
-    n, j, out = len(offsets), 0, []
-    for start, end in sentence_spans:
-        while j < n and offsets[j][1] <= start:
-            j += 1
-        first = j
-        while j < n and offsets[j][0] < end:
-            j += 1
-        out.append((first, j))
-    return out
-
-
-def runs_of(n: int, sent_tok: list[tuple[int, int]], title_n: int, room: int) -> list[tuple[list[int], dict]]:
-    """Split a document's ``n`` content tokens into runs of at most ``room`` tokens.
-
-    Returns per run its content token positions and, per sentence it holds whole, that sentence's (start, end)
-    inside the run. The first run is the truncated text; later ones put the title's ``title_n`` tokens first and
-    start at the first sentence the previous run did not hold whole (a sentence longer than a run is cut).
-    """
-    runs: list[tuple[list[int], dict]] = []
-    start_tok, s0 = 0, 0
-    while True:
-        title = list(range(min(title_n, start_tok))) if runs else []
-        end_tok = min(n, start_tok + room - len(title))
-        positions = title + list(range(start_tok, end_tok))
-        held = {}
-        for s in range(s0, len(sent_tok)):
-            a, b = sent_tok[s]
-            if b > a and a >= start_tok and b <= end_tok:
-                held[s] = (len(title) + a - start_tok, len(title) + b - start_tok)
-        if runs and not held:
-            a, _ = sent_tok[s0]
-            held[s0] = (len(title) + a - start_tok, len(positions))
-        runs.append((positions, held))
-        rest = [s for s in range(s0, len(sent_tok)) if s not in held and sent_tok[s][1] > sent_tok[s][0]]
-        if not rest or end_tok >= n and not rest:
-            return runs
-        s0 = rest[0]
-        start_tok = sent_tok[s0][0]
 
 
 def main() -> None:
@@ -199,13 +158,13 @@ def encode_all(
         prefix = len(text) - len(d["text"]) if d["title"] and text.endswith(d["text"]) else 0
         spans = [(a + prefix, b + prefix) for a, b in split_sentences(d["text"])] or [(prefix, len(text))]
         title_n = sum(1 for o in offs if o[1] <= max(prefix - 1, 0)) if prefix else 0
-        plan = runs_of(len(tids), sentence_tokens(offs, spans), title_n, room)
+        plan = plan_runs(len(tids), sentence_tokens(offs, spans), title_n, room)
         hidden_first = None
         sent_vec_sum: dict[int, np.ndarray] = {}
         sent_len: dict[int, int] = {}
         title_sum = np.zeros(emb.dimension, dtype=np.float64)
         tokens = 0
-        for r, (positions, held) in enumerate(plan):
+        for r, (positions, held) in enumerate((run.positions, run.held) for run in plan):
             h = run([tids[p] for p in positions])
             tokens += len(positions) + 2
             if r == 0:

@@ -8,8 +8,9 @@ holds it whole, so every sentence is read in context and costs no run of its own
 
 Measured (scripts/study_late_chunks.py, SciFact train, int8 MiniLM): re-scoring the dense top 200 by
 0.3 * whole + 0.7 * max(whole, best sentence) lifts nDCG@10 by +0.028 +- 0.005, near every 2-sentence window
-encoded alone (+0.035 +- 0.006, ``windows-all``) at 1.6x the encoding on SciFact's long abstracts instead of 2x+;
-pooled windows of 2 or 3 sentences did less (+0.025, +0.022), pooling the title's tokens in changed nothing.
+encoded alone (+0.035 +- 0.006, ``windows-all``) for a 1.27x first build of NeurIPS 2025 instead of 2.35x
+(scripts/bench_reading.py); pooled windows of 2 or 3 sentences did less (+0.025, +0.022), pooling the title's
+tokens in changed nothing.
 """
 
 from __future__ import annotations

@@ -496,7 +496,10 @@ class Index:
         return out
 
     def _breakdown(self, num: int, ranking: Ranking) -> dict[str, float]:
-        """The hit's cosine and BM25 scores (what the fused score was made of)."""
+        """The hit's dense and BM25 scores (what the fused score was made of).
+
+        The dense score is the cosine, re-scored by the best sentence or window in an index that stores them.
+        """
         out: dict[str, float] = {}
         if ranking.vector is not None:
             cosine = ranking.dense.get(num)
