@@ -60,11 +60,16 @@ def test_runs_hold_every_sentence_once_the_first_being_the_truncated_text() -> N
             assert [later.positions[p] for p in range(a, b)] == list(range(*sentences[s]))
 
 
-def test_a_sentence_longer_than_a_run_is_held_cut_and_nothing_loops() -> None:
+def test_a_sentence_longer_than_a_run_is_held_cut_where_it_starts_and_nothing_loops() -> None:
     runs = plan_runs(40, [(0, 3), (3, 30), (30, 40)], title_tokens=0, room=8)
-    assert runs[0].held == {0: (0, 3)}
-    assert runs[1].positions == tuple(range(3, 11)) and runs[1].held == {1: (0, 8)}  # its head
-    assert 2 in runs[2].held and len(runs) == 3
+    assert runs[0].held == {0: (0, 3), 1: (3, 8)}  # no run could hold sentence 1 whole: its head, no extra run
+    assert runs[1].positions == tuple(range(30, 38)) and runs[1].held == {2: (0, 8)} and len(runs) == 2
+
+
+def test_a_long_title_takes_at_most_half_of_a_later_run() -> None:
+    runs = plan_runs(400, [(300, 350), (350, 400)], title_tokens=300, room=254)
+    assert all(len(run.positions) <= 254 for run in runs)
+    assert runs[1].positions[:127] == tuple(range(127)) and runs[1].held == {0: (127, 177), 1: (177, 227)}
 
 
 def test_sentence_tokens_follow_character_offsets() -> None:
@@ -105,6 +110,9 @@ def test_a_match_past_the_cut_ranks_first_and_every_sentence_is_stored(tmp_path:
     shown = run(["info", "--index", str(read)], fake).output
     assert f"reading:      sentences ({len(ids)} sentence vectors" in shown
     assert "reading:      truncated" in run(["info", "--index", str(truncated)], fake).output
+    pooled = tmp_path / "pooled"
+    build_index([str(corpus)], pooled, _opts("pooled"), embedder=fake)
+    assert "reading:      pooled (each vector averages" in run(["info", "--index", str(pooled)], fake).output
 
 
 def test_a_refresh_runs_only_the_arrived_documents(tmp_path: Path) -> None:

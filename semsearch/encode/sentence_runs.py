@@ -23,7 +23,7 @@ from semsearch.core.sentences import split_sentences
 from semsearch.core.textnorm import normalize_text
 
 # Bumped whenever the runs or the pooling change, so cached sentence vectors of another scheme are never reused.
-SCHEME = "sentences-1"
+SCHEME = "sentences-2"
 
 Span = tuple[int, int]
 
@@ -76,22 +76,27 @@ def plan_runs(n: int, sentences: Sequence[Span], title_tokens: int, room: int) -
     """Runs of at most ``room`` content tokens that hold every sentence of a text of ``n`` tokens.
 
     The first run is the text's first ``room`` tokens (the truncated text). A later run starts at the first
-    sentence not yet held, after the title's ``title_tokens``; a sentence longer than a run is held cut.
+    sentence not yet held, after the title's first ``title_tokens`` (at most half a run). A sentence longer than
+    a run could hold is held cut, in the run it starts in.
     """
+    title_cap = min(title_tokens, room // 2)
     runs: list[Run] = []
     start, first_open = 0, 0
     while True:
-        title = tuple(range(min(title_tokens, start))) if runs else ()
+        title = tuple(range(min(title_cap, start))) if runs else ()
         end = min(n, start + room - len(title))
         held: dict[int, Span] = {}
         for s in range(first_open, len(sentences)):
             a, b = sentences[s]
             if b > a and a >= start and b <= end:
                 held[s] = (len(title) + a - start, len(title) + b - start)
-        if runs and first_open not in held:  # a sentence longer than a run: its head
-            held[first_open] = (len(title) + sentences[first_open][0] - start, len(title) + end - start)
-        runs.append(Run(title + tuple(range(start, end)), held))
         rest = [s for s in range(first_open, len(sentences)) if s not in held and sentences[s][1] > sentences[s][0]]
+        if rest:
+            a, b = sentences[rest[0]]
+            if start <= a < end and b - a > room - min(title_cap, a):  # no run would hold it whole: its head here
+                held[rest[0]] = (len(title) + a - start, len(title) + end - start)
+                rest = rest[1:]
+        runs.append(Run(title + tuple(range(start, end)), held))
         if not rest:
             return runs
         first_open = rest[0]

@@ -819,13 +819,16 @@ def eval_(
     from semsearch.faces.render import eval_table
     from semsearch.write.build import BuildOptions
 
+    embedder = embedder_of(ctx)
+    if reading is None and embedder is None and backend == "onnx":
+        reading = options.DEFAULT_READING  # as --help says, even for an eval index built under another reading
     where = EvalData.locate(data, split, corpus, queries, qrels)
     target = index_dir or Path("indexes") / f"eval-{where.corpus.resolve().parent.name}{_eval_suffix(model)}"
     results = run_eval(
         where,
         target,
         modes=modes or EVAL_MODES,
-        embedder=embedder_of(ctx),
+        embedder=embedder,
         options=BuildOptions(model=model, backend=backend, precision=precision, reading=reading, progress=not as_json),
         progress=not as_json,
         fusion=fusion,

@@ -105,6 +105,8 @@ def eval_table(results: dict[str, Any]) -> str:
 def _reading_line(info: IndexInfo) -> str:
     if info.reading == "truncated":
         return "truncated (the model's first window of each abstract)"
+    if info.reading == "pooled":
+        return "pooled (each vector averages the abstract's windows past the model's first)"
     what = "sentence" if info.reading == "sentences" else "window"
     return f"{info.reading} ({info.windows} {what} vectors beside the documents' own)"
 
