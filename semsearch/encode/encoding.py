@@ -70,7 +70,7 @@ class CachePlan:
             for tails in document_windows(items, read_chars, every=every):
                 windows.append(list(range(len(texts), len(texts) + len(tails))))
                 texts.extend(tails)
-            keys = [embedding_key(t) for t in texts]
+                keys.extend(embedding_key(t) for t in tails)
         known = cache.get_many(keys)
         missing = sorted({k: i for i, k in enumerate(keys) if k not in known}.values())
         return cls(texts, keys, known, missing, windows, read)
@@ -79,6 +79,13 @@ class CachePlan:
         """The documents (rows) a sentence reading must run: whose vector or one sentence's vector is missing."""
         lacking = set(self.missing)
         return [row for row, rows in enumerate(self.windows) if row in lacking or lacking.intersection(rows)]
+
+    def document_chunks(self, size: int | None = None) -> Iterator[list[int]]:
+        """``missing_documents`` in encoder-sized chunks (``ENCODE_CHUNK`` documents unless told)."""
+        size = size or ENCODE_CHUNK
+        todo = self.missing_documents()
+        for start in range(0, len(todo), size):
+            yield todo[start : start + size]
 
     def chunks(self, size: int | None = None) -> Iterator[list[int]]:
         """The missing rows in encoder-sized chunks (``ENCODE_CHUNK`` unless told)."""
@@ -184,10 +191,9 @@ def _encode_sentences(embedder: Embedder, plan: CachePlan, cache: EmbeddingCache
     read = getattr(embedder, "encode_sentences", None)
     if not callable(read):
         raise SemsearchError(f"encoder {embedder.name!r} cannot read sentences (--reading sentences needs ONNX)")
-    todo = plan.missing_documents()
-    bar = progress_bar(len(todo), progress)
-    for start in range(0, len(todo), ENCODE_CHUNK):
-        chunk = todo[start : start + ENCODE_CHUNK]
+    chunks = list(plan.document_chunks())
+    bar = progress_bar(sum(len(c) for c in chunks), progress)
+    for chunk in chunks:
         pairs: list[tuple[str, np.ndarray]] = []
         for row, (whole, sentences) in zip(chunk, read([plan.sentences[row] for row in chunk]), strict=True):
             rows = plan.windows[row]

@@ -41,7 +41,7 @@ from semsearch.core.version import __version__
 from semsearch.encode.cache import EmbeddingCache
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import EncoderChoice
-from semsearch.encode.encoding import ENCODE_CHUNK, CachePlan, progress_bar
+from semsearch.encode.encoding import CachePlan, progress_bar
 from semsearch.encode.sentence_runs import SentenceText
 from semsearch.store.manifest import ModelInfo
 
@@ -301,10 +301,8 @@ def encode_with_ray(
     )
     touched = plan.touched()
     if plan.missing:
-        chunks = list(plan.chunks())
-        if plan.sentences:  # a document's runs give its vector and its sentences': one row per document
-            todo = plan.missing_documents()
-            chunks = [todo[i : i + ENCODE_CHUNK] for i in range(0, len(todo), ENCODE_CHUNK)]
+        # With a sentence reading a document's runs give its vector and its sentences': one row per document.
+        chunks = list(plan.document_chunks() if plan.sentences else plan.chunks())
         shards = cache.path.parent / f"{SHARDS_PREFIX}{build}"
         shards.mkdir(parents=True, exist_ok=True)
         (shards / _META).write_text(json.dumps({"cache": cache.path.name, "dimension": enc.dimension}))
