@@ -531,6 +531,7 @@ class OnnxEmbedder:
         self.fingerprint = spec.source_fingerprint
         self._session = session
         self._tokenizer = tokenizer
+        self._whole_tokenizer: tokenizers.Tokenizer | None = None  # made by the first encode_sentences
         self._inputs = spec.inputs
 
     @classmethod
@@ -646,9 +647,11 @@ class OnnxEmbedder:
         The sentences are pooled from runs that read the whole text (encode/sentence_runs.py); each run is
         one ORT run, so the vectors depend on the text alone, as ``encode``'s do.
         """
-        from semsearch.encode.onnx_sentences import encode_sentences
+        from semsearch.encode.onnx_sentences import encode_sentences, untruncated
 
-        return encode_sentences(self, self._tokenizer, items)
+        if self._whole_tokenizer is None:
+            self._whole_tokenizer = untruncated(self._tokenizer)
+        return encode_sentences(self, self._tokenizer, self._whole_tokenizer, items)
 
     def token_outputs(self, ids: Sequence[int], type_ids: Sequence[int] | None = None) -> np.ndarray:
         """The (tokens, dimension) float32 outputs of one run over these token ids, alone and unpadded."""
