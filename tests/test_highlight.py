@@ -149,3 +149,10 @@ def test_highlight_wraps_whole_words_by_stem() -> None:
     assert highlight(text, []) == text
     with pytest.raises(ValueError, match="style"):
         highlight(text, ["x"], style="html")
+
+
+def test_vectors_that_are_not_one_per_sentence_leave_the_words_to_decide() -> None:
+    q = np.array([0.0, 0.0, 0.0, 1.0], dtype=np.float32)
+    words = best_sentences(ABSTRACT, ["vitamin", "diabet"])
+    for vecs in (np.eye(4, dtype=np.float32)[:3], np.eye(2, dtype=np.float32), np.ones(8, dtype=np.float32)):
+        assert best_sentences(ABSTRACT, ["vitamin", "diabet"], q, vecs) == words  # 3 rows, 2 rows, flat 8 values

@@ -153,6 +153,9 @@ def test_the_highlight_is_the_sentence_whose_vector_matched(tmp_path: Path) -> N
         assert hit.highlights == ["Counts were taken at dawn."]
         lexical = next(h for h in index.search(query, 2, mode="lexical") if h.title == TITLE)
         assert lexical.highlights[0].startswith("We describe a survey")  # no query vector: the words decide
+        assert index.search(query, 2, mode="dense", where=["title~Nothing*"]) == []  # no hit, no sentence
+        ferry = next(h for h in index.search("island ferry", 5, mode="dense") if h.title == DECOY[0])
+        assert ferry.highlights and ferry.highlights[0] in DECOY[1]  # another hit: one of its own sentences
 
 
 def test_the_default_reads_sentences_where_the_encoder_can_and_truncated_where_not(tmp_path: Path) -> None:

@@ -39,8 +39,8 @@ def best_sentences(
     (distinct query stems it contains) / (its token count) ** 0.25: coverage first, shorter sentences winning
     among equal coverage. With ``query_vec`` and ``sentence_vecs`` (one unit row per sentence of
     ``sentences(text)``), the score is cosine(query, sentence) + the share of query stems covered, so a
-    paraphrase with no shared word can still win. Ties go to the earlier sentence; with no match at all the
-    opening sentences are returned.
+    paraphrase with no shared word can still win; vectors that are not one per sentence are not used (the
+    words decide). Ties go to the earlier sentence; with no match at all the opening sentences are returned.
     """
     spans = split_sentences(text)
     if not spans or n < 1:
@@ -54,8 +54,8 @@ def best_sentences(
     stems = analyzer.stem_map([w for ws in words for w in ws if w[0] in initials])
     lengths = [len(ws) for ws in words]
     matched = [{stems[w] for w in ws if w in stems} & wanted for ws in words]
-    if query_vec is not None and sentence_vecs is not None:
-        vecs = np.asarray(sentence_vecs, dtype=np.float32).reshape(len(spans), -1)
+    vecs = None if sentence_vecs is None else np.asarray(sentence_vecs, dtype=np.float32)
+    if query_vec is not None and vecs is not None and vecs.ndim == 2 and len(vecs) == len(spans):
         cos = vecs @ np.asarray(query_vec, dtype=np.float32).reshape(-1)
         share = len(wanted) or 1
         scores = [float(c) + len(m) / share for c, m in zip(cos, matched, strict=True)]

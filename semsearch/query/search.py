@@ -20,7 +20,7 @@ from semsearch.dedup.duplicates import same_paper, text_hash
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import check_requested_model, open_query_encoder
 from semsearch.query.fusion import DEFAULT_DEPTH, DEFAULT_NORM, FusionChoice, FusionPolicy, convex_arrays, diversify
-from semsearch.query.highlight import best_sentences, matched_terms, split_sentences
+from semsearch.query.highlight import best_sentences, matched_terms
 from semsearch.store.ann import VECTORS, open_version_vectors
 from semsearch.store.documents import open_documents
 from semsearch.store.filter_columns import FilterColumns
@@ -467,16 +467,8 @@ class Index:
             hit.scores = self._breakdown(num, ranking)
             hit.fusion = ranking.fusion.to_dict() if ranking.fusion is not None else None
             if analyzer is not None:
-                vecs = sentence_vecs.get(num)
-                if vecs is not None and len(vecs) != len(split_sentences(doc.text)):
-                    vecs = None  # not this text's sentences (cannot happen for a sound index): words alone
                 hit.highlights = best_sentences(
-                    doc.text,
-                    terms,
-                    ranking.vector if vecs is not None else None,
-                    vecs,
-                    n=1,
-                    analyzer=analyzer,
+                    doc.text, terms, ranking.vector, sentence_vecs.get(num), n=1, analyzer=analyzer
                 )
                 hit.matched_terms = matched_terms(doc.embedding_text(), ranking.text, analyzer=analyzer)
             hits.append(hit)
@@ -490,10 +482,13 @@ class Index:
         if self.windows is None or self.manifest.model.reading != "sentences" or ranking.vector is None:
             return {}
         found = self.windows.get(nums)
-        out: dict[int, np.ndarray] = {}
-        for num in np.unique(found.ids):
-            out[int(num)] = np.asarray(found.vectors[found.ids == num], dtype=np.float32)
-        return out
+        if not len(found.ids):
+            return {}
+        order = np.argsort(found.ids, kind="stable")  # each document's rows together, in their order
+        ids, vectors = found.ids[order], np.asarray(found.vectors[order], dtype=np.float32)
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        ends = np.r_[starts[1:], len(ids)]
+        return {int(ids[a]): vectors[a:b] for a, b in zip(starts, ends, strict=True)}
 
     def _breakdown(self, num: int, ranking: Ranking) -> dict[str, float]:
         """The hit's dense and BM25 scores (what the fused score was made of).
