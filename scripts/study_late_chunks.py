@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +40,9 @@ from semsearch.encode.sentence_runs import plan_runs, sentence_tokens  # noqa: E
 from semsearch.encode.windows import every_window  # noqa: E402
 from semsearch.eval.beir import read_qrels, read_queries  # noqa: E402
 from semsearch.eval.metrics import ndcg_at_k  # noqa: E402
+
+sys.path.insert(0, str(REPO / "scripts"))
+from study_windows import key, lexical_lists, ndcg, paired, topped  # noqa: E402
 
 SCIFACT = REPO.parent / "shared" / "data" / "scifact"
 SIZES = (1, 2, 3)
@@ -90,13 +92,11 @@ def main() -> None:
         scores[f"{name}:mix0.2@1000"] = topped(whole, 0.2 * whole + 0.8 * np.maximum(whole, best), 1000)
     enc = Path(args.enc_cache)
     if enc.is_file() and not args.limit:
-        import hashlib
-
         with np.load(enc) as z:
             have = set(z.files)
             every = [every_window(d["title"], d["text"]) or [f] for d, f in zip(docs, full, strict=True)]
             flat = [t for w in every for t in w]
-            keys = [hashlib.sha256(t.encode()).hexdigest()[:20] for t in flat]
+            keys = [key(t) for t in flat]
             if all(k in have for k in keys) and z[keys[0]].shape[-1] == qv.shape[1]:  # the same model's
                 vecs = np.stack([z[k] for k in keys])
                 owner = np.array([i for i, w in enumerate(every) for _ in w])
@@ -104,21 +104,14 @@ def main() -> None:
                 scores["enc2:mix0.3"] = topped(whole, 0.3 * whole + 0.7 * np.maximum(whole, best), 200)
     per = {name: ndcg(s, ids, qids, qrels) for name, s in scores.items()}
     if args.hybrid is not None:
-        lexical = lexical_lists(args.hybrid, emb, [queries[q] for q in qids])
+        lexical = lexical_lists(args.hybrid, [queries[q] for q in qids])
         per["lexical"] = np.array([ndcg_at_k(list(lex)[:10], qrels[q]) for lex, q in zip(lexical, qids, strict=True)])
         best_name = max((n for n in per if n not in ("whole", "lexical")), key=lambda n: per[n].mean())
         for name in ("whole", best_name, "late1:mix0.3", "enc2:mix0.3"):
             if name in scores:
                 per[f"hybrid_{name}"] = hybrid(scores[name], ids, lexical, qids, qrels)
     out: dict[str, object] = {"split": args.split, "queries": len(qids), "cost": cost}
-    for name, v in per.items():
-        base = per["hybrid_whole" if name.startswith("hybrid_") else "whole"]
-        d = v - base
-        out[name] = {
-            "ndcg@10": round(float(v.mean()), 4),
-            "diff": round(float(d.mean()), 4),
-            "se": round(float(d.std(ddof=1) / math.sqrt(len(d))), 4),
-        }
+    out.update(paired(per, lambda name: "hybrid_whole" if name.startswith("hybrid_") else "whole"))
     print(json.dumps(out))
 
 
@@ -229,19 +222,6 @@ def best_per_doc(base: np.ndarray, window_scores: np.ndarray, owner: np.ndarray)
     return np.where(np.isfinite(out), out, base)
 
 
-def topped(whole: np.ndarray, mixed: np.ndarray, depth: int) -> np.ndarray:
-    out = whole.copy()
-    top = np.argpartition(-whole, min(depth, whole.shape[1]) - 1, axis=1)[:, :depth]
-    rows = np.arange(len(whole))[:, None]
-    out[rows, top] = mixed[rows, top]
-    return out
-
-
-def ndcg(scores: np.ndarray, ids: list[str], qids: list[str], qrels: dict) -> np.ndarray:
-    top = np.argsort(-scores, axis=1)[:, :10]
-    return np.array([ndcg_at_k([ids[j] for j in top[i]], qrels[q]) for i, q in enumerate(qids)])
-
-
 def hybrid(scores: np.ndarray, ids: list[str], lexical: list[dict[str, float]], qids: list[str], qrels: dict):
     """nDCG@10 of hybrid search as the product fuses (adaptive weight, z-scores of the two top 1000 lists)."""
     from semsearch.query.fusion import DEFAULT_DEPTH, DEFAULT_NORM, FusionPolicy, convex_arrays
@@ -263,16 +243,6 @@ def hybrid(scores: np.ndarray, ids: list[str], lexical: list[dict[str, float]], 
         )
         out.append(ndcg_at_k([ids[j] for j in got.tolist()], qrels[q]))
     return np.array(out)
-
-
-def lexical_lists(index_dir: Path, emb: OnnxEmbedder, texts: list[str]) -> list[dict[str, float]]:
-    from semsearch import Index
-
-    with Index.open(index_dir) as index:  # its own encoder: only its BM25 side is read
-        return [
-            {(h.external_ids or [h.id])[0]: h.score for h in index.search(t, 1000, mode="lexical", explain=False)}
-            for t in texts
-        ]
 
 
 if __name__ == "__main__":

@@ -131,10 +131,11 @@ def hybrid(
     return np.array(out)
 
 
-def lexical_lists(index_dir: Path, emb: OnnxEmbedder, texts: list[str]) -> list[dict[str, float]]:
+def lexical_lists(index_dir: Path, texts: list[str]) -> list[dict[str, float]]:
+    """Each text's BM25 top 1000 in an index (its own encoder is never asked for: a lexical search encodes nothing)."""
     from semsearch import Index
 
-    with Index.open(index_dir, embedder=emb) as index:
+    with Index.open(index_dir) as index:
         return [
             {(h.external_ids or [h.id])[0]: h.score for h in index.search(t, 1000, mode="lexical", explain=False)}
             for t in texts
@@ -213,20 +214,27 @@ def main() -> None:
         scores["max_whole"] = np.maximum(best, whole)
     per = {name: ndcg(s, ids, qids, qrels) for name, s in scores.items()}
     if args.hybrid is not None:
-        lexical = lexical_lists(args.hybrid, emb, [queries[q] for q in qids])
+        lexical = lexical_lists(args.hybrid, [queries[q] for q in qids])
         per["lexical"] = np.array([ndcg_at_k(list(lex)[:10], qrels[q]) for lex, q in zip(lexical, qids, strict=True)])
         for name in ("whole", *args.fuse.split(",")):
             per[f"hybrid_{name}"] = hybrid(scores[name], ids, lexical, qids, qrels)
     out: dict[str, object] = {"split": args.split, "queries": len(qids), "base": args.base}
+    hybrid_base = "hybrid_whole" if args.base == "whole" else args.base
+    out.update(paired(per, lambda name: hybrid_base if name.startswith("hybrid_") else args.base))
+    print(json.dumps(out))
+
+
+def paired(per: dict[str, np.ndarray], base_of: Callable[[str], str]) -> dict[str, dict[str, float]]:
+    """Per candidate: its mean nDCG@10, and its paired difference to ``base_of(name)`` with the standard error."""
+    out = {}
     for name, v in per.items():
-        base = per["hybrid_whole" if name.startswith("hybrid_") and args.base == "whole" else args.base]
-        d = v - base
+        d = v - per[base_of(name)]
         out[name] = {
             "ndcg@10": round(float(v.mean()), 4),
             "diff": round(float(d.mean()), 4),
             "se": round(float(d.std(ddof=1) / math.sqrt(len(d))), 4),
         }
-    print(json.dumps(out))
+    return out
 
 
 if __name__ == "__main__":
