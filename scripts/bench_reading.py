@@ -2,6 +2,7 @@
 
     python scripts/bench_reading.py ../shared/data/mlanthology/neurips2025.jsonl.gz
     python scripts/bench_reading.py seeds --readings truncated,sentences,windows-all
+    python scripts/bench_reading.py ../shared/data/mlanthology/neurips2025.jsonl.gz --keep /tmp/neurips-readings
 
 Each reading builds a fresh index of the corpus with the shipped encoder (`semsearch index`, ONNX int8, its own
 empty embedding cache; the ONNX export comes from the shared store, so no build pays for it), one after the other,
@@ -54,6 +55,7 @@ def main() -> None:
     ap.add_argument("corpus")
     ap.add_argument("--readings", default="truncated,sentences")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--keep", type=Path, help="copy each reading's index to KEEP/READING (for bench_recommend.py)")
     args = ap.parse_args()
     readings = args.readings.split(",")
     times: dict[str, list[float]] = {r: [] for r in readings}
@@ -66,6 +68,9 @@ def main() -> None:
                 times[reading].append(build(args.corpus, index, reading))
                 if rep == args.repeat - 1:
                     out[reading] = {"size_bytes": size_of(index), "windows": windows_of(index)}
+                    if args.keep is not None:
+                        shutil.rmtree(args.keep / reading, ignore_errors=True)
+                        shutil.copytree(index, args.keep / reading)
         base = readings[0]
         for reading in readings:
             entry = out[reading]

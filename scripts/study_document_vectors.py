@@ -6,7 +6,8 @@ This scores the author and research-group tasks of scripts/bench_recommend.py (l
 an author pair, relevant = their other papers; NeurIPS 2025) with the library's ``related`` (best match to
 any liked paper) and ``centroid`` methods on three document vectors:
 
-    whole       the index's vectors (what related, recommend and the map read)
+    whole       the index's vectors (what related, recommend and the map read): on an index built since the
+                sentence scheme "sentences-3" these are already the sentences' mean, so compare a truncated index
     sentences   the unit mean of the document's sentence vectors (the whole vector where it has none)
     both        the unit mean of the whole vector and the sentences' mean
 

@@ -11,9 +11,14 @@ windows cost no extra run. Candidates (each re-scores the whole vector's top 200
     late{K}[t]        windows of K sentences (1, 2, 3) pooled from the runs; "t": title tokens pooled in too
     {cand}:mixA       A * whole + (1 - A) * max(whole, best window), A in 0.3 0.5
     enc2              every 2-sentence window encoded alone (--reading windows-all), from study_windows's cache
+    runs{N}           --runs N: the product's sentence reading with runs of N tokens (encode/onnx_sentences.py):
+                      the document's vector is its sentences' unit mean; runs128 is --reading sentences
+    runs{N}:mixA      A * document + (1 - A) * max(document, best sentence), re-scoring the document's top 200
+    runs{N}+whole:mixA   the same sentences beside the truncated text's vector (the first candidates' whole)
 
     python scripts/study_late_chunks.py --encoder /tmp/quality/encoder --split train
     python scripts/study_late_chunks.py --encoder /tmp/quality/encoder --split test --hybrid /tmp/quality/sf
+    python scripts/study_late_chunks.py --encoder /tmp/quality/encoder --split train --runs 96,128,192,512
 
 Prints one JSON line: per candidate nDCG@10, the paired difference to ``whole`` and its standard error, and the
 encoding cost (runs, tokens, seconds) against the whole-text runs alone. Token outputs are kept only per
@@ -57,6 +62,8 @@ def main() -> None:
     ap.add_argument("--hybrid", type=Path, help="an index of the SciFact corpus: fuse candidates with its BM25")
     ap.add_argument("--no-check", action="store_true", help="do not re-encode the whole texts (time, bytes)")
     ap.add_argument("--limit", type=int, default=0, help="first N documents only (a quick check)")
+    ap.add_argument("--runs", default="", help="run lengths to read sentences in (comma-separated, e.g. 128,512)")
+    ap.add_argument("--runs-cache", default="/tmp/late-runs", help="their vectors: PREFIX-N-DIMENSION.npz")
     args = ap.parse_args()
     emb = OnnxEmbedder.load(Path(args.encoder), "int8", parallel="texts")
     tok = emb._tokenizer
@@ -102,12 +109,22 @@ def main() -> None:
                 owner = np.array([i for i, w in enumerate(every) for _ in w])
                 best = best_per_doc(whole, qv @ vecs.T, owner)
                 scores["enc2:mix0.3"] = topped(whole, 0.3 * whole + 0.7 * np.maximum(whole, best), 200)
+    for n in [int(x) for x in args.runs.split(",") if x]:
+        at = None if args.limit else Path(f"{args.runs_cache}-{n}-{emb.dimension}.npz")
+        document, sentences, owner = read_in_runs(emb, docs, full, n, at)
+        doc = qv @ document.T
+        best = best_per_doc(doc, qv @ sentences.T, owner)
+        scores[f"runs{n}"] = doc
+        for a in (0.0, 0.3):
+            scores[f"runs{n}:mix{a}"] = topped(doc, a * doc + (1 - a) * np.maximum(doc, best), 200)
+        best = best_per_doc(whole, qv @ sentences.T, owner)
+        scores[f"runs{n}+whole:mix0.3"] = topped(whole, 0.3 * whole + 0.7 * np.maximum(whole, best), 200)
     per = {name: ndcg(s, ids, qids, qrels) for name, s in scores.items()}
     if args.hybrid is not None:
         lexical = lexical_lists(args.hybrid, [queries[q] for q in qids])
         per["lexical"] = np.array([ndcg_at_k(list(lex)[:10], qrels[q]) for lex, q in zip(lexical, qids, strict=True)])
         best_name = max((n for n in per if n not in ("whole", "lexical")), key=lambda n: per[n].mean())
-        for name in ("whole", best_name, "late1:mix0.3", "enc2:mix0.3"):
+        for name in ("whole", best_name, "late1:mix0.3", "enc2:mix0.3", "runs128:mix0.3"):
             if name in scores:
                 per[f"hybrid_{name}"] = hybrid(scores[name], ids, lexical, qids, qrels)
     out: dict[str, object] = {"split": args.split, "queries": len(qids), "cost": cost}
@@ -214,6 +231,29 @@ def encode_all(
         "min_cosine_first_run_vs_whole": round(same, 6),
     }
     return stored, cost
+
+
+def read_in_runs(
+    emb: OnnxEmbedder, docs: list[dict], full: list[str], run_tokens: int, cache: Path | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Document vectors, sentence vectors and their owners, as --reading sentences makes them with runs of N tokens."""
+    if cache is not None and cache.is_file():
+        with np.load(cache) as z:
+            return z["document"], z["sentences"], z["owner"]
+    from semsearch.encode.onnx_sentences import encode_sentences, untruncated
+    from semsearch.encode.sentence_runs import sentence_text
+
+    items = [sentence_text(f, d["title"], d["text"]) for d, f in zip(docs, full, strict=True)]
+    start = time.perf_counter()
+    got = encode_sentences(emb, emb._tokenizer, untruncated(emb._tokenizer), items, run_tokens=run_tokens)
+    print(json.dumps({"runs": run_tokens, "seconds": round(time.perf_counter() - start, 1)}), file=sys.stderr)
+    document = np.stack([d for d, _ in got])
+    # A document of one sentence has no sentence vector: it is scored by its own.
+    sentences = np.concatenate([s if len(s) else d[None, :] for d, s in got])
+    owner = np.array([i for i, (_, s) in enumerate(got) for _ in range(max(len(s), 1))])
+    if cache is not None:
+        np.savez(cache, document=document, sentences=sentences, owner=owner)
+    return document, sentences, owner
 
 
 def best_per_doc(base: np.ndarray, window_scores: np.ndarray, owner: np.ndarray) -> np.ndarray:

@@ -160,6 +160,7 @@ def test_summary_names_what_an_agent_needs(index: Index) -> None:
     info = summary(index.info().to_dict(), budget=3000)
     assert (info.documents, info.sources_total, info.max_k, info.budget_chars) == (91, 5, MAX_K, 3000)
     assert info.model == "fake-bow" and info.modes == ["hybrid", "dense", "lexical"]
+    assert (info.reading, info.windows) == (index.info().reading, 0)  # a sentences index: tests/test_sentence_reading
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,17 +15,23 @@ from test_window_reading import CUT, DECOY, OTHERS, SOIL, TEXT, TITLE, WindowedF
 from semsearch import BuildOptions, Index, build_index
 from semsearch.core.errors import SemsearchError
 from semsearch.core.sentences import split_sentences
+from semsearch.encode import sentence_runs
 from semsearch.encode.encoder_choice import EncoderChoice
 from semsearch.encode.sentence_runs import SentenceText, plan_runs, sentence_text, sentence_tokens
+from semsearch.faces.agent_results import summary
 from semsearch.store.layout import CURRENT, current_version, doc_num
 from semsearch.store.manifest import Manifest
 from semsearch.store.windows_part import WINDOW_FILE, WINDOW_IDS_FILE
 from semsearch.write.build import settle_reading
+from semsearch.write.plan import encoder_differs
 from semsearch.write.verify import verify_index
 
 
 class SentenceFake(WindowedFake):
-    """The windowed fake that also reads sentences: its whole vector reads CUT characters, each sentence all of it."""
+    """The windowed fake that also reads sentences: each sentence whole, a document as its sentences' unit mean.
+
+    A text of one sentence is read as ``encode`` reads it (its first CUT characters), as the ONNX encoder does.
+    """
 
     def __init__(self) -> None:
         super().__init__()
@@ -35,9 +42,9 @@ class SentenceFake(WindowedFake):
         bag = FakeEmbedder(self.dimension)
         out = []
         for item in items:
-            whole = bag.encode([item.text[:CUT]])[0]
             sentences = bag.encode([item.text[a:b] for a, b in item.spans])
-            out.append((whole, sentences))
+            whole = sentences.mean(axis=0) if item.spans else bag.encode([item.text[:CUT]])[0]
+            out.append((whole / np.linalg.norm(whole), sentences))
         return out
 
 
@@ -98,15 +105,23 @@ def test_a_match_past_the_cut_ranks_first_and_every_sentence_is_stored(tmp_path:
     assert _top(read, fake)[0] == TITLE and _top(read, fake, mode="hybrid")[0] == TITLE
     version = current_version(read)
     assert Manifest.read(version).model.reading == "sentences"
-    # The documents' vectors stay the whole-text ones (related, recommend and the map read those).
-    np.testing.assert_array_equal(np.load(version / "vectors.npy"), np.load(current_version(truncated) / "vectors.npy"))
     ids = np.load(version / WINDOW_IDS_FILE).tolist()
     target = doc_num(_id_of(read, fake, TITLE))
     assert ids.count(target) == len(split_sentences(TEXT)) == 3
+    # A document's vector (what related, recommend and the map read) is its sentences' mean: it reads them all.
+    row = np.load(version / "ids.npy").tolist().index(target)
+    sentences = np.load(version / WINDOW_FILE)[np.asarray(ids) == target].astype(np.float32)
+    mean = sentences.mean(axis=0)
+    np.testing.assert_allclose(np.load(version / "vectors.npy")[row], mean / np.linalg.norm(mean), atol=2e-3)
+    assert not np.allclose(
+        np.load(version / "vectors.npy")[row], np.load(current_version(truncated) / "vectors.npy")[row]
+    )
     assert len(ids) == 3 + 2 + 3 + 2 * len(OTHERS)  # one per sentence of every text of two sentences or more
     assert np.load(version / WINDOW_FILE).dtype == np.float16 and verify_index(read) == []
     with Index.open(read, embedder=fake) as index:
         assert (index.info().reading, index.info().windows) == ("sentences", len(ids))
+        told = summary(index.info().to_dict())  # what MCP's info tool tells an agent
+        assert (told.reading, told.windows) == ("sentences", len(ids))
     shown = run(["info", "--index", str(read)], fake).output
     assert f"reading:      sentences ({len(ids)} sentence vectors" in shown
     assert "reading:      truncated" in run(["info", "--index", str(truncated)], fake).output
@@ -193,3 +208,49 @@ def test_only_an_encoder_without_token_outputs_changes_the_reading() -> None:
     with pytest.raises(SemsearchError, match="gives no token outputs"):
         settle_reading(EncoderChoice(WindowedFake(), "torch", "fp32"), "sentences", default=False)
     assert settle_reading(EncoderChoice(WindowedFake(), "torch", "fp32"), "windows", default=False) == "windows"
+
+
+def test_an_index_of_the_previous_sentence_scheme_is_encoded_again_by_its_next_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _corpus(tmp_path, (TITLE, TEXT), DECOY, *OTHERS)
+    fake = SentenceFake()
+    idx = tmp_path / "idx"
+    build_index([str(tmp_path / "corpus")], idx, _opts(merge_share=0.9), embedder=fake)
+    assert Manifest.read(current_version(idx)).model.scheme == sentence_runs.SCHEME
+    # An index of the release before records no scheme: it read runs of the whole window ("sentences-2").
+    path = current_version(idx) / "manifest.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["model"].pop("scheme")
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    _corpus(tmp_path, SOIL, name="more.jsonl")
+    built = build_index([str(tmp_path / "corpus")], idx, _opts(None, merge_share=0.9), embedder=fake)
+    assert built.segments == 0 and built.added == 1  # rewritten whole, not appended to
+    assert Manifest.read(current_version(idx)).model.scheme == sentence_runs.SCHEME and verify_index(idx) == []
+    assert build_index([str(tmp_path / "corpus")], idx, _opts(None), embedder=fake).unchanged
+    # Recorded now: the planner no longer asks for a rewrite on that ground.
+    assert encoder_differs(_opts(None), Manifest.read(current_version(idx)), fake) == ""
+    data["model"].pop("scheme", None)
+    assert encoder_differs(_opts(None), Manifest.from_dict(data), fake) == "the sentence reading changed"
+    # The cache keys name the scheme, so vectors of another scheme are never taken for this one's.
+    item = sentence_text(f"{TITLE} {TEXT}", TITLE, TEXT)
+    keys = [*item.keys(), item.document_key()]
+    monkeypatch.setattr(sentence_runs, "SCHEME", "sentences-next")
+    again = sentence_text(f"{TITLE} {TEXT}", TITLE, TEXT)
+    assert not set(keys) & {*again.keys(), again.document_key()}
+
+
+def test_an_abstract_given_as_text_is_read_as_the_index_read_its_documents(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path, (TITLE, TEXT), DECOY, *OTHERS)
+    fake = SentenceFake()
+    read, truncated = tmp_path / "sentences", tmp_path / "truncated"
+    build_index([str(corpus)], read, _opts(), embedder=fake)
+    build_index([str(corpus)], truncated, _opts("truncated"), embedder=fake)
+    given = TEXT.replace("Counts were taken at dawn.", "Traps were checked at noon.")
+    with Index.open(read, embedder=fake) as index:  # related --file and recommend --like-text read it so
+        want = fake.encode_sentences([sentence_text(given, "", given)])[0][0]
+        np.testing.assert_allclose(index.encode_abstracts([given])[0], want, atol=1e-6)
+        assert not np.allclose(want, fake.encode([given])[0])  # not the first CUT characters only
+        assert index.related_to_text(given, 1)[0].title == TITLE  # the quokka sentence past the cut counts
+    with Index.open(truncated, embedder=fake) as index:
+        np.testing.assert_array_equal(index.encode_abstracts([given]), fake.encode([given]))

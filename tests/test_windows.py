@@ -215,18 +215,21 @@ def test_the_onnx_encoder_reads_every_sentence_of_a_long_abstract_in_runs(export
     from semsearch.encode.sentence_runs import sentence_text
 
     embedder = OnnxEmbedder.load(export_dir, "int8", parallel="texts", threads=2)
-    long_text = " ".join(f"{s[:-1]} in trial {i}." for i in range(12) for s in SENTENCES)  # ~4 runs of 256 tokens
-    items = [sentence_text(f"{TITLE} {t}", TITLE, t) for t in (long_text, TEXT, "İstanbul İzmir study. Two cities.")]
+    long_text = " ".join(f"{s[:-1]} in trial {i}." for i in range(12) for s in SENTENCES)  # ~8 runs of 128 tokens
+    texts = (long_text, TEXT, "İstanbul İzmir study. Two cities.", "One sentence only, read as encode reads it")
+    items = [sentence_text(f"{TITLE} {t}", TITLE, t) for t in texts]
     got = embedder.encode_sentences(items)
-    wholes = embedder.encode([item.text for item in items])
-    for (whole, sentences), item, expected in zip(got, items, wholes, strict=True):
-        assert whole.tobytes() == expected.tobytes()  # the first run is the truncated text: the same vector
+    for (whole, sentences), item in zip(got, items, strict=True):
         assert sentences.shape == (len(item.spans), embedder.dimension) and sentences.dtype == np.float32
         np.testing.assert_allclose(np.linalg.norm(sentences, axis=1), 1.0, rtol=1e-5)
+        if item.spans:  # the document's vector is its sentences' unit mean: it reads the whole abstract
+            mean = sentences.mean(axis=0)
+            np.testing.assert_allclose(whole, mean / np.linalg.norm(mean), atol=1e-6)
+    assert got[3][0].tobytes() == embedder.encode([items[3].text])[0].tobytes()  # one sentence: encode's vector
     assert embedder.read_chars(items[0].text) < items[0].spans[-1][0]  # the last sentence lies past the cut...
     last = items[0].text[slice(*items[0].spans[-1])]
     alone = embedder.encode([last])[0]
     assert float(got[0][1][-1] @ alone) > 0.6  # ...and its vector is still about it (in context, not alone)
     # The same text gives the same bytes again, whatever else is encoded beside it and on how many threads.
-    again = OnnxEmbedder.load(export_dir, "int8", threads=1).encode_sentences([items[0]])[0][1]
-    assert again.tobytes() == got[0][1].tobytes()
+    again = OnnxEmbedder.load(export_dir, "int8", threads=1).encode_sentences([items[0]])[0]
+    assert again[1].tobytes() == got[0][1].tobytes() and again[0].tobytes() == got[0][0].tobytes()

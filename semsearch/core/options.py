@@ -47,11 +47,12 @@ def encoder_regime(backend: str) -> str:
 # encoder's first window only; "pooled", the unit mean of the whole-text vector and its sentence windows past the
 # cut; "windows", the whole-text vector plus one stored vector per such window, a search's dense candidates
 # re-scored by the best window (store/windows_part.py); "windows-all", the same with every 2-sentence window
-# from the start; "sentences", a vector per sentence pooled from runs that read the whole text (encode/
-# sentence_runs.py), stored and scored as windows are. Recorded in the manifest (ModelInfo.reading; none recorded
-# means truncated). On SciFact train (scripts/study_windows.py, scripts/study_late_chunks.py, paired) pooling moved
-# dense nDCG@10 by +0.0005 +- 0.0071, windows by +0.022 +- 0.005 at 1.2x the encoding, windows-all by
-# +0.035 +- 0.006 at 2.0x, sentences by +0.028 +- 0.005 at 1.3-1.6x. New indexes read sentences when the encoder
+# from the start; "sentences", a vector per sentence pooled from 128-token runs that read the whole text, and
+# their mean as the document's vector (encode/sentence_runs.py), stored and scored as windows are. Recorded in
+# the manifest (ModelInfo.reading; none recorded means truncated). On SciFact train (scripts/study_windows.py,
+# scripts/study_late_chunks.py, paired) pooling moved dense nDCG@10 by +0.0005 +- 0.0071, windows by
+# +0.022 +- 0.005 at 1.2x the encoding, windows-all by +0.035 +- 0.006 at 2.0x, sentences by +0.036 +- 0.007
+# at a 1.5x first build (runs of 256 tokens: +0.028). New indexes read sentences when the encoder
 # can (ONNX); an encoder that cannot (torch, a caller's own) reads truncated unless sentences were asked for.
 READINGS = ("truncated", "pooled", "windows", "windows-all", "sentences")
 DEFAULT_READING = "sentences"

@@ -35,7 +35,8 @@ class CachePlan:
     Rows ``0..n-1`` are the documents' embedding texts; with a ``read_chars`` (windows.py) the texts after them
     are the windows past the encoder's cut, ``windows[i]`` naming document i's, and its vector pools them. With
     ``sentences`` (``--reading sentences``) the rows after them are each document's sentences, whose vectors
-    come from the runs that read the document (sentence_runs.py), so a document is encoded whole or not at all.
+    come from the runs that read the document (sentence_runs.py), so a document is encoded whole or not at all;
+    the document's own vector, the mean of its sentences', then has a key of that reading's.
     """
 
     texts: list[str]
@@ -58,10 +59,13 @@ class CachePlan:
         texts = [d.embedding_text() for d in documents]
         items = [(t, d.title or "" if not d.title_only else "", d.text) for t, d in zip(texts, documents, strict=True)]
         windows: list[list[int]] = []
-        keys = [embedding_key(t) for t in texts]
-        read: list[SentenceText] = []
+        read = [sentence_text(*item) for item in items] if sentences else []
+        # A document read in sentences has the vector its sentences pool (sentence_runs.py), not its text's.
         if sentences:
-            read = [sentence_text(*item) for item in items]
+            keys = [st.document_key() if st.spans else embedding_key(st.text) for st in read]
+        else:
+            keys = [embedding_key(t) for t in texts]
+        if sentences:
             for row, st in enumerate(read):
                 windows.append(list(range(len(keys), len(keys) + len(st.spans))))
                 keys.extend(st.keys())
@@ -126,7 +130,7 @@ def whole_and_windows(
     every: bool = False,
     sentences: bool = False,
 ) -> tuple[np.ndarray, WindowSet]:
-    """After encoding: each document's whole-text vector and its windows' vectors, read from the cache.
+    """After encoding: each document's vector and its windows' (or sentences') vectors, read from the cache.
 
     What ``--reading windows`` (``windows-all``, ``sentences``) stores (store/windows_part.py); read back from the
     cache so that both engines, which fill the same cache, give the same files.
@@ -187,7 +191,7 @@ def encode_with_cache(
 
 
 def _encode_sentences(embedder: Embedder, plan: CachePlan, cache: EmbeddingCache, progress: bool) -> None:
-    """Run every document the plan lacks a vector of (its whole text and its sentences), a chunk at a time."""
+    """Run every document the plan lacks a vector of (its own and its sentences'), a chunk at a time."""
     read = getattr(embedder, "encode_sentences", None)
     if not callable(read):
         raise SemsearchError(f"encoder {embedder.name!r} cannot read sentences (--reading sentences needs ONNX)")

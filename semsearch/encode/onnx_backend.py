@@ -642,10 +642,11 @@ class OnnxEmbedder:
         return max((end for _, end in encoding.offsets), default=0)
 
     def encode_sentences(self, items: Sequence[SentenceText]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per text, its whole-text vector (as ``encode`` gives) and one unit vector per sentence span.
+        """Per text, its document vector and one unit vector per sentence span.
 
-        The sentences are pooled from runs that read the whole text (encode/sentence_runs.py); each run is
-        one ORT run, so the vectors depend on the text alone, as ``encode``'s do.
+        The sentences are pooled from runs that read the whole text (encode/sentence_runs.py), the document
+        vector is their unit mean (a text of one sentence: what ``encode`` gives); each run is one ORT run, so
+        the vectors depend on the text alone, as ``encode``'s do.
         """
         from semsearch.encode.onnx_sentences import encode_sentences, untruncated
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from semsearch.core.errors import ExportUnsupportedError
-from semsearch.encode.sentence_runs import SentenceText, plan_runs, sentence_tokens
+from semsearch.encode.sentence_runs import RUN_TOKENS, SentenceText, plan_runs, sentence_tokens
 
 if TYPE_CHECKING:
     import tokenizers
@@ -34,16 +34,19 @@ def encode_sentences(
     tokenizer: tokenizers.Tokenizer,
     whole: tokenizers.Tokenizer,
     items: Sequence[SentenceText],
+    run_tokens: int = RUN_TOKENS,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per text: (whole-text vector, (sentences, dimension) unit vectors), each text's runs alone.
+    """Per text: (document vector, (sentences, dimension) unit vectors), each text's runs alone.
 
-    ``tokenizer`` is the encoder's own, truncating at its window (the first run is exactly what it reads);
-    ``whole`` the same without truncation (``untruncated``), which gives every token's offsets.
+    The document vector is the unit mean of the sentences' vectors; a text of one sentence (no spans) is read as
+    ``encode`` reads it, and that is its vector. ``tokenizer`` is the encoder's own, truncating at its window;
+    ``whole`` the same without truncation (``untruncated``), which gives every token's offsets. ``run_tokens``
+    (at most the encoder's window) is for studies: the cache keys name ``SCHEME``'s length only.
     """
     workers = min(emb.threads, len(items)) if emb.parallel == "texts" else 1
 
     def one(item: SentenceText) -> tuple[np.ndarray, np.ndarray]:
-        return _read(emb, tokenizer, whole, item)
+        return _read(emb, tokenizer, whole, item, run_tokens)
 
     if workers <= 1:
         return [one(item) for item in items]
@@ -62,7 +65,11 @@ def untruncated(tokenizer: tokenizers.Tokenizer) -> tokenizers.Tokenizer:
 
 
 def _read(
-    emb: TokenRunner, truncating: tokenizers.Tokenizer, untruncated: tokenizers.Tokenizer, item: SentenceText
+    emb: TokenRunner,
+    truncating: tokenizers.Tokenizer,
+    untruncated: tokenizers.Tokenizer,
+    item: SentenceText,
+    run_tokens: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     text, spans = item.text, item.spans
     model_text = text.lower() if emb.spec.do_lower_case else text
@@ -72,32 +79,39 @@ def _read(
         title_end = int(shift[item.title_end])
     else:
         title_end = item.title_end
-    first = truncating.encode(model_text)
-    whole_hidden = emb.token_outputs(first.ids, first.type_ids)
-    whole = emb.pooled(whole_hidden)
     if not spans:
-        return whole, np.zeros((0, emb.dimension), dtype=np.float32)
-    body = untruncated.encode(model_text, add_special_tokens=False)
-    room = emb.spec.max_seq_length - 2
-    if list(first.ids[1:-1]) != list(body.ids[:room]):
+        return _as_one_text(emb, truncating, model_text), np.zeros((0, emb.dimension), dtype=np.float32)
+    body = untruncated.encode(model_text)
+    if len(body.ids) < 2 or body.special_tokens_mask[0] != 1 or body.special_tokens_mask[-1] != 1:
         raise ExportUnsupportedError(
             f"encoder {emb.name!r} does not wrap a text as [CLS] text [SEP]: --reading sentences cannot use it"
         )
-    cls_id, sep_id = first.ids[0], first.ids[-1]
-    ids, offsets = body.ids, body.offsets
+    cls_id, sep_id = body.ids[0], body.ids[-1]
+    ids, offsets = body.ids[1:-1], body.offsets[1:-1]
+    room = min(run_tokens, emb.spec.max_seq_length) - 2
     title_tokens = sum(1 for _, end in offsets if end <= title_end) if title_end else 0
     sums = np.zeros((len(spans), emb.dimension), dtype=np.float64)
     counts = np.zeros(len(spans), dtype=np.int64)
-    for number, run in enumerate(plan_runs(len(ids), sentence_tokens(offsets, spans), title_tokens, room)):
-        # The first run is the truncated text itself: its outputs are the whole vector's, already computed.
-        hidden = whole_hidden if number == 0 else emb.token_outputs([cls_id, *(ids[p] for p in run.positions), sep_id])
+    for run in plan_runs(len(ids), sentence_tokens(offsets, spans), title_tokens, room):
+        hidden = emb.token_outputs([cls_id, *(ids[p] for p in run.positions), sep_id])
         for s, (a, b) in run.held.items():
             if counts[s] == 0 and b > a:
                 sums[s] = hidden[1 + a : 1 + b].sum(axis=0, dtype=np.float64)
                 counts[s] = b - a
-    vectors = np.repeat(whole[None, :], len(spans), axis=0).astype(np.float64)  # a sentence with no token: whole
-    have = counts > 0
-    vectors[have] = sums[have] / counts[have, None]
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return whole, np.asarray(vectors / norms, dtype=np.float32)
+    vectors = sums / np.maximum(counts, 1)[:, None]
+    norms = np.linalg.norm(vectors, axis=1)
+    have = norms > 0
+    if not have.any():  # no sentence has a token of its own: each is the text as ``encode`` reads it
+        one = _as_one_text(emb, truncating, model_text)
+        return one, np.repeat(one[None, :], len(spans), axis=0)
+    vectors[have] /= norms[have, None]
+    document = vectors[have].mean(axis=0)
+    document /= max(float(np.linalg.norm(document)), 1e-12)
+    vectors[~have] = document  # a sentence with no token of its own (only what the tokenizer drops)
+    return document.astype(np.float32), vectors.astype(np.float32)
+
+
+def _as_one_text(emb: TokenRunner, truncating: tokenizers.Tokenizer, model_text: str) -> np.ndarray:
+    """The vector ``encode`` gives a text: its first window, pooled."""
+    first = truncating.encode(model_text)
+    return emb.pooled(emb.token_outputs(first.ids, first.type_ids))

@@ -171,7 +171,7 @@ class EncoderActor:
         return {"key": keys, "vector": vectors, "error": np.full(len(keys), failure or self.failure, dtype=object)}
 
     def _read_sentences(self, keys: np.ndarray, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Each document's whole-text vector and its sentences' (``--reading sentences``), keyed as the cache is."""
+        """Each document's vector and its sentences' (``--reading sentences``), keyed as the cache is."""
         if self.embedder is None:
             return keys, np.zeros((len(keys), 1), dtype=np.float32)
         read = getattr(self.embedder, "encode_sentences", None)

@@ -1,16 +1,17 @@
-"""Reading a whole abstract in encoder runs and pooling one vector per sentence from them (``--reading sentences``).
+"""Reading a whole abstract in short encoder runs, one vector per sentence pooled from them (``--reading sentences``).
 
-The encoder reads 256 tokens (all-MiniLM-L6-v2); most abstracts are longer. Here an abstract is read in runs:
-the first is exactly the truncated text, so its pooled output is the whole-text vector every other reading has
-(same bytes, same cache entry); each later run puts the title's tokens first and starts at the first sentence the
-runs before did not hold to its end. A sentence's vector is the unit mean of its tokens' outputs in the run that
-holds it whole, so every sentence is read in context and costs no run of its own ("late chunking").
+The encoder reads 256 tokens (all-MiniLM-L6-v2); most abstracts are longer. Here an abstract is read in runs of
+``RUN_TOKENS`` (128, the length all-MiniLM-L6-v2 and all-mpnet-base-v2 were trained on): the first run is the
+text's first 128 tokens; each later run puts the title's tokens first and starts at the first sentence the runs
+before did not hold to its end. A sentence's vector is the unit mean of its tokens' outputs in the run that holds
+it whole, so every sentence is read in context and costs no run of its own ("late chunking"); the document's
+vector is the unit mean of its sentences' vectors, so it reads the whole abstract too.
 
-Measured (scripts/study_late_chunks.py, SciFact train, int8 MiniLM): re-scoring the dense top 200 by
-0.3 * whole + 0.7 * max(whole, best sentence) lifts nDCG@10 by +0.028 +- 0.005, near every 2-sentence window
-encoded alone (+0.035 +- 0.006, ``windows-all``) for a 1.27x first build of NeurIPS 2025 instead of 2.35x
-(scripts/bench_reading.py); pooled windows of 2 or 3 sentences did less (+0.025, +0.022), pooling the title's
-tokens in changed nothing.
+Measured (scripts/study_late_chunks.py, SciFact train, int8 MiniLM; test once): re-scoring the dense top 200 by
+0.3 * document + 0.7 * max(document, best sentence) gives nDCG@10 0.6926 against 0.6569 for the truncated text;
+runs of 256 tokens (the previous scheme, whose first run was the truncated text and whose document vector was the
+truncated text's) gave 0.6851, runs of 512 0.6749, and runs of 96 no more than 128 for more tokens. Every
+2-sentence window encoded alone (``windows-all``) gives 0.6914 for about twice the build.
 """
 
 from __future__ import annotations
@@ -18,12 +19,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from semsearch.core.sentences import split_sentences
 from semsearch.core.textnorm import normalize_text
 
-# Bumped whenever the runs or the pooling change, so cached sentence vectors of another scheme are never reused.
-SCHEME = "sentences-2"
+# Bumped whenever the runs or the pooling change, so cached vectors of another scheme are never reused, and an
+# index recorded under another scheme is re-encoded by its next build (write/plan.py). "sentences-2" read runs of
+# the encoder's whole window, the first being the truncated text, and kept the truncated text's vector.
+SCHEME = "sentences-3"
+RUN_TOKENS = 128  # tokens of a run, [CLS] and [SEP] included (at most the encoder's window)
+PREVIOUS_SCHEME = "sentences-2"  # what an index that records no scheme was built with
 
 Span = tuple[int, int]
 
@@ -38,10 +44,17 @@ class SentenceText:
 
     def keys(self) -> list[str]:
         """The cache key of each sentence's vector (the spans and the text name it; see ``SCHEME``)."""
+        return [f"{self._head}:{i}" for i in range(len(self.spans))]
+
+    def document_key(self) -> str:
+        """The cache key of the document's vector (its sentences' unit mean), for a text of two sentences or more."""
+        return f"{self._head}:document"
+
+    @cached_property
+    def _head(self) -> str:
         digest = hashlib.sha256(f"{SCHEME}\0{self.title_end}\0{self.spans}\0".encode())
         digest.update(normalize_text(self.text).encode("utf-8"))
-        head = digest.hexdigest()
-        return [f"{head}:{i}" for i in range(len(self.spans))]
+        return digest.hexdigest()
 
 
 def sentence_text(full: str, title: str, text: str) -> SentenceText:
@@ -75,7 +88,7 @@ class Run:
 def plan_runs(n: int, sentences: Sequence[Span], title_tokens: int, room: int) -> list[Run]:
     """Runs of at most ``room`` content tokens that hold every sentence of a text of ``n`` tokens.
 
-    The first run is the text's first ``room`` tokens (the truncated text). A later run starts at the first
+    The first run is the text's first ``room`` tokens. A later run starts at the first
     sentence not yet held, after the title's first ``title_tokens`` (at most half a run). A sentence longer than
     a run could hold is held cut, in the run it starts in.
     """

@@ -120,6 +120,8 @@ class IndexSummary:
     modes: list[str]
     max_k: int
     built_at: str
+    reading: str = ""  # how the dense side read each abstract (truncated, sentences, ...); "" unknown
+    windows: int = 0  # window or sentence vectors kept beside the documents' own (Index.info().windows)
     sources: list[str] = field(default_factory=list)  # source files (at most 20)
     sources_total: int = 0
     budget_chars: int = DEFAULT_BUDGET
@@ -416,6 +418,8 @@ def summary(info: dict[str, Any], *, budget: int = DEFAULT_BUDGET) -> IndexSumma
         modes=list(MODES),
         max_k=MAX_K,
         built_at=str(info.get("built_at", "")),
+        reading=str(info.get("reading") or ""),
+        windows=int(info.get("windows") or 0),
         sources=paths[:20],
         sources_total=len(paths),
         budget_chars=budget,

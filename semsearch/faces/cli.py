@@ -153,9 +153,10 @@ def cli() -> None:
     "--reading",
     type=click.Choice(options.READINGS),
     help="How vectors read an abstract longer than the model's window [default: the index's, else sentences "
-    "with the onnx backend, truncated with torch]: sentences also keeps a vector per sentence, pooled from runs "
-    "that read the whole abstract, and re-scores a search's dense candidates by their best sentence (1.3-1.6x "
-    "the encoding); truncated reads the first window only; pooled averages the whole-text vector with sentence "
+    "with the onnx backend, truncated with torch]: sentences reads the whole abstract in runs of 128 tokens, "
+    "keeps a vector per sentence and their mean as the document's, and re-scores a search's dense candidates "
+    "by their best sentence (about 1.5x the first build); truncated reads the first window only; pooled "
+    "averages the whole-text vector with sentence "
     "windows past the cut; windows stores a vector per 2-sentence window past the cut, windows-all per "
     "2-sentence window from the start (each encoded alone: 1.2x and 2x the encoding).",
 )

@@ -246,6 +246,20 @@ class Index:
         """The unit-length query vector of a text, shape (1, dimension)."""
         return self.embedder.encode([check_text(text)])[:1]
 
+    def encode_abstracts(self, texts: Sequence[str]) -> np.ndarray:
+        """Abstracts given as text, read as this index read its documents: shape (len(texts), dimension).
+
+        With ``--reading sentences`` a document's vector is its sentences' mean (encode/sentence_runs.py), so an
+        abstract compared with the documents (``related --file``, ``recommend --like-text``) is read so too.
+        """
+        read = getattr(self.embedder, "encode_sentences", None)
+        if self.manifest.model.reading != "sentences" or not callable(read):
+            return self.embedder.encode(list(texts))
+        from semsearch.encode.sentence_runs import sentence_text
+
+        got = read([sentence_text(t, "", t) for t in texts])
+        return np.stack([np.asarray(vector, dtype=np.float32) for vector, _ in got])
+
     @property
     def lexical(self) -> BM25Index:
         """The BM25 index of this version, over all its segments (loaded on first use)."""
@@ -537,7 +551,7 @@ class Index:
         """The k papers nearest to an abstract given as text (cosine), leaving out copies of that abstract."""
         check_k(k)
         text = check_text(text, "text")
-        vector = self.encode_query(text)
+        vector = self.encode_abstracts([text])
         allowed = self.allowed_rows(where)
         own = text_hash(text)
         shape = Shape(k, min_score, diverse, diversity, explain=False)

@@ -295,7 +295,7 @@ def recommend(
     nums = vectors.ids
     pos_rows = vectors.rows_of([doc_num(d.id) for d in pos_docs]).tolist()
     neg_rows = vectors.rows_of([doc_num(d.id) for d in neg_docs]).tolist()
-    extra = index.embedder.encode(texts) if texts else None
+    extra = index.encode_abstracts(texts) if texts else None
     sparse_x = sparse_extra = None
     if method in ("svm-bm25", "fused"):
         sparse_x, sparse_extra = _sparse_inputs(index, nums, texts)

@@ -39,9 +39,13 @@ class ModelInfo:
     precision: str = ""
     regime: str = ""  # how the runtime computes vectors (options.ONNX_REGIME); "" before it was recorded
     reading: str = ""  # how a long abstract is read (options.READINGS); "" before it was recorded: truncated
+    scheme: str = ""  # the sentence reading's runs (encode/sentence_runs.SCHEME); "" for the others and before it
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.scheme:  # only the sentence reading has one
+            del out["scheme"]
+        return out
 
     def matches(self, fingerprint: str, dimension: int) -> bool:
         """Whether an encoder with this fingerprint and dimension reproduces these vectors."""
@@ -285,6 +289,7 @@ def _model(data: Any) -> ModelInfo:
         precision=str(data.get("precision") or ""),
         regime=str(data.get("regime") or ""),
         reading=str(data.get("reading") or ""),
+        scheme=str(data.get("scheme") or ""),
     )
 
 

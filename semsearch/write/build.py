@@ -32,6 +32,7 @@ from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import EncoderChoice, open_build_encoder
 from semsearch.encode.encoding import encode_with_cache, whole_and_windows
 from semsearch.encode.models import DEFAULT_MODEL
+from semsearch.encode.sentence_runs import SCHEME as SENTENCE_SCHEME
 from semsearch.ingest.sources import expand_sources, read_sources
 from semsearch.store.ann import AnnSpec, query_like_texts
 from semsearch.store.layout import CACHE_DIR, current_version, version_folders
@@ -284,7 +285,8 @@ def _encode(
     """Vectors for these documents through the embedding cache, locally or on Ray.
 
     Returns (vectors, windows, encoded); ``windows`` holds the tail windows' vectors with ``--reading windows``
-    (the documents' vectors are then their whole-text ones), else None.
+    (the documents' vectors are then their whole-text ones) or their sentences' with ``--reading sentences`` (the
+    documents' vectors are then those sentences' means), else None.
     """
     enc = choice.embedder
     windows = None
@@ -339,7 +341,14 @@ def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], star
     enc = choice.embedder
     return Manifest(
         model=ModelInfo(
-            enc.name, enc.fingerprint, enc.dimension, choice.backend, choice.precision, choice.regime, choice.reading
+            enc.name,
+            enc.fingerprint,
+            enc.dimension,
+            choice.backend,
+            choice.precision,
+            choice.regime,
+            choice.reading,
+            SENTENCE_SCHEME if choice.reading == "sentences" else "",
         ),
         counts=read.counts,
         sources=list(read.ingested.files),

@@ -24,6 +24,7 @@ from semsearch.core.faults import barrier
 from semsearch.core.options import encoder_regime
 from semsearch.core.records import IngestResult, SourceFile
 from semsearch.core.version import __version__
+from semsearch.encode.sentence_runs import PREVIOUS_SCHEME, SCHEME
 from semsearch.ingest.sources import expand_source_names, read_sources
 from semsearch.store.documents import open_documents
 from semsearch.store.layout import CURRENT, current_version
@@ -228,7 +229,11 @@ def encoder_differs(opts: BuildOptions, manifest: Manifest, embedder: Embedder |
     """Why the build would not encode with the live version's model, backend, precision and reading ('' if so)."""
     model = manifest.model
     if reading_of(opts, manifest) != recorded_reading(model):
-        return "another reading was asked for"  # the vectors are re-made (known texts from the cache)
+        # The vectors are re-made, from the cache where it holds them: leaving or entering `sentences` runs every
+        # document of two sentences or more again (its vector is its sentences' mean, not its text's).
+        return "another reading was asked for"
+    if recorded_reading(model) == "sentences" and (model.scheme or PREVIOUS_SCHEME) != SCHEME:
+        return "the sentence reading changed"  # its cache keys name the scheme: every document runs again
     if embedder is not None:
         runtime = (getattr(embedder, "backend", "custom"), getattr(embedder, "precision", "fp32"))
         given = (embedder.name, embedder.fingerprint, embedder.dimension, *runtime, getattr(embedder, "regime", ""))
