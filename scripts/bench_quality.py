@@ -117,6 +117,12 @@ def record(model: str, test: dict[str, Any], command: str, path: Path | None = N
     entry["command"] = command
     if reading:
         entry["reading"] = reading
+    if reading == "sentences":
+        from semsearch.encode.sentence_runs import SCHEME
+
+        entry["scheme"] = SCHEME  # the sentence runs these figures were measured with
+    else:
+        entry.pop("scheme", None)
     entry["scifact_test"] = {
         mode: {m: round(float(v), 4) for m, v in scores.items() if m in ("ndcg@10", "recall@100", "mrr@10")}
         for mode, scores in test.items()
