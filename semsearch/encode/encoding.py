@@ -60,17 +60,15 @@ class CachePlan:
         items = [(t, d.title or "" if not d.title_only else "", d.text) for t, d in zip(texts, documents, strict=True)]
         windows: list[list[int]] = []
         read = [sentence_text(*item) for item in items] if sentences else []
-        # A document read in sentences has the vector its sentences pool (sentence_runs.py), not its text's.
         if sentences:
+            # A document read in sentences has the vector its sentences pool (sentence_runs.py), not its text's.
             keys = [st.document_key() if st.spans else embedding_key(st.text) for st in read]
-        else:
-            keys = [embedding_key(t) for t in texts]
-        if sentences:
             for row, st in enumerate(read):
                 windows.append(list(range(len(keys), len(keys) + len(st.spans))))
                 keys.extend(st.keys())
                 texts.extend([texts[row]] * len(st.spans))  # read with their document, never alone
         else:
+            keys = [embedding_key(t) for t in texts]
             for tails in document_windows(items, read_chars, every=every):
                 windows.append(list(range(len(texts), len(texts) + len(tails))))
                 texts.extend(tails)
@@ -199,11 +197,11 @@ def _encode_sentences(embedder: Embedder, plan: CachePlan, cache: EmbeddingCache
     bar = progress_bar(sum(len(c) for c in chunks), progress)
     for chunk in chunks:
         pairs: list[tuple[str, np.ndarray]] = []
-        for row, (whole, sentences) in zip(chunk, read([plan.sentences[row] for row in chunk]), strict=True):
+        for row, (document, sentences) in zip(chunk, read([plan.sentences[row] for row in chunk]), strict=True):
             rows = plan.windows[row]
-            check_shape(np.asarray(whole)[None, :], 1, embedder.dimension)
+            check_shape(np.asarray(document)[None, :], 1, embedder.dimension)
             check_shape(np.asarray(sentences), len(rows), embedder.dimension)
-            pairs.append((plan.keys[row], whole))
+            pairs.append((plan.keys[row], document))
             pairs.extend((plan.keys[j], vector) for j, vector in zip(rows, sentences, strict=True))
         cache.put_many(pairs)
         plan.known.update(pairs)

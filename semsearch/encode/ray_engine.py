@@ -180,9 +180,9 @@ class EncoderActor:
         items = [_sentence_item(t) for t in texts]
         out_keys: list[str] = []
         out_vectors: list[np.ndarray] = []
-        for key, item, (whole, sentences) in zip(keys.tolist(), items, read(items), strict=True):
+        for key, item, (document, sentences) in zip(keys.tolist(), items, read(items), strict=True):
             out_keys.extend([str(key), *item.keys()])
-            out_vectors.extend([np.asarray(whole, dtype=np.float32), *np.asarray(sentences, dtype=np.float32)])
+            out_vectors.extend([np.asarray(document, dtype=np.float32), *np.asarray(sentences, dtype=np.float32)])
         return np.asarray(out_keys, dtype=object), np.stack(out_vectors)
 
     def _encode(self, chunks: np.ndarray, texts: list[str]) -> np.ndarray:
