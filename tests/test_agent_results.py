@@ -161,6 +161,7 @@ def test_summary_names_what_an_agent_needs(index: Index) -> None:
     assert (info.documents, info.sources_total, info.max_k, info.budget_chars) == (91, 5, MAX_K, 3000)
     assert info.model == "fake-bow" and info.modes == ["hybrid", "dense", "lexical"]
     assert (info.reading, info.windows) == (index.info().reading, 0)  # a sentences index: tests/test_sentence_reading
+    assert info.fusion.startswith("adaptive")  # what a new build records; a tuned one: tests/test_fusion_tune.py
 
 
 @pytest.mark.parametrize(

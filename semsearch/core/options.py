@@ -29,6 +29,18 @@ def fusion_entry(method: str = DEFAULT_FUSION) -> dict[str, object]:
     return {"method": "fixed", "alpha": FIXED_ALPHA}
 
 
+# `semsearch eval --tune` (eval/tune.py) weighs these on a collection's judged queries, beside adaptive and what the
+# index records, and records the winner only when it beats the recorded one by TUNE_MARGIN paired standard errors.
+TUNE_ALPHAS = tuple(round(a / 10, 1) for a in range(11))
+TUNE_MARGIN = 2.0
+TUNE_MIN_QUERIES = 10  # fewer judged queries give no standard error worth the name
+
+
+def tuned_entry(alpha: float, tuned_on: dict[str, object]) -> dict[str, object]:
+    """The manifest's "fusion" entry of a weight chosen on judged queries (``tuned_on`` says which, and how)."""
+    return {"method": "tuned", "alpha": alpha, "tuned_on": tuned_on}
+
+
 BACKENDS = ("onnx", "torch")  # encoder_choice.py: the runtime that encodes; the first is the default
 PRECISIONS = ("fp32", "int8")  # onnx_backend.py: ONNX weights
 DEFAULT_PRECISION = "int8"

@@ -20,6 +20,7 @@ from semsearch.core.errors import IndexNotFoundError, InputError
 from semsearch.encode.embedder import Embedder
 from semsearch.eval.beir import read_qrels, read_queries
 from semsearch.eval.metrics import mean_scores, per_query
+from semsearch.eval.tune import check_tunable, tune_fusion, tuned_version
 from semsearch.query.search import Index
 from semsearch.store.layout import current_version
 from semsearch.store.manifest import Manifest
@@ -85,17 +86,23 @@ def run_eval(
     options: BuildOptions | None = None,
     progress: bool = True,
     fusion: str | None = None,
+    tune: bool = False,
+    split: str = "",
 ) -> dict[str, Any]:
     """Metrics per mode, plus how many queries were judged and how long searching took.
 
     ``fusion``: hybrid's weighting ("adaptive" or "fixed"; None: what the index records); the hybrid entry
-    reports it with the mean dense weight its queries got.
+    reports it with the mean dense weight its queries got. ``tune``: then weigh every hybrid weighting on these
+    judged queries and record the best in the index when it clearly wins (eval/tune.py; ``split`` names the
+    judgments in the record); the modes above are measured under the weighting recorded before.
     """
     queries = read_queries(data.queries)
     qrels = read_qrels(data.qrels)
     judged = {q: queries[q] for q in qrels if q in queries}
     if not judged:
         raise InputError(f"none of the queries in {data.queries} has judgments in {data.qrels}")
+    if tune:
+        check_tunable(len(judged))  # before any build or search
     opts = options or BuildOptions(progress=progress)
     if not _reusable(index_dir, data.corpus, opts, embedder):
         if progress:
@@ -134,6 +141,13 @@ def run_eval(
                 metrics["fusion"] = {"method": method, "mean_alpha": round(sum(alphas) / max(len(alphas), 1), 4)}
             metrics["per_query"] = {q: {k: round(v, 6) for k, v in m.items()} for q, m in scores.items()}
             results[mode] = metrics
+        if tune:
+            if progress:
+                print(f"semsearch: weighing hybrid fusions on {len(judged)} judged queries ...", file=sys.stderr)
+            report, chosen = tune_fusion(index, judged, qrels, split=split or data.qrels.stem)
+            if report.chosen != report.recorded:
+                report.version = tuned_version(index_dir, chosen, index.version.name)
+            results["tune"] = report.to_dict()
     results["queries"] = len(judged)
     results["skipped_documents"] = max(_entries(data.corpus) - read, 0)
     return results

@@ -122,6 +122,7 @@ class IndexSummary:
     built_at: str
     reading: str = ""  # how the dense side read each abstract (truncated, sentences, ...); "" unknown
     windows: int = 0  # window or sentence vectors kept beside the documents' own (Index.info().windows)
+    fusion: str = ""  # how hybrid weighs its two sides, in words (Index.info().fusion)
     sources: list[str] = field(default_factory=list)  # source files (at most 20)
     sources_total: int = 0
     budget_chars: int = DEFAULT_BUDGET
@@ -420,6 +421,7 @@ def summary(info: dict[str, Any], *, budget: int = DEFAULT_BUDGET) -> IndexSumma
         built_at=str(info.get("built_at", "")),
         reading=str(info.get("reading") or ""),
         windows=int(info.get("windows") or 0),
+        fusion=str(info.get("fusion") or ""),
         sources=paths[:20],
         sources_total=len(paths),
         budget_chars=budget,

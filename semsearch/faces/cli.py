@@ -789,6 +789,11 @@ def _eval_suffix(model: str | None) -> str:
     help="How vectors read long abstracts [default: sentences with onnx, else truncated; see: semsearch index --help].",
 )
 @click.option("--fusion", type=click.Choice(options.FUSIONS), help="Hybrid's weighting [default: the index's].")
+@click.option(
+    "--tune",
+    is_flag=True,
+    help="Then weigh hybrid fusions on these judged queries and record the best in the index if it clearly wins.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object keyed by mode.")
 @click.pass_context
 def eval_(
@@ -805,6 +810,7 @@ def eval_(
     precision: str,
     reading: str | None,
     fusion: str | None,
+    tune: bool,
     as_json: bool,
 ) -> None:
     """Measure retrieval quality on BEIR-format DATA (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv).
@@ -815,6 +821,13 @@ def eval_(
     Corpus entries with no text and no title are skipped and counted; title-only ones are kept.
     The corpus is indexed once (exact duplicates merged only) and reused while it is unchanged:
       semsearch eval ../shared/data/scifact --split test
+
+    \b
+    --tune then ranks the judged queries under each hybrid weighting (the index's, adaptive, alpha 0 to 1)
+    and records the best in the index when it beats the index's by two standard errors, so that
+    `semsearch query` on that index uses it. Tune on one split, report on another:
+      semsearch eval DATA --split train --tune
+      semsearch eval DATA --split test
     """
     from semsearch.eval.evaluate import EVAL_MODES, EvalData, run_eval
     from semsearch.faces.render import eval_table
@@ -833,6 +846,8 @@ def eval_(
         options=BuildOptions(model=model, backend=backend, precision=precision, reading=reading, progress=not as_json),
         progress=not as_json,
         fusion=fusion,
+        tune=tune,
+        split=split if data is not None else "",
     )
     click.echo(json.dumps(results) if as_json else eval_table(results))
 

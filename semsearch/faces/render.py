@@ -92,13 +92,28 @@ def eval_table(results: dict[str, Any]) -> str:
     """Metrics per mode as an aligned table."""
     lines = [f"{'mode':<8} {'nDCG@10':>8} {'R@100':>7} {'MRR@10':>7} {'seconds':>8}"]
     for mode, m in results.items():
-        if isinstance(m, dict):
+        if isinstance(m, dict) and mode != "tune":
             lines.append(
                 f"{mode:<8} {m['ndcg@10']:>8.4f} {m['recall@100']:>7.4f} {m['mrr@10']:>7.4f} {m['seconds']:>8.1f}"
             )
     skipped = results.get("skipped_documents", 0)
     note = f"; {skipped} corpus entries skipped: no text and no title" if skipped else ""
     lines.append(f"({results.get('queries', 0)} judged queries{note})")
+    if "tune" in results:
+        lines += ["", tune_table(results["tune"])]
+    return "\n".join(lines)
+
+
+def tune_table(tune: dict[str, Any]) -> str:
+    """eval --tune's weightings, each against the one the index recorded, and what was decided."""
+    lines = [f"{'hybrid weighting':<18} {'nDCG@10':>8} {'vs recorded':>18}"]
+    for row in tune["candidates"]:
+        mark = " <- recorded" if row["name"] == tune["recorded"] else ""
+        mark = " <- chosen" if row["name"] == tune["chosen"] and tune["chosen"] != tune["recorded"] else mark
+        vs = f"{row['difference']:+.4f} ± {row['stderr']:.4f}"
+        lines.append(f"{row['name']:<18} {row['ndcg@10']:>8.4f} {vs:>18}{mark}")
+    where = f"; recorded in {tune['version']}" if tune.get("version") else "; nothing written"
+    lines.append(f"{tune['reason']}{where}")
     return "\n".join(lines)
 
 
@@ -118,6 +133,7 @@ def info_text(info: IndexInfo) -> str:
         ("model", f"{info.model} ({info.dimension}-d, fingerprint {info.fingerprint})"),
         ("encoder", f"{info.backend} {info.precision}".strip()),
         ("reading", _reading_line(info)),
+        ("fusion", info.fusion),
         ("documents", f"{info.documents}" + (f" ({info.title_only} title-only)" if info.title_only else "")),
         ("aliases", f"{info.aliases} former ids resolve to current documents"),
         (

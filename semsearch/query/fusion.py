@@ -138,7 +138,7 @@ class FusionChoice:
     """The weight hybrid gave the dense side for one query (1 - alpha to BM25), and why."""
 
     alpha: float
-    method: str  # "fixed" or "adaptive"
+    method: str  # "fixed", "adaptive" or "tuned"
     reason: str
     lexical_depth: int = 0  # adaptive: BM25's list normalized as this many candidates (see convex_arrays)
 
@@ -148,7 +148,11 @@ class FusionChoice:
 
 @dataclass(frozen=True)
 class FusionPolicy:
-    """How an index fuses: a fixed alpha, or adaptive per query with its parameters (the manifest's "fusion")."""
+    """How an index fuses (the manifest's "fusion"): a fixed alpha, adaptive per query, or a tuned alpha.
+
+    "tuned" is the weight ``semsearch eval --tune`` chose on a collection's judged queries (eval/tune.py): one
+    alpha for every query, with BM25's list normalized over the whole depth as adaptive does.
+    """
 
     method: str = "fixed"
     alpha: float = DEFAULT_ALPHA
@@ -172,14 +176,26 @@ class FusionPolicy:
                 alpha = float(entry.get("alpha", DEFAULT_ALPHA))
                 _check(alpha, DEFAULT_NORM)
                 return cls(alpha=alpha, note="fixed in the manifest")
+            if method == "tuned":
+                alpha = float(entry["alpha"])
+                _check(alpha, DEFAULT_NORM)
+                return cls("tuned", alpha, note=_tuned_note(entry))
             if method == "adaptive":
                 top, power = int(entry.get("peak_top", PEAK_TOP)), float(entry.get("power", PEAK_POWER))
                 scale = float(entry.get("lexical_scale", LEXICAL_SCALE))
                 if top >= 1 and 0.0 <= power <= 16.0 and 0.0 < scale < float("inf"):
                     return cls("adaptive", DEFAULT_ALPHA, top, power, scale, "adaptive in the manifest")
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, KeyError):
             pass
         return cls(note=f"unreadable fusion entry {dict(entry)!r} in the manifest")
+
+    def describe(self) -> str:
+        """The policy in a few words, for ``semsearch info``."""
+        if self.method == "adaptive":
+            return "adaptive (hybrid's weight chosen per query from how far each list's head stands out)"
+        if self.method == "tuned":
+            return f"alpha {self.alpha:g} to dense, {self.note} (semsearch eval --tune)"
+        return f"alpha {self.alpha:g} to dense ({self.note})" if self.note else f"alpha {self.alpha:g} to dense"
 
     def with_method(self, method: str | None) -> FusionPolicy:
         """This policy, or the one a --fusion option asks for instead (None: as recorded)."""
@@ -197,6 +213,8 @@ class FusionPolicy:
         BM25 returns only the documents that match a query word; the rest of the ``depth`` scored 0, so the
         lexical head is measured against them too (a rare identifier matched by 3 documents stands out).
         """
+        if self.method == "tuned":
+            return FusionChoice(self.alpha, "tuned", f"alpha {self.alpha:g}: {self.note}", depth)
         if self.method != "adaptive":
             return FusionChoice(self.alpha, "fixed", f"alpha {self.alpha:g}: {self.note}")
         pd = peak(dense_scores, self.peak_top)
@@ -208,6 +226,14 @@ class FusionPolicy:
             alpha = wd / (wd + wl)
             why = f"head z-score dense {pd:.2f}, lexical {pl:.2f} (BM25's / {self.lexical_scale:g})"
         return FusionChoice(alpha, "adaptive", f"alpha {alpha:.2f} to dense: {why}", depth)
+
+
+def _tuned_note(entry: Mapping[str, Any]) -> str:
+    """Where a tuned weight came from, in words, from its manifest entry."""
+    on = entry.get("tuned_on")
+    if not isinstance(on, Mapping):
+        return "tuned"
+    return f"tuned on {on.get('queries', '?')} judged queries ({on.get('split', '?')} split)"
 
 
 def peak(scores: np.ndarray, top: int = PEAK_TOP, *, pad_to: int = 0) -> float:

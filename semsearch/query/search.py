@@ -77,6 +77,7 @@ class IndexInfo:
     hidden: int = 0  # rows of its segments the version no longer holds
     reading: str = "truncated"  # how vectors read long abstracts (options.READINGS)
     windows: int = 0  # window (or sentence) vectors kept beside the documents' vectors
+    fusion: str = ""  # how hybrid weighs its two sides, in words (FusionPolicy.describe)
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -95,6 +96,29 @@ class Ranking:
     text: str  # the query text ("" for related)
     mode: str
     fusion: FusionChoice | None = None  # hybrid only: the weight its two sides got, and why
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Hybrid's two candidate lists for one query, each (FAISS ids, scores) best first, of ``depth`` asked for."""
+
+    dense: tuple[np.ndarray, np.ndarray]
+    lexical: tuple[np.ndarray, np.ndarray]
+    depth: int
+
+    def fuse(self, policy: FusionPolicy, want: int) -> tuple[list[tuple[int, float]], FusionChoice]:
+        """The best ``want`` as (FAISS id, fused score) under ``policy``, and the weight it chose."""
+        choice = policy.choose(self.dense[1], self.lexical[1], self.depth)
+        # The z-scores take all 2 x 1000 candidates; the hits need only the best ``want``.
+        ids, fused = convex_arrays(
+            *self.dense,
+            *self.lexical,
+            alpha=choice.alpha,
+            norm=DEFAULT_NORM,
+            limit=want,
+            lexical_depth=choice.lexical_depth,
+        )
+        return list(zip(ids.tolist(), fused.tolist(), strict=True)), choice
 
 
 @dataclass(frozen=True)
@@ -228,6 +252,7 @@ class Index:
             hidden=m.hidden,
             reading=m.model.reading or "truncated",
             windows=self.windows.count() if self.windows is not None else 0,
+            fusion=self.fusion.describe(),
         )
 
     def get(self, doc_id: str) -> Document:
@@ -347,19 +372,22 @@ class Index:
         elif mode == "lexical":
             ranked = sorted(lexical.items(), key=lambda item: (-item[1], item[0]))
         else:
-            choice = (policy or self.fusion).choose(dense_top[1], lexical_top[1], depth)
-            # The z-scores take all 2 x 1000 candidates; the hits need only the best ``want``.
-            ids, fused = convex_arrays(
-                *dense_top,
-                *lexical_top,
-                alpha=choice.alpha,
-                norm=DEFAULT_NORM,
-                limit=want,
-                lexical_depth=choice.lexical_depth,
-            )
-            ranked = list(zip(ids.tolist(), fused.tolist(), strict=True))
+            ranked, choice = Candidates(dense_top, lexical_top, depth).fuse(policy or self.fusion, want)
             return Ranking(ranked, dense, lexical, vector, text, mode, choice)
         return Ranking(ranked, dense, lexical, vector, text, mode)
+
+    def hybrid_candidates(self, text: str) -> Candidates:
+        """The two lists hybrid search fuses for ``text`` (no filter), for weighing fusions offline (eval --tune)."""
+        text = check_text(text)
+        vector = self.encode_query(text)
+        pool = len(self)
+        depth = min(pool, DEFAULT_DEPTH)
+        if depth == 0:
+            empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+            return Candidates(empty, empty, 0)
+        dense_top = self._dense_top_windows(vector, depth, None, frozenset(), pool)
+        dense_top = dense_top or self._dense_top(vector, depth, None, frozenset())
+        return Candidates(dense_top, self._lexical_top(text, depth, None, frozenset()), depth)
 
     def _dense_top(
         self, vector: np.ndarray, depth: int, allowed: np.ndarray | None, exclude: frozenset[int]

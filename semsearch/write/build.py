@@ -51,7 +51,14 @@ from semsearch.store.windows_part import WINDOWED_READINGS, WindowSet
 from semsearch.write.contents import write_contents
 from semsearch.write.freshness import absolute_source_args
 from semsearch.write.plan import Append, Live, Rewrite, Unchanged, is_unchanged, plan_refresh
-from semsearch.write.settings import BuildOptions, ann_settings, encoder_settings, map_method_of, reading_of
+from semsearch.write.settings import (
+    BuildOptions,
+    ann_settings,
+    encoder_settings,
+    map_method_of,
+    reading_of,
+    recorded_reading,
+)
 
 if TYPE_CHECKING:
     from semsearch.write.catalogue import CatalogueReport
@@ -337,7 +344,22 @@ def _encode(
     return vectors, windows, encoded
 
 
-def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], started: float) -> Manifest:
+def _fusion_of(previous: PreviousVersion | None, choice: EncoderChoice) -> dict[str, Any]:
+    """The fusion a rewritten version records: a tuned weight survives while the vectors read as when it was tuned.
+
+    A weight chosen on judged queries (eval --tune) describes the collection and how its vectors read it; a new
+    model or reading makes it stale, and the default replaces it.
+    """
+    if previous is not None and previous.manifest.fusion.get("method") == "tuned":
+        model = previous.manifest.model
+        if model.fingerprint == choice.embedder.fingerprint and recorded_reading(model) == choice.reading:
+            return dict(previous.manifest.fusion)
+    return fusion_entry()
+
+
+def _manifest(
+    read: _Read, choice: EncoderChoice, contents: dict[str, Any], started: float, previous: PreviousVersion | None
+) -> Manifest:
     enc = choice.embedder
     return Manifest(
         model=ModelInfo(
@@ -361,7 +383,7 @@ def _manifest(read: _Read, choice: EncoderChoice, contents: dict[str, Any], star
         catalogue=read.catalogue.to_dict() if read.catalogue is not None else None,
         catalogues=[f.to_dict() for f in read.catalogue.files] if read.catalogue is not None else [],
         dedup={"near": read.near},
-        fusion=fusion_entry(),  # how hybrid weighs its sides (query.fusion); a refresh keeps the recorded one
+        fusion=_fusion_of(previous, choice),  # how hybrid weighs its sides (query.fusion); an append keeps it too
         **contents,
     )
 
@@ -442,7 +464,7 @@ def _rewrite(
             windows=windows,
         )
         previous_ids = previous.ids if previous is not None else set()
-        final = writer.publish(_manifest(read, choice, contents, started))
+        final = writer.publish(_manifest(read, choice, contents, started, previous))
 
     new_ids = {d.id for d in documents}
     return BuildSummary.of(

@@ -68,12 +68,16 @@ def no_room(previous: PreviousVersion, changed_rows: int, share: float = MERGE_S
     return ""
 
 
-def link_version(previous: Path, target: Path) -> None:
-    """Hard-link every file of ``previous`` into ``target`` (copying where links fail), except per-version ones."""
+def link_version(previous: Path, target: Path, *, every: bool = False) -> None:
+    """Hard-link every file of ``previous`` into ``target`` (copying where links fail), except per-version ones.
+
+    ``every``: all but the manifest (a version that changes only its manifest: write/fusion_record.py).
+    """
     for root, _dirs, files in os.walk(previous):
         rel = Path(root).relative_to(previous)
         for name in files:
-            if rel == Path(".") and (name in _OWN_FILES or name.startswith(MAP_PREFIX)):
+            own = name == MANIFEST if every else name in _OWN_FILES or name.startswith(MAP_PREFIX)
+            if rel == Path(".") and own:
                 continue
             dst = target / rel / name
             if dst.exists():  # the encoder export, already linked by the encoder's own loader
