@@ -12,6 +12,8 @@ a markdown table on stdout and one JSON line per row on stderr.
 ``--tune SPLIT`` first runs ``semsearch eval DATA --split SPLIT --index IDX --tune`` on each collection (which
 records the weighting that clearly wins on that split in the index), then adds to every row the hybrid the index
 now records (``--mode hybrid``, no ``--fusion``) against the best single mode: tune on train, report test.
+Outputs already in ``--out`` are reused by name (index folder, split, fusion), so give a fresh ``--out`` after
+rebuilding or re-tuning an index.
 """
 
 from __future__ import annotations

@@ -117,8 +117,35 @@ def test_tune_refuses_too_few_judged_queries_before_building(tmp_path: Path, fak
     folder, index = beir(tmp_path), tmp_path / "idx"
     result = run(["eval", str(folder), "--index", str(index), "--tune"], fake)
     assert result.exit_code != 0 and "Traceback" not in result.output
-    assert "--tune needs at least 10 judged queries to weigh fusions, got 2" in result.output
+    assert "--tune needs at least 10 judged queries with a relevant document, got 2" in result.output
     assert not index.exists() and not fake.calls
+
+
+def test_tune_counts_only_queries_with_a_relevant_document(tmp_path: Path) -> None:
+    embedder, folder, index = MarkEmbedder(), mismatch(tmp_path), tmp_path / "idx"
+    rows = (folder / "qrels" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    graded = [rows[0]] + [r if i < 3 else r[: r.rindex("\t")] + "\t0" for i, r in enumerate(rows[1:])]
+    (folder / "qrels" / "train.tsv").write_text("\n".join(graded) + "\n", encoding="utf-8")
+    result = run(["eval", str(folder), "--split", "train", "--index", str(index), "--tune"], embedder)
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "--tune needs at least 10 judged queries with a relevant document, got 3" in result.output
+    assert not index.exists()
+
+
+def test_what_tune_measures_is_what_eval_measures_before_and_after(tmp_path: Path) -> None:
+    # Half the queries misled: no weighting scores 1, so a fusion that differed from search's would show.
+    embedder, folder, index = MarkEmbedder(), mismatch(tmp_path, misled=6), tmp_path / "idx"
+    out = _tune(folder, index, embedder)
+    rows = {row["name"]: row["ndcg@10"] for row in out["tune"]["candidates"]}
+    assert len(set(rows.values())) > 2 and 0.0 < out["hybrid"]["ndcg@10"] < 1.0
+    assert rows[out["tune"]["recorded"]] == pytest.approx(out["hybrid"]["ndcg@10"], abs=1e-4)
+    for fusion in ("fixed", "adaptive"):  # what --fusion asks for on a tuned index
+        args = ["eval", str(folder), "--split", "train", "--index", str(index), "--json", "--mode", "hybrid"]
+        asked = json.loads(run([*args, "--fusion", fusion], embedder).stdout)["hybrid"]
+        assert asked["fusion"]["method"] == fusion
+        assert asked["ndcg@10"] == pytest.approx(rows["alpha 0.5" if fusion == "fixed" else "adaptive"], abs=0.2)
+    after = json.loads(run(["eval", str(folder), "--split", "train", "--index", str(index), "--json"], embedder).stdout)
+    assert after["hybrid"]["ndcg@10"] == pytest.approx(rows[out["tune"]["chosen"]], abs=1e-4)
 
 
 def test_tune_table_marks_the_choice_and_names_the_new_version(tmp_path: Path) -> None:
@@ -139,17 +166,57 @@ def test_a_second_tune_keeps_its_own_weight(tmp_path: Path) -> None:
     assert current_version(index).name == version
 
 
-def test_a_rewrite_keeps_a_tuned_weight_while_model_and_reading_stay(tmp_path: Path) -> None:
+def _tuned(tmp_path: Path) -> tuple[MarkEmbedder, Path, Path, dict]:
     embedder, folder, index = MarkEmbedder(), mismatch(tmp_path), tmp_path / "idx"
     _tune(folder, index, embedder)
     tuned = _manifest(index)["fusion"]
+    assert tuned["method"] == "tuned"
+    return embedder, folder, index, tuned
+
+
+def _rebuilt(index: Path, sources: list[str], embedder: FakeEmbedder, **options: object) -> dict:
+    """Build again and return the new version's fusion entry (a new version must have been published)."""
+    before = current_version(index).name
+    build_index(sources, index, BuildOptions(progress=False, near=False, **options), embedder=embedder)
+    assert current_version(index).name != before
+    return _manifest(index)["fusion"]
+
+
+def test_a_rewrite_keeps_a_tuned_weight_while_encoder_reading_and_sources_stay(tmp_path: Path) -> None:
+    embedder, folder, index, tuned = _tuned(tmp_path)
     corpus = [str(folder / "corpus.jsonl")]
-    opts = BuildOptions(progress=False, near=False, rewrite=True)
-    build_index(corpus, index, opts, embedder=embedder)
+    assert _rebuilt(index, corpus, embedder, rewrite=True) == tuned
+    # Another model or reading reads the collection differently: the weight no longer describes it.
+    assert _rebuilt(index, corpus, MarkEmbedder(fingerprint="mark0002"), full=True) == fusion_entry()
+    embedder, folder, index, tuned = _tuned(tmp_path / "again")
+    assert _rebuilt(index, [str(folder / "corpus.jsonl")], embedder, reading="windows") == fusion_entry()
+
+
+def test_arrivals_keep_a_tuned_weight_and_other_sources_make_it_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_segments_build import OPTS, abstracts, write
+
+    monkeypatch.setenv("SEMSEARCH_MAP", "off")
+    embedder, papers, index = MarkEmbedder(), tmp_path / "papers", tmp_path / "idx"
+    papers.mkdir()
+    write(papers / "a.jsonl", abstracts(1, 120))
+    build_index([str(papers)], index, OPTS, embedder=embedder)
+    tuned = tuned_entry(0.8, {"split": "train", "queries": 40})
+    record_fusion(index, tuned, expected=current_version(index).name)
+    # Papers arriving under the same source argument: a segment is appended and the weight stays.
+    write(papers / "b.jsonl", abstracts(2, 10))
+    summary = build_index([str(papers)], index, OPTS, embedder=embedder)
+    assert summary.segments == 1 and _manifest(index)["fusion"] == tuned
+    # Another source argument is another collection: the default replaces the weight, appended as it is.
+    extra = write(tmp_path / "more.jsonl", abstracts(3, 5))
+    summary = build_index([str(papers), str(extra)], index, OPTS, embedder=embedder)
+    assert summary.segments == 2 and _manifest(index)["fusion"] == fusion_entry()
+    # A removal keeps what is recorded.
+    record_fusion(index, tuned, expected=current_version(index).name)
+    removed = run(["remove", "--source", str(papers / "b.jsonl"), "--index", str(index)], embedder)
+    assert removed.exit_code == 0, removed.output
     assert _manifest(index)["fusion"] == tuned
-    # Another model reads the collection differently: the weight no longer describes it.
-    build_index(corpus, index, replace(opts, full=True), embedder=MarkEmbedder(fingerprint="mark0002"))
-    assert _manifest(index)["fusion"] == fusion_entry()
 
 
 def test_recording_refuses_when_the_index_changed_since_it_was_measured(tmp_path: Path, fake: FakeEmbedder) -> None:

@@ -403,3 +403,33 @@ def test_an_arriving_copy_that_would_represent_its_document(
     assert documents_of(idx) == documents_of(full)
     merged = next(doc for doc in documents_of(idx).values() if len(doc["sources"]) == 2)
     assert merged["metadata"]["year"] == "1999" and merged["external_ids"] == ["z-9", "a-9"]
+
+
+@pytest.mark.parametrize("removal", ["rewrite", "segment"])
+def test_after_a_removal_arrivals_append_and_near_copies_merge_as_a_full_build(
+    tmp_path: Path, files: tuple[Path, Path, Path], fake: FakeEmbedder, removal: str
+) -> None:
+    a, b, c = files
+    idx, one_go = tmp_path / "idx", tmp_path / "one"
+    e = write(a.parent / "e.jsonl", [dict(abstracts(1, 120)[3]), *abstracts(60, 4)])  # one copy of a.jsonl's
+    build_index([str(a), str(b), str(e)], idx, OPTS, embedder=fake)
+    if removal == "rewrite":
+        remove_documents(idx, sources=[str(b)], merge_share=0.1)  # 80 of 204: one base again
+        sources = [str(a), str(e)]
+        assert not Manifest.read(current_version(idx)).segmented
+    else:
+        # 4 documents go, the copy stays without e.jsonl: a segment writes it again.
+        remove_documents(idx, sources=[str(e)], merge_share=1.0)
+        sources = [str(a), str(b)]
+        assert Manifest.read(current_version(idx)).segmented
+    near = dict(abstracts(1, 120)[9])
+    near["abstract"] = near["abstract"].replace(near["abstract"].split()[2], "otherword", 1)
+    d = write(a.parent / "d.jsonl", [near, *abstracts(50, 10)])
+    shutil.copytree(idx, one_go)
+    # The removal kept the band keys of what it kept: the arrival is checked against them, not the whole corpus.
+    grown = build_index([*sources, str(d)], idx, OPTS, embedder=fake)
+    full = build_index([*sources, str(d)], one_go, replace(OPTS, rewrite=True), embedder=FakeEmbedder())
+    assert grown.segments >= 1 and not grown.rewritten_because, grown.rewritten_because
+    assert grown.near_duplicates == full.near_duplicates >= 1
+    assert documents_of(idx) == documents_of(one_go)
+    assert verify_index(idx) == []

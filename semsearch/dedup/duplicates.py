@@ -486,6 +486,11 @@ def make_document(
 NEAR_DIR = "near"  # a segment's NearKeys: keys.npy, nums.npy, origin.npy
 
 
+def no_near_keys() -> NearKeys:
+    """The keys of a segment that gains no text (a removal's): kept as such, not missing like a pre-keys segment's."""
+    return NearKeys(np.zeros((0, 0), dtype=np.uint64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
+
+
 def save_near_keys(folder: Path, near: NearKeys) -> None:
     """Write a segment's near-duplicate band keys (``near/`` in the version or segment folder)."""
     out = folder / NEAR_DIR

@@ -6,7 +6,10 @@ its arrivals against them instead of deduplicating the whole corpus again (``wri
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from semsearch.core.records import NearKeys
 from semsearch.dedup.duplicates import NEAR_DIR, load_near_keys, save_near_keys
@@ -44,3 +47,24 @@ class NearKeysPart:
 
     def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
         return ""
+
+
+def carry(version: Path, manifest: Manifest, nums: Sequence[int]) -> NearKeys | None:
+    """The band keys a version holds for the texts of these documents, for a writer that keeps them.
+
+    None when a segment of the version was written before keys were kept (or under another banding): the next
+    refresh then rewrites, as it would have.
+    """
+    kept = NearKeysPart().open(version, manifest)
+    parts = [k for k in kept if k is None or len(k.keys)]
+    if not parts or any(k is None for k in parts) or len({k.keys.shape[1] for k in parts if k is not None}) > 1:
+        return None
+    wanted = np.asarray(sorted(set(nums)), dtype=np.int64)
+    keys, owners, origins = [], [], []
+    for k in parts:
+        assert k is not None
+        rows = np.isin(np.asarray(k.nums), wanted)
+        keys.append(np.asarray(k.keys)[rows])
+        owners.append(np.asarray(k.nums)[rows])
+        origins.append(np.asarray(k.origin)[rows])
+    return NearKeys(np.concatenate(keys), np.concatenate(owners), np.concatenate(origins))

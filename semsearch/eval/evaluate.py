@@ -94,7 +94,7 @@ def run_eval(
     ``fusion``: hybrid's weighting ("adaptive" or "fixed"; None: what the index records); the hybrid entry
     reports it with the mean dense weight its queries got. ``tune``: then weigh every hybrid weighting on these
     judged queries and record the best in the index when it clearly wins (eval/tune.py; ``split`` names the
-    judgments in the record); the modes above are measured under the weighting recorded before.
+    judgments in the record); the modes are measured before it, under ``fusion`` or the weighting recorded then.
     """
     queries = read_queries(data.queries)
     qrels = read_qrels(data.qrels)
@@ -102,7 +102,7 @@ def run_eval(
     if not judged:
         raise InputError(f"none of the queries in {data.queries} has judgments in {data.qrels}")
     if tune:
-        check_tunable(len(judged))  # before any build or search
+        check_tunable(judged, qrels)  # before any build or search
     opts = options or BuildOptions(progress=progress)
     if not _reusable(index_dir, data.corpus, opts, embedder):
         if progress:
@@ -146,7 +146,7 @@ def run_eval(
                 print(f"semsearch: weighing hybrid fusions on {len(judged)} judged queries ...", file=sys.stderr)
             report, chosen = tune_fusion(index, judged, qrels, split=split or data.qrels.stem)
             if report.chosen != report.recorded:
-                report.version = tuned_version(index_dir, chosen, index.version.name)
+                report.version = tuned_version(index_dir, chosen, index.version.name, wait=opts.wait)
             results["tune"] = report.to_dict()
     results["queries"] = len(judged)
     results["skipped_documents"] = max(_entries(data.corpus) - read, 0)

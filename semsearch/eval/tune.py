@@ -4,8 +4,9 @@ Adaptive fusion reads each query's two lists and cannot tell a confidently wrong
 collection whose relevant abstracts lack the query's words, BM25's list looks as decisive as on a good query:
 docs/explanation/quality.md). Judged queries can: each candidate weighting (what the index records, adaptive, a
 fixed alpha from 0 to 1) ranks every judged query from the same two candidate lists search fuses, and the best
-is recorded only when it beats the recorded one by ``TUNE_MARGIN`` paired standard errors, so noise never moves
-a weight. Tune on one split and report another (``--split train --tune``, then ``--split test``).
+is recorded only when it beats the recorded one by more than ``TUNE_MARGIN`` paired standard errors, so that
+noise seldom moves a weight (the best of a dozen weightings is picked first, so the margin is not a test's
+significance level). Tune on one split and report another (``--split train --tune``, then ``--split test``).
 """
 
 from __future__ import annotations
@@ -80,19 +81,28 @@ def name_of(policy: FusionPolicy) -> str:
     return f"fixed alpha {policy.alpha:g}"
 
 
-def check_tunable(judged: int) -> None:
-    """Refuse to weigh fusions on too few judged queries (raises InputError)."""
-    if judged < TUNE_MIN_QUERIES:
-        raise InputError(f"--tune needs at least {TUNE_MIN_QUERIES} judged queries to weigh fusions, got {judged}")
+def relevant_queries(judged: dict[str, str], qrels: Qrels) -> int:
+    """How many of the judged queries (those with a text) have a relevant document: what a weighting can move."""
+    return sum(1 for q in judged if any(g > 0 for g in qrels.get(q, {}).values()))
+
+
+def check_tunable(judged: dict[str, str], qrels: Qrels) -> None:
+    """Refuse to weigh fusions on too few judged queries with a relevant document (raises InputError)."""
+    count = relevant_queries(judged, qrels)
+    if count < TUNE_MIN_QUERIES:
+        raise InputError(
+            f"--tune needs at least {TUNE_MIN_QUERIES} judged queries with a relevant document, got {count}"
+        )
 
 
 def tune_fusion(index: Index, judged: dict[str, str], qrels: Qrels, *, split: str) -> tuple[TuneReport, Weighting]:
     """Score every weighting on the judged queries; the report and the weighting to record.
 
-    ``judged`` maps query ids to their texts, ``qrels`` holds their judgments. Nothing is written here:
+    ``judged`` maps query ids to their texts, ``qrels`` holds their judgments; the means are eval's (every
+    query with a relevant document, a query without a text scoring 0). Nothing is written here:
     ``write.fusion_record.record_fusion`` records the choice.
     """
-    check_tunable(len(judged))
+    check_tunable(judged, qrels)
     recorded_entry = dict(index.manifest.fusion)
     options = weightings(index.fusion, recorded_entry)
     runs: dict[str, dict[str, list[str]]] = {w.name: {} for w in options}
@@ -109,43 +119,42 @@ def tune_fusion(index: Index, judged: dict[str, str], qrels: Qrels, *, split: st
             runs[name][qid] = ranked
     scores = {name: {q: m["ndcg@10"] for q, m in per_query(run, qrels).items()} for name, run in runs.items()}
     base = options[0].name
-    rows: list[dict[str, Any]] = []
-    for w in options:
-        diff = paired_difference(scores[base], scores[w.name])
-        rows.append(
-            {
-                "name": w.name,
-                "ndcg@10": round(diff["mean_b"], 4),
-                "difference": round(diff["difference"], 4),
-                "stderr": round(diff["stderr"], 4),
-            }
-        )
-    best = max(range(len(rows)), key=lambda i: (rows[i]["ndcg@10"], -i))  # ties: the earlier (recorded first)
-    top = rows[best]
-    n = len(scores[base])
-    clear = top["difference"] > TUNE_MARGIN * top["stderr"] and top["difference"] > 0
-    if best == 0:
-        chosen, reason = options[0], f"the recorded weighting scores best (nDCG@10 {top['ndcg@10']:.4f})"
-    elif not clear:
+    diffs = [paired_difference(scores[base], scores[w.name]) for w in options]
+    rows = [
+        {
+            "name": w.name,
+            "ndcg@10": round(d["mean_b"], 4),
+            "difference": round(d["difference"], 4),
+            "stderr": round(d["stderr"], 4),
+        }
+        for w, d in zip(options, diffs, strict=True)
+    ]
+    # Decided on the unrounded figures; ties go to the earlier weighting (the recorded one first, then lower alpha).
+    best = max(range(len(options)), key=lambda i: (diffs[i]["mean_b"], -i))
+    top, n = rows[best], len(scores[base])
+    gain, stderr = diffs[best]["difference"], diffs[best]["stderr"]
+    if best == 0 or gain <= 0:
+        chosen, reason = options[0], f"the recorded weighting scores best (nDCG@10 {rows[0]['ndcg@10']:.4f})"
+    elif gain <= TUNE_MARGIN * stderr:
         chosen = options[0]
         reason = (
             f"kept: the best, {top['name']} (nDCG@10 {top['ndcg@10']:.4f}), beats the recorded weighting by "
-            f"{top['difference']:+.4f} ± {top['stderr']:.4f}, less than {TUNE_MARGIN:g} standard errors"
+            f"{gain:+.4f} ± {stderr:.4f}, less than {TUNE_MARGIN:g} standard errors"
         )
     else:
         chosen = options[best]
         reason = (
-            f"{top['name']} beats the recorded {base} by {top['difference']:+.4f} ± {top['stderr']:.4f} "
+            f"{top['name']} beats the recorded {base} by {gain:+.4f} ± {stderr:.4f} "
             f"(nDCG@10 {top['ndcg@10']:.4f} against {rows[0]['ndcg@10']:.4f}) on {n} judged queries"
         )
         if chosen.policy.method == "tuned":
             evidence = {"split": split, "queries": n, "ndcg@10": top["ndcg@10"], "over": base}
-            evidence |= {"difference": top["difference"], "stderr": top["stderr"]}
+            evidence |= {"difference": top["difference"], "stderr": top["stderr"], "version": index.version.name}
             chosen = Weighting(chosen.name, chosen.policy, tuned_entry(chosen.policy.alpha, evidence))
     report = TuneReport(split, n, base, chosen.name, reason, rows)
     return report, chosen
 
 
-def tuned_version(index_dir: Path, weighting: Weighting, expected: str) -> str:
+def tuned_version(index_dir: Path, weighting: Weighting, expected: str, *, wait: bool = False) -> str:
     """Record ``weighting`` in the index measured at version ``expected``; the new version's name."""
-    return record_fusion(index_dir, weighting.entry, expected=expected).name
+    return record_fusion(index_dir, weighting.entry, expected=expected, wait=wait).name

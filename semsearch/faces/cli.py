@@ -794,6 +794,7 @@ def _eval_suffix(model: str | None) -> str:
     is_flag=True,
     help="Then weigh hybrid fusions on these judged queries and record the best in the index if it clearly wins.",
 )
+@click.option("--wait", is_flag=True, help="Wait for another writer of the index instead of failing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object keyed by mode.")
 @click.pass_context
 def eval_(
@@ -811,6 +812,7 @@ def eval_(
     reading: str | None,
     fusion: str | None,
     tune: bool,
+    wait: bool,
     as_json: bool,
 ) -> None:
     """Measure retrieval quality on BEIR-format DATA (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv).
@@ -843,7 +845,9 @@ def eval_(
         target,
         modes=modes or EVAL_MODES,
         embedder=embedder,
-        options=BuildOptions(model=model, backend=backend, precision=precision, reading=reading, progress=not as_json),
+        options=BuildOptions(
+            model=model, backend=backend, precision=precision, reading=reading, progress=not as_json, wait=wait
+        ),
         progress=not as_json,
         fusion=fusion,
         tune=tune,

@@ -60,6 +60,7 @@ from semsearch.store.versions import PreviousVersion, VersionWriter, next_sequen
 from semsearch.store.windows_part import WindowSet
 from semsearch.write.publish import publish_segment, segment_room
 from semsearch.write.segment_writer import SegmentChange
+from semsearch.write.settings import fusion_after
 
 
 @dataclass
@@ -534,6 +535,7 @@ def write_appended(
         sources=arrived.files,
         source_args=arrived.sources,
         excluded_sources=[],  # sources named again: files `remove --source` took out are read like any other
+        fusion=fusion_after(previous.manifest, previous.manifest.model, arrived.sources, rewrite=False),
     )
     return Appended(done.version, counts, done.segments)
 

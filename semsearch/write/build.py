@@ -22,7 +22,6 @@ from semsearch.core.errors import (
 )
 from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now
-from semsearch.core.options import fusion_entry
 from semsearch.core.records import DedupResult, Document, IngestResult
 from semsearch.core.version import __version__
 from semsearch.dedup.duplicates import deduplicate
@@ -55,9 +54,9 @@ from semsearch.write.settings import (
     BuildOptions,
     ann_settings,
     encoder_settings,
+    fusion_after,
     map_method_of,
     reading_of,
-    recorded_reading,
 )
 
 if TYPE_CHECKING:
@@ -344,46 +343,35 @@ def _encode(
     return vectors, windows, encoded
 
 
-def _fusion_of(previous: PreviousVersion | None, choice: EncoderChoice) -> dict[str, Any]:
-    """The fusion a rewritten version records: a tuned weight survives while the vectors read as when it was tuned.
-
-    A weight chosen on judged queries (eval --tune) describes the collection and how its vectors read it; a new
-    model or reading makes it stale, and the default replaces it.
-    """
-    if previous is not None and previous.manifest.fusion.get("method") == "tuned":
-        model = previous.manifest.model
-        if model.fingerprint == choice.embedder.fingerprint and recorded_reading(model) == choice.reading:
-            return dict(previous.manifest.fusion)
-    return fusion_entry()
-
-
 def _manifest(
     read: _Read, choice: EncoderChoice, contents: dict[str, Any], started: float, previous: PreviousVersion | None
 ) -> Manifest:
     enc = choice.embedder
+    model = ModelInfo(
+        enc.name,
+        enc.fingerprint,
+        enc.dimension,
+        choice.backend,
+        choice.precision,
+        choice.regime,
+        choice.reading,
+        SENTENCE_SCHEME if choice.reading == "sentences" else "",
+    )
+    source_args = absolute_source_args(read.sources)
     return Manifest(
-        model=ModelInfo(
-            enc.name,
-            enc.fingerprint,
-            enc.dimension,
-            choice.backend,
-            choice.precision,
-            choice.regime,
-            choice.reading,
-            SENTENCE_SCHEME if choice.reading == "sentences" else "",
-        ),
+        model=model,
         counts=read.counts,
         sources=list(read.ingested.files),
         semsearch_version=__version__,
         built_at=utc_now(),
         build_seconds=round(time.perf_counter() - started, 3),
-        source_args=absolute_source_args(read.sources),
+        source_args=source_args,
         excluded_sources=read.excluded,
         catalogue_args=absolute_source_args(read.catalogue_args) if read.catalogue is not None else [],
         catalogue=read.catalogue.to_dict() if read.catalogue is not None else None,
         catalogues=[f.to_dict() for f in read.catalogue.files] if read.catalogue is not None else [],
         dedup={"near": read.near},
-        fusion=_fusion_of(previous, choice),  # how hybrid weighs its sides (query.fusion); an append keeps it too
+        fusion=fusion_after(previous.manifest if previous else None, model, source_args),  # query.fusion
         **contents,
     )
 

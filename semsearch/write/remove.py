@@ -15,6 +15,8 @@ from semsearch.core.errors import InputError, UnknownDocumentError
 from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now
 from semsearch.core.records import Document
+from semsearch.dedup import near_part
+from semsearch.dedup.duplicates import no_near_keys
 from semsearch.encode.encoder_choice import copy_encoder
 from semsearch.ingest.sources import PathLookup
 from semsearch.store import windows_part
@@ -132,10 +134,12 @@ def remove_documents(
             previous=previous,
             map_method=method,
             windows=windows_part.carry(version, manifest, [doc_num(d.id) for d in kept]),
+            near_keys=near_part.carry(version, manifest, [doc_num(d.id) for d in kept]),
         )
         removed = len(documents) - len(kept)
         counts = replace(
             manifest.counts,
+            **_read_counts(kept),
             documents=len(kept),
             vectors=len(kept),
             title_only=sum(d.title_only for d in kept),
@@ -163,6 +167,16 @@ def _removal_fields(manifest: Manifest, gone_paths: set[str], by_id: bool) -> di
         "excluded_sources": sorted(set(manifest.excluded_sources) | gone_paths),
         "removed_ids": manifest.removed_ids or by_id,
     }
+
+
+def _read_counts(documents: Sequence[Document]) -> dict[str, int]:
+    """What these documents count toward ``read``, ``exact_duplicates`` and ``near_duplicates``, as a build counts.
+
+    Every provenance is a record read; a document holds its own text and the near copies merged into it.
+    """
+    read = sum(len(d.sources) for d in documents)
+    texts = sum(1 + len(d.texts) for d in documents)
+    return {"read": read, "exact_duplicates": read - texts, "near_duplicates": texts - len(documents)}
 
 
 def _touched(store: DocumentStore, drop: set[str], gone_files: set[str]) -> list[Document]:
@@ -194,18 +208,25 @@ def _remove_as_segment(
     manifest = previous.manifest
     dropped: list[Document] = []
     changed: list[Document] = []
+    before = _read_counts(touched)
     for doc in touched:
         doc.sources = [p for p in doc.sources if p.file not in gone_files]
         (changed if doc.id not in drop and doc.sources else dropped).append(doc)
+    left = _read_counts(changed)
     after = manifest.counts.documents - len(dropped)
     room = segment_room(previous, len(touched), after, len(dropped), share=share, map_method=map_method)
     if room.refused:
         return None
     no_vectors = np.zeros((0, manifest.model.dimension), dtype=np.float32)
     gone = {doc_num(d.id) for d in dropped}
-    segment = SegmentChange([], no_vectors, changed, gone, previous_map=room.previous_map, map_method=map_method)
+    # The segment gains no text, so it keeps no band keys; an empty set, lest the next refresh take it for a segment
+    # written before keys were kept and rewrite the whole index.
+    segment = SegmentChange(
+        [], no_vectors, changed, gone, no_near_keys(), previous_map=room.previous_map, map_method=map_method
+    )
     counts = replace(
         manifest.counts,
+        **{key: getattr(manifest.counts, key) - before[key] + left[key] for key in before},
         documents=after,
         vectors=after,
         title_only=manifest.counts.title_only - sum(d.title_only for d in dropped),

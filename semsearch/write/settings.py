@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from semsearch.core.errors import SemsearchError
-from semsearch.core.options import BACKENDS, DEFAULT_BATCH_SIZE, DEFAULT_READING, READINGS
+from semsearch.core.options import BACKENDS, DEFAULT_BATCH_SIZE, DEFAULT_READING, READINGS, fusion_entry
 from semsearch.store.manifest import Manifest, ModelInfo
 from semsearch.store.segments import MERGE_SHARE
 
@@ -72,6 +73,25 @@ def reading_of(opts: BuildOptions, manifest: Manifest | None) -> str:
 def recorded_reading(model: ModelInfo) -> str:
     """The reading a version's vectors were made with: a version from before it was recorded read truncated."""
     return model.reading or "truncated"
+
+
+def fusion_after(
+    before: Manifest | None, model: ModelInfo, source_args: list[str], *, rewrite: bool = True
+) -> dict[str, Any]:
+    """The "fusion" a new version records, after ``before`` (the live version's manifest, None for a first build).
+
+    A weight chosen on judged queries (eval --tune) describes the collection and how its vectors read it: files
+    arriving under the same source arguments keep it, while another encoder, reading or scheme, or other source
+    arguments, make it stale and the default replaces it. Any other weighting is kept by an append and replaced
+    by today's default in a rewrite (a new build), so a release's new default reaches an index when it is rebuilt.
+    """
+    if before is not None and before.fusion.get("method") == "tuned":
+        if before.model.same_encoder(model) and before.source_args == source_args:
+            return dict(before.fusion)
+        return fusion_entry()
+    if before is None or rewrite:
+        return fusion_entry()
+    return dict(before.fusion)
 
 
 def ann_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, int | None]:
