@@ -422,6 +422,10 @@ def test_after_a_removal_arrivals_append_and_near_copies_merge_as_a_full_build(
         remove_documents(idx, sources=[str(e)], merge_share=1.0)
         sources = [str(a), str(b)]
         assert Manifest.read(current_version(idx)).segmented
+    # The removal counts what it kept, as a build of the sources left does.
+    fresh = tmp_path / "fresh"
+    build_index(sources, fresh, OPTS, embedder=FakeEmbedder())
+    assert Manifest.read(current_version(idx)).counts == Manifest.read(current_version(fresh)).counts
     near = dict(abstracts(1, 120)[9])
     near["abstract"] = near["abstract"].replace(near["abstract"].split()[2], "otherword", 1)
     d = write(a.parent / "d.jsonl", [near, *abstracts(50, 10)])
