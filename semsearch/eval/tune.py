@@ -11,7 +11,7 @@ significance level). Tune on one split and report another (``--split train --tun
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +47,7 @@ class TuneReport:
     version: str = ""  # the version that records the new weighting ("" when nothing was written)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "split": self.split,
-            "queries": self.queries,
-            "recorded": self.recorded,
-            "chosen": self.chosen,
-            "reason": self.reason,
-            "version": self.version,
-            "candidates": self.candidates,
-        }
+        return asdict(self)
 
 
 def weightings(recorded: FusionPolicy, recorded_entry: dict[str, Any]) -> list[Weighting]:
