@@ -361,8 +361,7 @@ class Index:
         empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         dense_top = lexical_top = empty
         if mode in ("dense", "hybrid") and vector is not None:
-            rescored = self._dense_top_windows(vector, depth, allowed, exclude, pool) if windows else None
-            dense_top = rescored or self._dense_top(vector, depth, allowed, exclude)
+            dense_top = self._dense_list(vector, depth, allowed, exclude, pool, windows)
             dense = dict(zip(dense_top[0].tolist(), dense_top[1].tolist(), strict=True))
         if mode in ("lexical", "hybrid"):
             lexical_top = self._lexical_top(text, depth, allowed, exclude)
@@ -385,9 +384,21 @@ class Index:
         if depth == 0:
             empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
             return Candidates(empty, empty, 0)
-        dense_top = self._dense_top_windows(vector, depth, None, frozenset(), pool)
-        dense_top = dense_top or self._dense_top(vector, depth, None, frozenset())
+        dense_top = self._dense_list(vector, depth, None, frozenset(), pool, windows=True)
         return Candidates(dense_top, self._lexical_top(text, depth, None, frozenset()), depth)
+
+    def _dense_list(
+        self,
+        vector: np.ndarray,
+        depth: int,
+        allowed: np.ndarray | None,
+        exclude: frozenset[int],
+        pool: int,
+        windows: bool,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The dense candidates a search ranks: with ``windows`` and a windowed index, re-scored by their windows."""
+        rescored = self._dense_top_windows(vector, depth, allowed, exclude, pool) if windows else None
+        return rescored or self._dense_top(vector, depth, allowed, exclude)
 
     def _dense_top(
         self, vector: np.ndarray, depth: int, allowed: np.ndarray | None, exclude: frozenset[int]
