@@ -56,15 +56,15 @@ def carry(version: Path, manifest: Manifest, nums: Sequence[int]) -> NearKeys | 
     refresh then rewrites, as it would have.
     """
     kept = NearKeysPart().open(version, manifest)
-    parts = [k for k in kept if k is None or len(k.keys)]
-    if not parts or any(k is None for k in parts) or len({k.keys.shape[1] for k in parts if k is not None}) > 1:
+    if any(k is None for k in kept):
+        return None
+    parts = [k for k in kept if k is not None and len(k.keys)]
+    if not parts or len({k.keys.shape[1] for k in parts}) > 1:
         return None
     wanted = np.asarray(sorted(set(nums)), dtype=np.int64)
-    keys, owners, origins = [], [], []
-    for k in parts:
-        assert k is not None
-        rows = np.isin(np.asarray(k.nums), wanted)
-        keys.append(np.asarray(k.keys)[rows])
-        owners.append(np.asarray(k.nums)[rows])
-        origins.append(np.asarray(k.origin)[rows])
-    return NearKeys(np.concatenate(keys), np.concatenate(owners), np.concatenate(origins))
+    rows = [np.isin(np.asarray(k.nums), wanted) for k in parts]
+    return NearKeys(
+        np.concatenate([np.asarray(k.keys)[r] for k, r in zip(parts, rows, strict=True)]),
+        np.concatenate([np.asarray(k.nums)[r] for k, r in zip(parts, rows, strict=True)]),
+        np.concatenate([np.asarray(k.origin)[r] for k, r in zip(parts, rows, strict=True)]),
+    )
