@@ -135,7 +135,7 @@ def test_a_card_over_the_budget_alone_is_shrunk_not_dropped() -> None:
     assert page.items[0].id == big.id
 
 
-def test_related_never_returns_the_paper_and_explains_by_its_words(index: Index) -> None:
+def test_related_never_returns_the_paper_and_quotes_a_sentence_of_each(index: Index) -> None:
     source = fedask_id(index)
     page = related_page(index, source, k=90, budget=10**6)
     assert len(page.items) == 90 and source not in {c.id for c in page.items}

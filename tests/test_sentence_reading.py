@@ -18,7 +18,7 @@ from semsearch.core.sentences import split_sentences
 from semsearch.encode import sentence_runs
 from semsearch.encode.encoder_choice import EncoderChoice
 from semsearch.encode.sentence_runs import SentenceText, plan_runs, sentence_text, sentence_tokens
-from semsearch.faces.agent_results import summary
+from semsearch.faces.agent_results import related_page, summary
 from semsearch.store.layout import CURRENT, current_version, doc_num
 from semsearch.store.manifest import Manifest
 from semsearch.store.windows_part import WINDOW_FILE, WINDOW_IDS_FILE
@@ -254,3 +254,40 @@ def test_an_abstract_given_as_text_is_read_as_the_index_read_its_documents(tmp_p
         assert index.related_to_text(given, 1)[0].title == TITLE  # the quokka sentence past the cut counts
     with Index.open(truncated, embedder=fake) as index:
         np.testing.assert_array_equal(index.encode_abstracts([given]), fake.encode([given]))
+
+
+def test_a_related_hit_shows_its_sentence_nearest_the_paper(tmp_path: Path) -> None:
+    """related has no query: the hit's highlight is its sentence whose vector is nearest the paper's (issue 24)."""
+    corpus = _corpus(tmp_path, (TITLE, TEXT), DECOY, SOIL)
+    fake = SentenceFake()
+    idx = tmp_path / "idx"
+    build_index([str(corpus)], idx, _opts(), embedder=fake)
+    source, target = _id_of(idx, fake, DECOY[0]), _id_of(idx, fake, TITLE)
+    version = current_version(idx)
+    ids, vectors = np.load(version / WINDOW_IDS_FILE), np.load(version / WINDOW_FILE)
+    with Index.open(idx, embedder=fake) as index:
+        paper = index.vectors.get_one(doc_num(source)).astype(np.float16)
+    rows = np.flatnonzero(ids == doc_num(target))
+    planted = np.array(vectors)
+    planted[rows] = -paper  # every sentence of the target points away from the paper...
+    planted[rows[1]] = paper  # ...but the second, which shares no word with it
+    np.save(version / WINDOW_FILE, planted)
+    with Index.open(idx, embedder=fake) as index:
+        hit = next(h for h in index.related(source, 2) if h.id == target)
+        assert hit.highlights == ["Counts were taken at dawn."] and hit.matched_terms == []
+        given = next(h for h in index.related_to_text(DECOY[1], 3) if h.id == target)
+        assert given.highlights == ["Counts were taken at dawn."]  # the text's vector is the paper's
+        card = next(c for c in related_page(index, source, k=2).items if c.id == target)
+        assert card.best_sentence == "Counts were taken at dawn."  # MCP's card quotes the same sentence
+
+
+def test_without_sentence_vectors_a_related_hit_shows_the_sentence_sharing_most_words(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path, (TITLE, TEXT), DECOY, SOIL)
+    fake = SentenceFake()
+    idx = tmp_path / "idx"
+    build_index([str(corpus)], idx, _opts("truncated"), embedder=fake)
+    with Index.open(idx, embedder=fake) as index:
+        source, target = _id_of(idx, fake, DECOY[0]), _id_of(idx, fake, TITLE)
+        hit = next(h for h in index.related(source, 2) if h.id == target)
+        # The ferry paper's words "island" and "cats" are in the third sentence only.
+        assert hit.highlights == ["The quokka colony on the island grew after feral cats were removed."]

@@ -20,10 +20,8 @@ from semsearch.core.errors import QueryError, UnknownDocumentError
 from semsearch.core.options import MAX_K, MODES
 from semsearch.core.records import Document, Hit
 from semsearch.faces.operations import MAX_QUERY_CHARS
-from semsearch.query.highlight import best_sentences
 from semsearch.query.search import Index
 from semsearch.reader.recommend import recommend
-from semsearch.store.lexical import Analyzer
 
 DEFAULT_BUDGET = 8000  # characters of JSON per tool result: about 2,000 tokens
 MIN_BUDGET = 1000  # below this not even one card with its sentence fits
@@ -366,17 +364,13 @@ def related_page(
 ) -> Page:
     """Ranks offset..offset+k of the papers nearest to one in the index (cosine), never the paper itself.
 
-    Each card's best sentence is the one that shares the most words with the paper asked about.
+    Each card's best sentence is its hit's highlight: the sentence nearest the paper asked about (Index.related).
     """
     check_page(k, offset)
     source = document(index, doc_id)
     hits = index.related(source.id, min(offset + k + 1, MAX_K), where=_clauses(where))
-    analyzer = Analyzer()
-    terms = analyzer(source.embedding_text())
-    cards = []
-    for h in hits[offset : offset + k]:
-        found = best_sentences(h.text, terms, n=1, analyzer=analyzer)
-        cards.append(PaperCard.of(h, score=h.score, sentence=found[0] if found else None))
+    page = hits[offset : offset + k]  # each with its sentence nearest the paper (Index.related)
+    cards = [PaperCard.of(h, score=h.score, sentence=h.highlights[0] if h.highlights else None) for h in page]
     return paginate(
         cards, offset=offset, k=k, more=len(hits) > offset + k, budget=budget, version=version or index.version.name
     )

@@ -568,14 +568,18 @@ class Index:
         diverse: bool = False,
         diversity: float = DIVERSITY_LAMBDA,
     ) -> list[Hit]:
-        """The k papers nearest to one in the index (cosine), never the paper itself or its merged duplicates."""
+        """The k papers nearest to one in the index (cosine), never the paper itself or its merged duplicates.
+
+        Each hit's highlight is its sentence nearest the paper (see ``_highlight_near``).
+        """
         check_k(k)
         doc = self.get(doc_id)
         num = doc_num(doc.id)
         vector = self.vectors.get_one(num).reshape(1, -1)
         allowed = self.allowed_rows(where)
         shape = Shape(k, min_score, diverse, diversity, explain=False)
-        return self._finish(self._rank("", vector, "dense", allowed, shape.want, frozenset([num])), shape)
+        ranking = self._rank("", vector, "dense", allowed, shape.want, frozenset([num]))
+        return self._highlight_near(self._finish(ranking, shape), vector, doc.embedding_text())
 
     def related_to_text(
         self,
@@ -587,7 +591,10 @@ class Index:
         diverse: bool = False,
         diversity: float = DIVERSITY_LAMBDA,
     ) -> list[Hit]:
-        """The k papers nearest to an abstract given as text (cosine), leaving out copies of that abstract."""
+        """The k papers nearest to an abstract given as text (cosine), leaving out copies of that abstract.
+
+        Each hit's highlight is its sentence nearest the text (see ``_highlight_near``).
+        """
         check_k(k)
         text = check_text(text, "text")
         vector = self.encode_abstracts([text])
@@ -602,7 +609,23 @@ class Index:
             kept = [(n, s) for n, s in ranking.ranked if n not in copies]
             if len(kept) >= shape.want or len(ranking.ranked) < shape.want + extra:
                 break
-        return self._finish(replace(ranking, ranked=kept), shape)
+        return self._highlight_near(self._finish(replace(ranking, ranked=kept), shape), vector, text)
+
+    def _highlight_near(self, hits: list[Hit], vector: np.ndarray, text: str) -> list[Hit]:
+        """Give each related hit the sentence nearest the paper it was found from: by the sentence vectors where
+        the index keeps them (``--reading sentences``), plus the share of the paper's words it holds; by those
+        words alone otherwise. A related hit's "why" is that sentence, not a word list (matched_terms stays empty).
+        """
+        if not hits:
+            return hits
+        analyzer = Analyzer()
+        terms = analyzer(text)
+        nums = [doc_num(h.id) for h in hits]
+        ranking = Ranking([], {}, {}, vector, text, "dense")
+        sentence_vecs = self._sentence_vectors(nums, ranking)
+        for hit, num in zip(hits, nums, strict=True):
+            hit.highlights = best_sentences(hit.text, terms, vector, sentence_vecs.get(num), n=1, analyzer=analyzer)
+        return hits
 
 
 def _pool_size(k: int) -> int:
