@@ -103,8 +103,9 @@ def seeds(index_dir: Path, settings: list[Setting]) -> None:
         rows = {"hybrid": cands, **{_name(s): fed_back(index, FORGETTING, cands, s) for s in settings}}
         out = {}
         for name, c in rows.items():
-            ids = ranked_ids(index, c, len(index))
-            out[name] = ids.index(target) + 1
+            hits, _ = c.fuse(index.fusion, len(index))
+            found = index.store.get_many([n for n, _ in hits])
+            out[name] = [found[n].id for n, _ in hits].index(target) + 1  # internal ids, as ``target`` is
         print(json.dumps({"question": FORGETTING, "unseen": unseen(index.lexical, FORGETTING), "rank": out}))
 
 

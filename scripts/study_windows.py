@@ -20,9 +20,11 @@ does), then scores nDCG@10 on a split for each way of making a document's dense 
     python scripts/study_windows.py --encoder IDX/v-*/encoder --split test --hybrid /tmp/sf
 
 --hybrid INDEX also fuses whole and the --fuse candidates (default pooled, max_tail, mix0.3) with that index's
-BM25 top 1000 as hybrid search does (zscore, alpha 0.5, the dense top 1000; fuse a mixA@1000, not a mixA@100,
-whose other 900 floor scores skew the z-scores); INDEX is any index of the SciFact corpus (only its BM25 side is
-read), e.g. the one `semsearch eval ../shared/data/scifact --index /tmp/sf` builds.
+BM25 top 1000 as hybrid search does (z-scores of the dense top 1000 and BM25's, each query's weight chosen by
+adaptive fusion, the default for new indexes; ``--fusion fixed``: alpha 0.5, as the previous release and the
+rows measured before 2026-12-02; fuse a mixA@1000, not a mixA@100, whose other 900 floor scores skew the
+z-scores); INDEX is any index of the SciFact corpus (only its BM25 side is read), e.g. the one
+`semsearch eval ../shared/data/scifact --index /tmp/sf` builds.
 Prints one JSON line: per candidate the mean nDCG@10, the paired difference to --base and its standard error.
 Vectors are kept in --cache (an .npz keyed by text hash) so a second split costs only the queries.
 """
@@ -118,16 +120,45 @@ def ndcg(scores: np.ndarray, ids: list[str], qids: list[str], qrels: dict) -> np
 
 
 def hybrid(
-    scores: np.ndarray, ids: list[str], lexical: list[dict[str, float]], qids: list[str], qrels: dict
+    scores: np.ndarray,
+    ids: list[str],
+    lexical: list[dict[str, float]],
+    qids: list[str],
+    qrels: dict,
+    fusion: str = "adaptive",
 ) -> np.ndarray:
-    """nDCG@10 of zscore alpha-0.5 fusion of the dense top 1000 with the index's BM25 top 1000, as search does."""
-    from semsearch.query.fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, convex
+    """nDCG@10 of the dense top 1000 fused with the index's BM25 top 1000 as search does.
 
+    ``fusion``: "adaptive" (the default for new indexes: each query's weight from its two lists, BM25's list
+    normalized over the whole depth) or "fixed" (zscore, alpha 0.5, the previous default).
+    """
+    from semsearch.query.fusion import DEFAULT_ALPHA, DEFAULT_DEPTH, DEFAULT_NORM, FusionPolicy, convex, convex_arrays
+
+    policy = FusionPolicy("adaptive")
+    position = {d: j for j, d in enumerate(ids)}
     out = []
     for i, q in enumerate(qids):
-        top = np.argsort(-scores[i])[:DEFAULT_DEPTH]
-        fused = convex({ids[j]: float(scores[i, j]) for j in top}, lexical[i], alpha=DEFAULT_ALPHA, norm=DEFAULT_NORM)
-        out.append(ndcg_at_k([d for d, _ in fused[:10]], qrels[q]))
+        top = np.argsort(-scores[i], kind="stable")[:DEFAULT_DEPTH]
+        if fusion == "fixed":
+            dense = {ids[j]: float(scores[i, j]) for j in top}
+            ranked = [d for d, _ in convex(dense, lexical[i], alpha=DEFAULT_ALPHA, norm=DEFAULT_NORM)[:10]]
+        else:
+            dense_scores = scores[i, top]
+            lexical_ids = np.array([position[d] for d in lexical[i]], dtype=np.int64)
+            lexical_scores = np.array(list(lexical[i].values()), dtype=np.float32)
+            choice = policy.choose(dense_scores, lexical_scores, DEFAULT_DEPTH)
+            fused, _ = convex_arrays(
+                top.astype(np.int64),
+                dense_scores,
+                lexical_ids,
+                lexical_scores,
+                alpha=choice.alpha,
+                norm=DEFAULT_NORM,
+                limit=10,
+                lexical_depth=choice.lexical_depth,
+            )
+            ranked = [ids[j] for j in fused.tolist()]
+        out.append(ndcg_at_k(ranked, qrels[q]))
     return np.array(out)
 
 
@@ -152,6 +183,7 @@ def main() -> None:
     ap.add_argument("--all-windows", action="store_true", help="also every non-overlapping window (~24k texts)")
     ap.add_argument("--hybrid", type=Path, help="an index of the SciFact corpus: fuse candidates with its BM25")
     ap.add_argument("--fuse", default="pooled,max_tail,mix0.3", help="candidates --hybrid fuses (comma-separated)")
+    ap.add_argument("--fusion", choices=["adaptive", "fixed"], default="adaptive", help="how --hybrid fuses")
     args = ap.parse_args()
     emb = OnnxEmbedder.load(Path(args.encoder), "int8", parallel="texts")
     docs = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").open()]
@@ -217,7 +249,7 @@ def main() -> None:
         lexical = lexical_lists(args.hybrid, [queries[q] for q in qids])
         per["lexical"] = np.array([ndcg_at_k(list(lex)[:10], qrels[q]) for lex, q in zip(lexical, qids, strict=True)])
         for name in ("whole", *args.fuse.split(",")):
-            per[f"hybrid_{name}"] = hybrid(scores[name], ids, lexical, qids, qrels)
+            per[f"hybrid_{name}"] = hybrid(scores[name], ids, lexical, qids, qrels, args.fusion)
     out: dict[str, object] = {"split": args.split, "queries": len(qids), "base": args.base}
     hybrid_base = "hybrid_whole" if args.base == "whole" else args.base
     out.update(paired(per, lambda name: hybrid_base if name.startswith("hybrid_") else args.base))

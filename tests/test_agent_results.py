@@ -140,9 +140,15 @@ def test_related_never_returns_the_paper_and_quotes_a_sentence_of_each(index: In
     page = related_page(index, source, k=90, budget=10**6)
     assert len(page.items) == 90 and source not in {c.id for c in page.items}
     assert page.next_offset is None  # 91 documents: 90 others
-    for card in page.items[:5]:
-        assert quoted(card.best_sentence, index.get(card.id).text)
+    for card in page.items:
+        assert card.best_sentence and quoted(card.best_sentence, index.get(card.id).text)
     assert [c.id for c in related_page(index, source[:8], k=5).items] == [c.id for c in page.items[:5]]
+    later = related_page(index, source, k=5, offset=5, budget=10**6).items  # only the page shown is explained
+    assert [(c.id, c.best_sentence) for c in later] == [(c.id, c.best_sentence) for c in page.items[5:10]]
+    hits = index.related(source, 10)
+    cards = [PaperCard.of(h, score=h.score, sentence=h.highlights[0]).best_sentence for h in hits[5:]]
+    assert cards == [c.best_sentence for c in later]  # the highlight related gives, as a card shows it
+    assert all(h.highlights == [] for h in index.related(source, 10, explain=False))
 
 
 def test_a_paper_in_full_and_clipped_to_the_budget(index: Index) -> None:

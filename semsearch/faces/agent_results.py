@@ -368,8 +368,8 @@ def related_page(
     """
     check_page(k, offset)
     source = document(index, doc_id)
-    hits = index.related(source.id, min(offset + k + 1, MAX_K), where=_clauses(where))
-    page = hits[offset : offset + k]  # each with its sentence nearest the paper (Index.related)
+    hits = index.related(source.id, min(offset + k + 1, MAX_K), where=_clauses(where), explain=False)
+    page = index.highlight_related(hits[offset : offset + k], source.id)  # only the cards shown
     cards = [PaperCard.of(h, score=h.score, sentence=h.highlights[0] if h.highlights else None) for h in page]
     return paginate(
         cards, offset=offset, k=k, more=len(hits) > offset + k, budget=budget, version=version or index.version.name

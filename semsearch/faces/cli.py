@@ -486,10 +486,13 @@ def related(
         except (OSError, UnicodeDecodeError) as exc:
             raise SemsearchCliError(f"cannot read {file_}: {getattr(exc, 'strerror', None) or exc}") from exc
     with Index.open(index_dir, embedder=embedder_of(ctx)) as idx:
+        explain = fmt is None  # a citation export never shows a sentence
         if doc_id is not None:
-            hits = idx.related(doc_id, k, where=where, min_score=min_score, diverse=diverse)
+            hits = idx.related(doc_id, k, where=where, min_score=min_score, diverse=diverse, explain=explain)
         else:
-            hits = idx.related_to_text(text or "", k, where=where, min_score=min_score, diverse=diverse)
+            hits = idx.related_to_text(
+                text or "", k, where=where, min_score=min_score, diverse=diverse, explain=explain
+            )
         _warn_if_stale(idx)
         _warn_where(idx, where)
         catalogued = idx.manifest.catalogue is not None

@@ -39,14 +39,23 @@ def best_sentences(
     (distinct query stems it contains) / (its token count) ** 0.25: coverage first, shorter sentences winning
     among equal coverage. With ``query_vec`` and ``sentence_vecs`` (one unit row per sentence of
     ``sentences(text)``), the score is cosine(query, sentence) + the share of query stems covered, so a
-    paraphrase with no shared word can still win; vectors that are not one per sentence are not used (the
-    words decide). Ties go to the earlier sentence; with no match at all the opening sentences are returned.
+    paraphrase with no shared word can still win, and with no query terms the cosine alone decides; vectors that
+    are not one per sentence are not used (the words decide). Ties go to the earlier sentence; with no match at
+    all the opening sentences are returned.
     """
     spans = split_sentences(text)
     if not spans or n < 1:
         return []
-    analyzer = analyzer or Analyzer()
     wanted = set(query_terms)
+    vecs = None if sentence_vecs is None else np.asarray(sentence_vecs, dtype=np.float32)
+    cos = None
+    if query_vec is not None and vecs is not None and vecs.ndim == 2 and len(vecs) == len(spans):
+        cos = (vecs @ np.asarray(query_vec, dtype=np.float32).reshape(-1)).tolist()
+    if cos is not None and not wanted:  # the vectors alone decide (related: no query words): no word is read
+        by_cosine = cos
+        order = sorted(range(len(spans)), key=lambda j: (-by_cosine[j], j))
+        return [text[spans[j][0] : spans[j][1]] for j in order[:n]]
+    analyzer = analyzer or Analyzer()
     words = [
         [w for w in TOKEN_PATTERN.findall(text[s:e].lower()) if w not in STOPWORDS] for s, e in spans
     ]  # per sentence
@@ -54,11 +63,9 @@ def best_sentences(
     stems = analyzer.stem_map([w for ws in words for w in ws if w[0] in initials])
     lengths = [len(ws) for ws in words]
     matched = [{stems[w] for w in ws if w in stems} & wanted for ws in words]
-    vecs = None if sentence_vecs is None else np.asarray(sentence_vecs, dtype=np.float32)
-    if query_vec is not None and vecs is not None and vecs.ndim == 2 and len(vecs) == len(spans):
-        cos = vecs @ np.asarray(query_vec, dtype=np.float32).reshape(-1)
+    if cos is not None:
         share = len(wanted) or 1
-        scores = [float(c) + len(m) / share for c, m in zip(cos, matched, strict=True)]
+        scores = [c + len(m) / share for c, m in zip(cos, matched, strict=True)]
     else:
         scores = [len(m) / math.pow(max(length, 1), 0.25) for m, length in zip(matched, lengths, strict=True)]
     order = sorted(range(len(spans)), key=lambda j: (-scores[j], j))

@@ -507,7 +507,7 @@ class Index:
         docs = self.store.get_many([n for n, _ in ranked])
         analyzer = Analyzer() if shape.explain else None
         terms = analyzer(ranking.text) if analyzer is not None else []
-        sentence_vecs = self._sentence_vectors([n for n, _ in ranked], ranking) if analyzer is not None else {}
+        sentence_vecs = self._sentence_vectors([n for n, _ in ranked], ranking.vector) if analyzer is not None else {}
         hits = []
         for rank, (num, score) in enumerate(ranked, start=1):
             doc = docs.get(num)
@@ -527,12 +527,12 @@ class Index:
             hits.append(hit)
         return hits
 
-    def _sentence_vectors(self, nums: list[int], ranking: Ranking) -> dict[int, np.ndarray]:
+    def _sentence_vectors(self, nums: list[int], vector: np.ndarray | None) -> dict[int, np.ndarray]:
         """Per hit, its sentences' vectors (``--reading sentences``), so its highlight is the sentence that matched.
 
         Empty for other readings and for a search with no query vector (lexical).
         """
-        if self.windows is None or self.manifest.model.reading != "sentences" or ranking.vector is None:
+        if self.windows is None or self.manifest.model.reading != "sentences" or vector is None:
             return {}
         found = self.windows.get(nums)
         if not len(found.ids):
@@ -567,10 +567,11 @@ class Index:
         min_score: float | None = None,
         diverse: bool = False,
         diversity: float = DIVERSITY_LAMBDA,
+        explain: bool = True,
     ) -> list[Hit]:
         """The k papers nearest to one in the index (cosine), never the paper itself or its merged duplicates.
 
-        Each hit's highlight is its sentence nearest the paper (see ``_highlight_near``).
+        ``explain``: give each hit its sentence nearest the paper as its highlight (``highlight_related``).
         """
         check_k(k)
         doc = self.get(doc_id)
@@ -578,8 +579,17 @@ class Index:
         vector = self.vectors.get_one(num).reshape(1, -1)
         allowed = self.allowed_rows(where)
         shape = Shape(k, min_score, diverse, diversity, explain=False)
-        ranking = self._rank("", vector, "dense", allowed, shape.want, frozenset([num]))
-        return self._highlight_near(self._finish(ranking, shape), vector, doc.embedding_text())
+        hits = self._finish(self._rank("", vector, "dense", allowed, shape.want, frozenset([num])), shape)
+        return self._highlight_near(hits, vector, doc.embedding_text()) if explain else hits
+
+    def highlight_related(self, hits: list[Hit], doc_id: str) -> list[Hit]:
+        """Give each hit its sentence nearest the paper ``doc_id`` as its highlight (what ``related`` explains).
+
+        Nearest by the stored sentence vectors where the index keeps them (``--reading sentences``); by the words
+        the two share otherwise. For a caller that shows a page of a longer list (MCP's related cards).
+        """
+        doc = self.get(doc_id)
+        return self._highlight_near(hits, self.vectors.get_one(doc_num(doc.id)).reshape(1, -1), doc.embedding_text())
 
     def related_to_text(
         self,
@@ -590,10 +600,11 @@ class Index:
         min_score: float | None = None,
         diverse: bool = False,
         diversity: float = DIVERSITY_LAMBDA,
+        explain: bool = True,
     ) -> list[Hit]:
         """The k papers nearest to an abstract given as text (cosine), leaving out copies of that abstract.
 
-        Each hit's highlight is its sentence nearest the text (see ``_highlight_near``).
+        ``explain``: give each hit its sentence nearest the text as its highlight (as ``highlight_related``).
         """
         check_k(k)
         text = check_text(text, "text")
@@ -609,22 +620,30 @@ class Index:
             kept = [(n, s) for n, s in ranking.ranked if n not in copies]
             if len(kept) >= shape.want or len(ranking.ranked) < shape.want + extra:
                 break
-        return self._highlight_near(self._finish(replace(ranking, ranked=kept), shape), vector, text)
+        hits = self._finish(replace(ranking, ranked=kept), shape)
+        return self._highlight_near(hits, vector, text) if explain else hits
 
     def _highlight_near(self, hits: list[Hit], vector: np.ndarray, text: str) -> list[Hit]:
-        """Give each related hit the sentence nearest the paper it was found from: by the sentence vectors where
-        the index keeps them (``--reading sentences``), plus the share of the paper's words it holds; by those
-        words alone otherwise. A related hit's "why" is that sentence, not a word list (matched_terms stays empty).
+        """Give each related hit its sentence nearest the paper (or text) it was found from.
+
+        By the sentence vectors where the index keeps them (``--reading sentences``): the cosine alone decides,
+        since a source abstract shares some word with nearly every sentence; by the words the two share where it
+        keeps none (the sentence covering most of them). A related hit's "why" is that sentence, not a word list:
+        matched_terms stays empty.
         """
         if not hits:
             return hits
         analyzer = Analyzer()
-        terms = analyzer(text)
         nums = [doc_num(h.id) for h in hits]
-        ranking = Ranking([], {}, {}, vector, text, "dense")
-        sentence_vecs = self._sentence_vectors(nums, ranking)
+        sentence_vecs = self._sentence_vectors(nums, vector)
+        terms: list[str] | None = None
         for hit, num in zip(hits, nums, strict=True):
-            hit.highlights = best_sentences(hit.text, terms, vector, sentence_vecs.get(num), n=1, analyzer=analyzer)
+            vecs = sentence_vecs.get(num)
+            if vecs is not None:
+                hit.highlights = best_sentences(hit.text, [], vector, vecs, n=1, analyzer=analyzer)
+            else:
+                terms = analyzer(text) if terms is None else terms
+                hit.highlights = best_sentences(hit.text, terms, n=1, analyzer=analyzer)
         return hits
 
 
