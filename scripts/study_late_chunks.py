@@ -47,7 +47,7 @@ from semsearch.eval.beir import read_qrels, read_queries  # noqa: E402
 from semsearch.eval.metrics import ndcg_at_k  # noqa: E402
 
 sys.path.insert(0, str(REPO / "scripts"))
-from study_windows import key, lexical_lists, ndcg, paired, topped  # noqa: E402
+from study_windows import hybrid, key, lexical_lists, ndcg, paired, topped  # noqa: E402
 
 SCIFACT = REPO.parent / "shared" / "data" / "scifact"
 SIZES = (1, 2, 3)
@@ -64,6 +64,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="first N documents only (a quick check)")
     ap.add_argument("--runs", default="", help="run lengths to read sentences in (comma-separated, e.g. 128,512)")
     ap.add_argument("--runs-cache", default="/tmp/late-runs", help="their vectors: PREFIX-N-DIMENSION.npz")
+    ap.add_argument("--base", default="whole", help="the candidate every other is paired against (e.g. runs128:mix0.3)")
     args = ap.parse_args()
     emb = OnnxEmbedder.load(Path(args.encoder), "int8", parallel="texts")
     tok = emb._tokenizer
@@ -128,7 +129,9 @@ def main() -> None:
             if name in scores:
                 per[f"hybrid_{name}"] = hybrid(scores[name], ids, lexical, qids, qrels)
     out: dict[str, object] = {"split": args.split, "queries": len(qids), "cost": cost}
-    out.update(paired(per, lambda name: "hybrid_whole" if name.startswith("hybrid_") else "whole"))
+    out["base"] = args.base
+    hybrid_base = f"hybrid_{args.base}" if f"hybrid_{args.base}" in per else "hybrid_whole"
+    out.update(paired(per, lambda name: hybrid_base if name.startswith("hybrid_") else args.base))
     print(json.dumps(out))
 
 
@@ -260,29 +263,6 @@ def best_per_doc(base: np.ndarray, window_scores: np.ndarray, owner: np.ndarray)
     out = np.full_like(base, -np.inf)
     np.maximum.at(out.T, owner, window_scores.T)
     return np.where(np.isfinite(out), out, base)
-
-
-def hybrid(scores: np.ndarray, ids: list[str], lexical: list[dict[str, float]], qids: list[str], qrels: dict):
-    """nDCG@10 of hybrid search as the product fuses (adaptive weight, z-scores of the two top 1000 lists)."""
-    from semsearch.query.fusion import DEFAULT_DEPTH, DEFAULT_NORM, FusionPolicy, convex_arrays
-
-    policy = FusionPolicy("adaptive")
-    number = {d: i for i, d in enumerate(ids)}
-    out = []
-    for i, q in enumerate(qids):
-        top = np.argsort(-scores[i], kind="stable")[:DEFAULT_DEPTH]
-        dense = (top.astype(np.int64), scores[i, top].astype(np.float64))
-        lex = sorted(lexical[i].items(), key=lambda kv: -kv[1])
-        lexical_top = (
-            np.array([number[d] for d, _ in lex], dtype=np.int64),
-            np.array([v for _, v in lex], dtype=np.float64),
-        )
-        choice = policy.choose(dense[1], lexical_top[1], DEFAULT_DEPTH)
-        got, _ = convex_arrays(
-            *dense, *lexical_top, alpha=choice.alpha, norm=DEFAULT_NORM, limit=10, lexical_depth=choice.lexical_depth
-        )
-        out.append(ndcg_at_k([ids[j] for j in got.tolist()], qrels[q]))
-    return np.array(out)
 
 
 if __name__ == "__main__":
