@@ -51,23 +51,22 @@ def best_sentences(
     cos = None
     if query_vec is not None and vecs is not None and vecs.ndim == 2 and len(vecs) == len(spans):
         cos = (vecs @ np.asarray(query_vec, dtype=np.float32).reshape(-1)).tolist()
-    if cos is not None and not wanted:  # the vectors alone decide (related: no query words): no word is read
-        by_cosine = cos
-        order = sorted(range(len(spans)), key=lambda j: (-by_cosine[j], j))
-        return [text[spans[j][0] : spans[j][1]] for j in order[:n]]
-    analyzer = analyzer or Analyzer()
-    words = [
-        [w for w in TOKEN_PATTERN.findall(text[s:e].lower()) if w not in STOPWORDS] for s, e in spans
-    ]  # per sentence
-    initials = {t[:1] for t in wanted}
-    stems = analyzer.stem_map([w for ws in words for w in ws if w[0] in initials])
-    lengths = [len(ws) for ws in words]
-    matched = [{stems[w] for w in ws if w in stems} & wanted for ws in words]
-    if cos is not None:
-        share = len(wanted) or 1
-        scores = [c + len(m) / share for c, m in zip(cos, matched, strict=True)]
+    if cos is not None and not wanted:
+        scores = cos  # the vectors alone decide (related: no query words): no word is read
     else:
-        scores = [len(m) / math.pow(max(length, 1), 0.25) for m, length in zip(matched, lengths, strict=True)]
+        analyzer = analyzer or Analyzer()
+        words = [
+            [w for w in TOKEN_PATTERN.findall(text[s:e].lower()) if w not in STOPWORDS] for s, e in spans
+        ]  # per sentence
+        initials = {t[:1] for t in wanted}
+        stems = analyzer.stem_map([w for ws in words for w in ws if w[0] in initials])
+        matched = [{stems[w] for w in ws if w in stems} & wanted for ws in words]
+        if cos is not None:
+            share = len(wanted) or 1
+            scores = [c + len(m) / share for c, m in zip(cos, matched, strict=True)]
+        else:
+            lengths = [len(ws) for ws in words]
+            scores = [len(m) / math.pow(max(length, 1), 0.25) for m, length in zip(matched, lengths, strict=True)]
     order = sorted(range(len(spans)), key=lambda j: (-scores[j], j))
     return [text[spans[j][0] : spans[j][1]] for j in order[:n]]
 
