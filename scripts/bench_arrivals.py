@@ -74,7 +74,7 @@ def step(name: str, fn: Callable[[], T], encoder: HashedWords | None = None) -> 
 
 
 STEPS = {
-    "semsearch.write.build": ("read_sources", "deduplicate", "encode_with_cache", "_stamp_arrivals"),
+    "semsearch.write.build": ("read_paths", "deduplicate", "encode_with_cache", "_stamp_arrivals"),
     # The index parts (semsearch/store/index_parts.py), for a base and for an appended segment alike.
     "semsearch.store.index_parts": (
         "write_vector_files",
@@ -86,7 +86,7 @@ STEPS = {
     "semsearch.store.corpus_map": ("write_map", "append_map"),
     # A refresh that appends a segment: planned (plan.py: one walk, the new files read), decided (append.py),
     # written (segment_writer.py).
-    "semsearch.write.plan": ("survey", "read_sources"),
+    "semsearch.write.plan": ("survey", "read_paths"),
     "semsearch.write.append": (
         "deduplicate",
         "_owners",

@@ -42,7 +42,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 from semsearch.query.search import Index  # noqa: E402
-from semsearch.reader.whats_new import FIT_METHOD, FIT_METHODS, Interest, Reader, combine, interest_scores  # noqa: E402
+from semsearch.reader.whats_new import (  # noqa: E402
+    FIT_METHOD,
+    FIT_METHODS,
+    WATCH_SCORING,
+    WATCH_SCORINGS,
+    Interest,
+    Reader,
+    combine,
+    interest_scores,
+)
 
 K = 10
 LIKED = 3
@@ -86,6 +95,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=0, help="groups to sample [default 0: all]")
     parser.add_argument("--others", type=int, default=200, help="random papers that arrive with the group's")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--watch-scoring", choices=WATCH_SCORINGS, default=WATCH_SCORING, help="saved queries' scoring")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
@@ -119,8 +129,8 @@ def main() -> None:
             tag = Interest("tag", "liked", papers=[rows_docs[r] for r in liked])
             watch = Interest("watch", "w", query=title)
             nfm = Interest("tag", "not-for-me", papers=[rows_docs[r] for r in disliked])
-            plain = interest_scores(idx, Reader([tag, watch, nfm]))  # not-for-me as an interest: the old way
-            against = interest_scores(idx, Reader([tag, watch], negatives=nfm.papers))
+            plain = interest_scores(idx, Reader([tag, watch, nfm]), args.watch_scoring)  # not-for-me an interest: old
+            against = interest_scores(idx, Reader([tag, watch], negatives=nfm.papers), args.watch_scoring)
             arrival_order = arrivals[np.argsort([rows_docs[r].id for r in arrivals], kind="stable")]
             for variant in VARIANTS:
                 relevant = set(rest) | ({target} if "watch" in variant else set())
@@ -149,6 +159,7 @@ def main() -> None:
         "k": K,
         "seed": args.seed,
         "library_method": FIT_METHOD,
+        "watch_scoring": args.watch_scoring,
     }
     boot = np.random.default_rng(args.seed)
     for variant, methods in per.items():

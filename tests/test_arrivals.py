@@ -212,8 +212,8 @@ def test_digest_formats(arrived: tuple[Path, Path, list[str]], tmp_path: Path, f
         (["digest", "--format", "pdf"], "Invalid value for '--format'"),
         (["digest", "-k", "0"], "k must be 1..100"),
         (["digest", "--also-max", "-1"], "'also new' cap must be 0..10000"),
-        (["digest", "--min-fit", "nan"], "the minimum fit must be a number, got nan"),
-        (["digest", "--min-fit", "inf", "--format", "json"], "the minimum fit must be a number, got inf"),
+        (["digest", "--min-fit", "nan"], "--min-fit must be a finite number, got 'nan'"),
+        (["digest", "--min-fit", "inf", "--format", "json"], "--min-fit must be a finite number, got 'inf'"),
     ],
 )
 def test_bad_input_is_one_line(

@@ -4,7 +4,8 @@ Writers: a refresh that rewrites (a source changed), a refresh that appends (a f
 ``index --optimize`` and a tag write. Faults: a damaged, missing or dangling ``CURRENT``; a concurrent writer
 at each barrier (``semsearch.core.faults``); SIGKILL at each barrier; a full disk at each write layer (the ONNX
 export included). After each: the versions published before are intact, ``verify`` is clean wherever the
-pointer is sound, and no removal is undone.
+pointer is sound, and no removal is undone. The integrity classes (shared-store damage, cache poisoning,
+non-finite vectors), each against every writer, are in tests/test_faults_integrity.py.
 """
 
 from __future__ import annotations

@@ -238,6 +238,7 @@ def test_settings_from_the_environment_and_a_config_file(
     inbox, port, _ = smtp
     secret = tmp_path / "password"
     secret.write_text(PASSWORD + "\n", encoding="utf-8")
+    secret.chmod(0o600)  # a password file others can read is refused
     config = tmp_path / "config" / "semsearch" / "mail.toml"
     config.parent.mkdir(parents=True)
     config.write_text(

@@ -133,8 +133,8 @@ def test_an_index_from_the_batched_regime_is_re_encoded_on_refresh(
     manifest = json.loads((version / MANIFEST).read_text())
     assert manifest["model"].pop("regime") == "alone"
     (version / MANIFEST).write_text(json.dumps(manifest))
-    (current,) = (idx / CACHE_DIR).glob("embeddings-*-onnx-int8-alone.sqlite")
-    old = current.with_name(current.name.replace("-onnx-int8-alone", "-onnx-int8"))
+    (current,) = (idx / CACHE_DIR).glob("embeddings-*-onnx-int8-alone-*.sqlite")  # -alone-<export sha256>
+    old = current.with_name(current.name.split("-onnx-int8-alone-")[0] + "-onnx-int8.sqlite")
     current.rename(old)
     import sqlite3
 

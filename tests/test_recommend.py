@@ -211,7 +211,9 @@ def test_api_tag_writes_need_allow_tags_and_same_origin(index: Path, fake: FakeE
         assert client.post("/api/tags/liked", json=body).status_code == 403
         # Read-only whatever the body: the refusal comes before the body is validated.
         assert client.post("/api/tags/liked", json={"bogus": 1}).status_code == 403
-        assert client.get("/api/tags").json() == {"writable": False, "tags": {}}
+        listed = client.get("/api/tags").json()
+        assert listed == {"writable": False, "read_only_reason": listed["read_only_reason"], "tags": {}}
+        assert "--allow-tags" in listed["read_only_reason"]
     assert not (index / TAGS_FILE).exists()
     with TestClient(create_app(index, embedder=fake, allow_tags=True), base_url="http://localhost") as client:
         cross = client.post("/api/tags/liked", json=body, headers={"Origin": "http://evil.example"})

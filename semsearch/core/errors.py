@@ -127,6 +127,14 @@ class WriteIOError(SemsearchError):
     """An I/O error (EIO) while a new version was written; the published one is unchanged."""
 
 
+class OutputError(SemsearchError):
+    """A command's ``--out`` cannot be written (or is a folder, a disk, a socket); what it pointed at is unchanged."""
+
+
+class IndexReadError(SemsearchError):
+    """An index file could not be read for a reason that is not damage (an I/O error, a lock): no rebuild offered."""
+
+
 class ExtraNotInstalledError(SemsearchError):
     """A feature needs an optional extra that is not installed; the message says how to install it.
 
@@ -140,6 +148,34 @@ class ExtraNotInstalledError(SemsearchError):
         self.missing = missing
         what = f" ({missing} is missing)" if missing else ""
         super().__init__(f"{feature} needs the '{extra}' extra{what}: pip install 'semsearch[{extra}]'")
+
+
+# SQLite's primary result codes that mean the file is not what was written: the only ones that say "rebuild".
+_DAMAGE_CODES = {11, 24, 26}  # SQLITE_CORRUPT, SQLITE_FORMAT, SQLITE_NOTADB
+_REQUEST_CODES = {18, 25}  # SQLITE_TOOBIG, SQLITE_RANGE: a value or a statement past SQLite's limits
+# SQLITE_ERROR (1) is both a missing table (damage) and a limit a request hit ("LIKE or GLOB pattern too complex").
+_DAMAGE_WORDS = ("no such table", "no such column", "no table ", "malformed", "not a database")
+_REQUEST_WORDS = ("too complex", "too many", "too big", "too large", "too long", "stack overflow", "too deep")
+
+
+def sqlite_failure(where: str, exc: Exception) -> SemsearchError:
+    """The error for a failed read of an index's SQLite file, worded by its cause.
+
+    Only damage (a corrupt or foreign file, a table or column missing) is an ``IndexCorruptError`` that says
+    rebuild; a request past SQLite's limits (an over-long pattern, too many terms) is a ``QueryError``, since
+    the index is sound; anything else (an I/O error) is said as SQLite says it, with no rebuild offered.
+    """
+    text = " ".join(str(exc).split())
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    lowered = text.lower()
+    if primary in _REQUEST_CODES or (primary in (None, 1) and any(w in lowered for w in _REQUEST_WORDS)):
+        return QueryError(f"the request is beyond what the index's database can answer ({text}): ask for less")
+    # No code: semsearch's own check of the file ("no table x"), unless it is sqlite3 refusing a misuse (a bug).
+    misuse = type(exc).__name__ in ("ProgrammingError", "InterfaceError")
+    if (primary is None and not misuse) or primary in _DAMAGE_CODES or any(w in lowered for w in _DAMAGE_WORDS):
+        return IndexCorruptError(f"{where}: {text}")
+    return IndexReadError(f"{where}: cannot be read ({text})")
 
 
 # The names each extra's error had before there was one class for them all.

@@ -4,8 +4,9 @@
 writer, on reaching ``POINT``, create ``FOLDER/POINT.reached`` holding its pid and wait until
 ``FOLDER/POINT.go`` exists. Meanwhile the test runs another writer, or kills this one, at exactly that point.
 The points: ``read`` (the live version and the sources are read), ``plan`` (what to write is decided),
-``publish`` (the new version is complete, not yet in place) and ``swap`` (in place, CURRENT not yet swapped);
-tag writes pass ``read`` and ``publish``. Nothing is kept between calls: the environment is the only state.
+``publish`` (the new version is complete, not yet in place), ``swap`` (in place, CURRENT not yet swapped) and
+``swapped`` (CURRENT swapped, the ``.publishing`` journal not yet removed); tag writes pass ``read`` and
+``publish``. Nothing is kept between calls: the environment is the only state.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 
 ENV = "SEMSEARCH_TEST_BARRIER"
-POINTS = ("read", "plan", "publish", "swap")
+POINTS = ("read", "plan", "publish", "swap", "swapped")
 # A test that died leaves its writer waiting; it gives up (and fails) after this long instead of hanging.
 TIMEOUT_S = 120.0
 

@@ -1,4 +1,4 @@
-"""Small file primitives: atomic replacement, fsync, checksums, timestamps, and bounded gunzip for readers."""
+"""Small file primitives: atomic replacement, the one ``--out`` writer, fsync, checksums, timestamps, bounded gunzip."""
 
 from __future__ import annotations
 
@@ -7,10 +7,14 @@ import gzip
 import hashlib
 import io
 import os
+import re
 import secrets
+import stat
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+
+from semsearch.core.errors import OutputError
 
 
 def utc_now() -> str:
@@ -66,6 +70,101 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     """``write_bytes_atomic`` for UTF-8 text."""
     write_bytes_atomic(path, text.encode("utf-8"))
+
+
+# ---------------------------------------------------------------- --out
+
+# Names of a process's own descriptors (``--out /dev/stdout``, bash's ``>(cmd)``): what they lead to was opened by
+# someone else (a shell's ``>>`` file, a pipe), so it is written as a stream, never swapped for a new file.
+_DESCRIPTOR_PATH = re.compile(r"^/(?:dev/(?:stdout|stderr|fd/\d+)|proc/(?:self|thread-self|\d+)/fd/\d+)$")
+
+
+def write_output(path: Path, data: str | bytes) -> None:
+    """Write a command's ``--out`` without ever replacing what ``path`` points at; OutputError says why not.
+
+    A regular file (or a new one) is replaced atomically, keeping its permissions (and owner, where allowed): a
+    reader sees the old or the whole new file, a failure leaves the old. A symlink is written through: its
+    final target is replaced the same way, in the target's folder, so the link stays a link (a dangling link
+    gets its target made). A FIFO, a character device (``/dev/null``, a terminal) or a descriptor name
+    (``/dev/stdout``) is opened and written as a stream, never created or truncated. A folder, a block device
+    and a socket are refused.
+    """
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    path = Path(path)
+    try:
+        info: os.stat_result | None = os.stat(path)  # follows links: what a write would reach
+    except FileNotFoundError:
+        info = None  # nothing there yet, or a dangling link: the file it names is made
+    except OSError as exc:  # a link loop, a path through a file, a folder we may not enter
+        raise _output_error(path, exc) from exc
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        kind = _special_kind(info.st_mode)
+        if kind is not None:
+            raise OutputError(f"cannot write {path}: it is {kind}; give a file name for --out")
+        _write_stream(path, raw, append=False)
+        return
+    if info is not None and _DESCRIPTOR_PATH.match(os.path.abspath(path)):
+        _write_stream(path, raw, append=True)  # a shell's `> file` or `>> file` behind /dev/stdout
+        return
+    target = Path(os.path.realpath(path))  # the final target of a link, even a dangling one
+    if not target.parent.is_dir():
+        raise OutputError(f"cannot write {path}: there is no folder {target.parent}")
+    try:
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(raw)
+            if info is not None:
+                _keep_mode_and_owner(tmp, info)
+    except OSError as exc:
+        raise _output_error(path, exc, target=target, needed=len(raw), kept=info is not None) from exc
+
+
+def _special_kind(mode: int) -> str | None:
+    """What a non-regular ``--out`` is, when it is one we refuse (None: a stream we write)."""
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISBLK(mode):
+        return "a block device (a disk: writing would destroy what it holds)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _write_stream(path: Path, raw: bytes, *, append: bool) -> None:
+    """Write to what is already there (a FIFO blocks until a reader opens it, as a shell's ``>`` does)."""
+    flags = os.O_WRONLY | (os.O_APPEND if append else 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)  # no O_CREAT, no O_TRUNC: the node stays what it is
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise _output_error(path, exc) from exc
+
+
+def _keep_mode_and_owner(tmp: Path, info: os.stat_result) -> None:
+    """Give the new file the permissions (and, where allowed, the owner) of the one it replaces."""
+    os.chmod(tmp, stat.S_IMODE(info.st_mode))
+    if hasattr(os, "chown") and (info.st_uid, info.st_gid) != (os.getuid(), os.getgid()):
+        with contextlib.suppress(OSError):  # only root may give a file away; the mode is what guards it
+            os.chown(tmp, info.st_uid, info.st_gid)
+
+
+def _output_error(
+    path: Path, exc: OSError, *, target: Path | None = None, needed: int = 0, kept: bool = False
+) -> OutputError:
+    """One line for a failed ``--out`` write: the OS's reason, and for a full disk the room left and needed."""
+    from semsearch.core.writefail import NO_SPACE_ERRNOS, disk_room
+
+    reason = exc.strerror or str(exc)
+    if exc.errno in NO_SPACE_ERRNOS and target is not None:
+        unchanged = f"; {path} is unchanged" if kept else ""
+        return OutputError(f"cannot write {path}: disk full ({disk_room(target.parent, needed)}){unchanged}")
+    return OutputError(f"cannot write {path}: {reason}")
 
 
 # Decompression bounds. The largest corpus we know (157k abstracts) expands from 80 MB to 280 MB, a ratio of 3.5;

@@ -1,6 +1,9 @@
-"""The bounds every face applies to what a caller asks (library, CLI, server, MCP): k and non-blank text."""
+"""The bounds every face applies to what a caller asks (library, CLI, server, MCP): k, non-blank text, finite
+numbers."""
 
 from __future__ import annotations
+
+import math
 
 from semsearch.core.errors import QueryError
 from semsearch.core.options import MAX_K
@@ -19,3 +22,9 @@ def check_text(text: str, what: str = "query") -> str:
     if not isinstance(text, str) or not text.strip():
         raise QueryError(f"the {what} is empty")
     return text.strip()
+
+
+def check_finite(value: float | None, field: str) -> None:
+    """Raise QueryError (naming ``field``) for a number that is nan or an infinity; None is no number given."""
+    if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
+        raise QueryError(f"{{field}} must be a finite number, got {value!r}", field=field)

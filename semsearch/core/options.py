@@ -6,6 +6,9 @@ same names, so a new mode or backend is one edit and ``semsearch --help`` never 
 
 from __future__ import annotations
 
+# The longest id, external id or DOI a lookup takes (and ingest keeps: a longer one is a bad record). Document
+# ids are 16 hex digits and DOIs a few dozen characters; thousands of characters are a pasted abstract.
+MAX_KEY_CHARS = 1000
 MODES = ("hybrid", "dense", "lexical")  # search.py: how hits are scored; the first is the default
 FUSIONS = ("adaptive", "fixed")  # query/fusion.py: how hybrid weighs its two sides per query, or alpha 0.5
 # What a new build records as its hybrid weighting (the manifest's "fusion"; query/fusion.py explains both).
@@ -15,6 +18,12 @@ FUSIONS = ("adaptive", "fixed")  # query/fusion.py: how hybrid weighs its two si
 DEFAULT_FUSION = "adaptive"
 FIXED_ALPHA = 0.5  # query.fusion.DEFAULT_ALPHA
 ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_LEXICAL_SCALE = 1, 1.0, 1.5
+# Query signals (issue #36, query/fusion.py FusionPolicy.leader; scripts/study_plain_words.py chose them): when BM25's
+# best match holds less than COMMON_SHARE of the query's idf mass, dense leads with at least DENSE_ALPHA; a query of
+# one typed word in at most RARE_DF of the documents gives dense at most ONE_TERM_ALPHA, and a query whose words
+# spelling corrected for BM25 (query/spelling.py) at most TYPO_ALPHA: the dense side reads the typos.
+ADAPTIVE_RARE_DF, ADAPTIVE_COMMON_SHARE, ADAPTIVE_DENSE_ALPHA, ADAPTIVE_ONE_TERM_ALPHA = 0.005, 0.5, 0.85, 0.3
+ADAPTIVE_TYPO_ALPHA = 0.3
 
 
 def fusion_entry(method: str = DEFAULT_FUSION) -> dict[str, object]:
@@ -25,6 +34,11 @@ def fusion_entry(method: str = DEFAULT_FUSION) -> dict[str, object]:
             "peak_top": ADAPTIVE_PEAK_TOP,
             "power": ADAPTIVE_POWER,
             "lexical_scale": ADAPTIVE_LEXICAL_SCALE,
+            "rare_df": ADAPTIVE_RARE_DF,
+            "common_share": ADAPTIVE_COMMON_SHARE,
+            "dense_alpha": ADAPTIVE_DENSE_ALPHA,
+            "one_term_alpha": ADAPTIVE_ONE_TERM_ALPHA,
+            "typo_alpha": ADAPTIVE_TYPO_ALPHA,
         }
     return {"method": "fixed", "alpha": FIXED_ALPHA}
 

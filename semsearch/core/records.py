@@ -186,6 +186,7 @@ class Hit:
     title_only: bool = False  # the paper has no abstract; it was found by its title
     relevance_rank: int | None = None  # its rank by relevance alone, when --diverse re-ordered the list
     fusion: dict[str, Any] | None = None  # hybrid only: the dense weight (alpha) its query got, and why
+    by: str | None = None  # the author the query named (a name query or author:), as the paper gives the name
 
     @classmethod
     def of(cls, rank: int, score: float, doc: Document, mode: str) -> Hit:
@@ -224,4 +225,5 @@ class Hit:
             # Only a --diverse list says so (keeps plain results as they were): the order is not by score.
             **({"order": "diverse", "relevance_rank": self.relevance_rank} if self.relevance_rank is not None else {}),
             **({"fusion": self.fusion} if self.fusion is not None else {}),
+            **({"by": self.by} if self.by is not None else {}),  # found as that person's paper
         }

@@ -1,7 +1,9 @@
-"""Embedding cache: vectors keyed by (model fingerprint, precision, hash of the embedded text).
+"""Embedding cache: vectors keyed by (model fingerprint, runtime, hash of the embedded text).
 
 It lives beside the index versions, so rebuilds with the same model never re-encode known text,
-even after ``--full`` or deletions. Vectors are stored as raw little-endian float32 bytes.
+even after ``--full`` or deletions. Vectors are stored as raw little-endian float32 bytes. The runtime
+key (``EncoderChoice.cache_runtime``) names the exact ONNX export's sha256, so vectors another export made
+are never served; a row that is not finite (NaN, inf) is neither stored nor served (it is encoded again).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from semsearch.core.errors import SemsearchError
 from semsearch.core.textnorm import normalize_text
 
 
@@ -59,13 +62,18 @@ class EmbeddingCache:
                 f"SELECT key, dim, vector FROM vectors WHERE key IN ({marks})", chunk
             ):
                 if dim == self.dimension and len(blob) == 4 * dim:
-                    found[key] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+                    vector = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+                    if np.isfinite(vector).all():  # a poisoned row is missing: encoded again, replaced
+                        found[key] = vector
         return found
 
     def put_many(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        """Store vectors (committed at once, so an interrupted build keeps what it encoded)."""
-        self.conn.executemany(
-            "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-            ((key, int(vec.shape[0]), np.asarray(vec, dtype="<f4").tobytes()) for key, vec in items),
-        )
+        """Store vectors (committed at once, so an interrupted build keeps what it encoded); refuses non-finite ones."""
+        rows = []
+        for key, vec in items:
+            data = np.asarray(vec, dtype="<f4")
+            if not np.isfinite(data).all():
+                raise SemsearchError(f"the encoder gave a non-finite vector (NaN or inf) for cache key {key[:12]}")
+            rows.append((key, int(data.shape[0]), data.tobytes()))
+        self.conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)
         self.conn.commit()

@@ -68,46 +68,47 @@ class EncoderChoice:
         return str(getattr(self.embedder, "regime", "") or "")
 
     def cache_runtime(self) -> str:
-        """The embedding cache's runtime key: backend, precision and the encoder's regime when it names one.
+        """The embedding cache's runtime key: backend, precision, the encoder's regime and export when it names them.
 
         The ONNX encoder names how it computes vectors (``alone``: one text per run), so vectors cached by the
-        batched int8 encoder before it, which depended on their batch-mates, are never reused as its own.
+        batched int8 encoder before it, which depended on their batch-mates, are never reused as its own; and
+        the sha256 of the exact ONNX file it runs (checked at load), so vectors a damaged or other export made
+        are never served as this one's.
         """
-        return "-".join(part for part in (self.backend, self.precision, self.regime) if part)
+        digest = str(getattr(self.embedder, "export_digest", "") or "")
+        return "-".join(part for part in (self.backend, self.precision, self.regime, digest) if part)
 
-    def superseded_cache_runtime(self) -> str | None:
-        """The runtime key of the cache this encoder's regime replaced (never read again), or None."""
-        return f"{self.backend}-{self.precision}" if self.regime else None
+    def superseded_cache_runtimes(self) -> list[str]:
+        """The runtime keys of the caches this encoder's keys replaced (never read again): the batched regime's,
+        and the regime's before the export's checksum was part of the key (vectors of unknown provenance)."""
+        if not self.regime:
+            return []
+        old = [f"{self.backend}-{self.precision}", f"{self.backend}-{self.precision}-{self.regime}"]
+        return [key for key in old if key != self.cache_runtime()]
 
 
 def copy_encoder(src: Path, dst: Path) -> None:
-    """Copy a previous version's ONNX export, hard-linking where the filesystem allows (versions are immutable)."""
-    dst.mkdir(parents=True, exist_ok=True)
-    for path in src.iterdir():
-        if path.is_file():
-            try:
-                os.link(path, dst / path.name)
-            except OSError:
-                shutil.copy2(path, dst / path.name)
+    """Copy a previous version's ONNX export into a new version, checked (its own inodes: never a hard link).
+
+    Raises IndexCorruptError when the export is damaged: a writer never carries damaged bytes forward.
+    """
+    from semsearch.encode.encoder_store import copy_checked, damage_of
+
+    if not copy_checked(src, dst):
+        raise IndexCorruptError(damage_of(src) or f"the ONNX export in {src} is incomplete")
 
 
-def copy_export(src: Path, dst: Path, precision: str) -> None:
-    """Copy a previous version's ONNX export keeping only the files ``precision`` needs (hard links if possible).
+def copy_export(src: Path, dst: Path, precision: str) -> bool:
+    """Copy a previous version's ONNX export keeping only the files ``precision`` needs; False when it is damaged.
 
     An index queries with one precision: the other ONNX file (90 MB for fp32 all-MiniLM-L6-v2) would only
-    take room in every version. It is exported again when a build asks for it (``--precision``).
+    take room in every version. It is exported again when a build asks for it (``--precision``). Every copied
+    byte is checked against the sha256 ``encoder.json`` records, so a damaged export is never reused (nor its
+    damaged bytes recorded as the new version's truth); a copy, not a hard link, so no damage is shared.
     """
-    from semsearch.encode.onnx_backend import keep_precision, read_spec, write_spec
+    from semsearch.encode.encoder_store import copy_checked
 
-    spec = read_spec(src)
-    kept = keep_precision(spec, precision)
-    dst.mkdir(parents=True, exist_ok=True)
-    for name in kept.files:
-        try:
-            os.link(src / name, dst / name)
-        except OSError:
-            shutil.copy2(src / name, dst / name)
-    write_spec(dst, kept)
+    return copy_checked(src, dst, precision)
 
 
 def _reusable_export(previous_version: Path | None, model_name: str, precision: str) -> Path | None:
@@ -197,9 +198,13 @@ def open_build_encoder(
         target = out_dir / ENCODER_DIR
         reusable = _reusable_export(previous_version, model_name, precision)
         try:
-            if reusable is not None:
-                copy_export(reusable, target, precision)
-            else:
+            if reusable is not None and not copy_export(reusable, target, precision):
+                from semsearch.encode.encoder_store import damage_of
+
+                damage = damage_of(reusable) or f"the ONNX export in {reusable} is incomplete"
+                notify(f"{damage}; not reused: taking {model_name}'s from the shared encoder store")
+                reusable = None
+            if reusable is None:
                 shared_export(model_name, precision, target, notify=notify, progress=progress)
             # Builds encode many texts: one per core at once beats splitting each text's operators over the
             # cores (measured 1.6x vs 1.35x the former batches); both give the same bytes, queries keep "ops".

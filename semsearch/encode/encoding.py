@@ -148,10 +148,16 @@ def whole_and_windows(
     return whole, WindowSet(owners, vectors)
 
 
-def check_shape(vectors: np.ndarray, rows: int, dimension: int) -> None:
-    """Raise when an encoder returned something else than one vector per text."""
+def check_shape(vectors: np.ndarray, rows: int, dimension: int, texts: Sequence[str] = ()) -> None:
+    """Raise when an encoder returned something else than one finite vector per text (``texts``: to name one)."""
     if vectors.shape != (rows, dimension):
         raise SemsearchError(f"encoder returned shape {vectors.shape}, expected ({rows}, {dimension})")
+    finite = np.isfinite(vectors).all(axis=1)
+    if not finite.all():
+        # A NaN row would be cached, published and then match nothing ("no results", exit 0) or kill k-means.
+        row = int(np.flatnonzero(~finite)[0])
+        text = f": {texts[row][:60]!r}" if row < len(texts) else ""
+        raise SemsearchError(f"encoder returned a non-finite vector (NaN or inf) for text {row + 1} of {rows}{text}")
 
 
 def encode_with_cache(
@@ -178,8 +184,9 @@ def encode_with_cache(
     elif plan.missing:
         bar = progress_bar(len(plan.missing), progress)
         for chunk in plan.chunks():
-            vectors = embedder.encode([plan.texts[i] for i in chunk], batch_size=batch_size)
-            check_shape(vectors, len(chunk), embedder.dimension)
+            texts = [plan.texts[i] for i in chunk]
+            vectors = embedder.encode(texts, batch_size=batch_size)
+            check_shape(vectors, len(chunk), embedder.dimension, texts)
             pairs = [(plan.keys[i], vectors[j]) for j, i in enumerate(chunk)]
             cache.put_many(pairs)
             plan.known.update(pairs)

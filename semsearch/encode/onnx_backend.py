@@ -20,6 +20,7 @@ changes reduction lengths. Unpadded single texts are also faster on abstracts th
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -545,7 +546,7 @@ class OnnxEmbedder:
         arena: bool = False,
         _spec: EncoderSpec | None = None,
     ) -> OnnxEmbedder:
-        """Open an export folder: check the files' presence and sizes, start an ORT session.
+        """Open an export folder: check the files it loads against their recorded sha256, start an ORT session.
 
         ``parallel="texts"`` runs up to ``threads`` texts at once, each on one core (one session, shared
         weights); ``"ops"`` runs one text at a time, each operator split over ``threads`` cores. Both give
@@ -564,11 +565,16 @@ class OnnxEmbedder:
                 f"precision {precision!r} was not exported to {folder}; available: {sorted(spec.precisions)}"
             )
         model_name = spec.precisions[precision]
-        for name in (model_name, TOKENIZER_FILE):
-            _check_size(folder / name, spec.files[name]["size"])
+        # The bytes loaded are the bytes checked: read once, hashed against encoder.json, handed over as they are.
+        # A same-size change (rsync --inplace, dd conv=notrunc, bit rot) would otherwise answer wrong unseen.
+        # The model's hash runs beside ORT's session set-up (hashlib and ORT release the GIL), so it adds little
+        # to a load (scripts/bench_model_check.py); a mismatch raises before the session is ever used.
+        model_entry = spec.files[model_name]
+        model_bytes = _listed_bytes(folder, model_name, model_entry)
+        tokenizer_bytes = _checked_bytes(folder, TOKENIZER_FILE, spec.files[TOKENIZER_FILE])
 
         try:
-            tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+            tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
         except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
             raise IndexCorruptError(f"tokenizer {folder / TOKENIZER_FILE} is corrupt: {_first_line(exc)}") from exc
         tokenizer.no_padding()
@@ -583,14 +589,23 @@ class OnnxEmbedder:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3
-        try:
-            session = ort.InferenceSession(str(folder / model_name), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # ORT raises Fail/InvalidProtobuf/... from pybind
-            raise IndexCorruptError(f"ONNX model {folder / model_name} is corrupt: {_first_line(exc)}") from exc
+        with ThreadPoolExecutor(1) as hasher:
+            digest = hasher.submit(lambda: hashlib.sha256(model_bytes).hexdigest())
+            try:
+                session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+            except Exception as exc:  # ORT raises Fail/InvalidProtobuf/... from pybind
+                _check_digest(folder / model_name, digest.result(), model_entry)  # damage says it best
+                raise IndexCorruptError(f"ONNX model {folder / model_name} is corrupt: {_first_line(exc)}") from exc
+            _check_digest(folder / model_name, digest.result(), model_entry)
         got = tuple(i.name for i in session.get_inputs())
         if set(got) != set(spec.inputs):
             raise IndexCorruptError(f"ONNX model {folder / model_name} takes {got}, spec says {spec.inputs}")
         return cls(spec, folder, precision, session, tokenizer, n_threads, parallel)
+
+    @property
+    def export_digest(self) -> str:
+        """A short sha256 of the exact ONNX file this encoder runs (checked at load): what its cached vectors key on."""
+        return str(self.spec.files[self.spec.precisions[self.precision]]["sha256"])[:16]
 
     def verify(self) -> None:
         """Hash every file the spec lists and compare with its recorded sha256 (slow: reads ~100 MB)."""
@@ -688,6 +703,30 @@ def pool_tokens(hidden: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
     if mode == "mean_sqrt_len_tokens":
         return np.asarray(summed / np.sqrt(counts), dtype=np.float32)
     return np.asarray(summed / counts, dtype=np.float32)
+
+
+def _listed_bytes(folder: Path, name: str, entry: dict[str, Any]) -> bytes:
+    """A listed file's bytes, after checking its size against the spec's record."""
+    path = folder / name
+    _check_size(path, int(entry["size"]))
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise IndexCorruptError(f"ONNX encoder file {path} is not readable: {exc.strerror or exc}") from exc
+
+
+def _check_digest(path: Path, digest: str, entry: dict[str, Any]) -> None:
+    if digest != entry["sha256"]:
+        raise IndexCorruptError(
+            f"ONNX encoder file {path} does not match the sha256 its {SPEC_FILE} records (changed in place or damaged)"
+        )
+
+
+def _checked_bytes(folder: Path, name: str, entry: dict[str, Any]) -> bytes:
+    """A listed file's bytes, after checking its size and its sha256 against the spec's record."""
+    data = _listed_bytes(folder, name, entry)
+    _check_digest(folder / name, hashlib.sha256(data).hexdigest(), entry)
+    return data
 
 
 def _check_size(path: Path, size: int) -> None:

@@ -78,6 +78,7 @@ class Page:
     cut_by_budget: bool  # fewer than k items because the next one would pass the character budget
     version: str  # the index version that answered (pages of one list should share it)
     order: str = "relevance"  # "diverse": re-ranked for diversity (search with diverse), so not in score order
+    searched_for: str | None = None  # search only: the words BM25 searched, when typos were corrected
 
 
 @dataclass
@@ -268,6 +269,7 @@ def search_page(
     diverse: bool = False,
     budget: int = DEFAULT_BUDGET,
     version: str = "",
+    exact: bool = False,
 ) -> Page:
     """Ranks offset..offset+k of a search, as cards bounded by the budget.
 
@@ -279,8 +281,12 @@ def search_page(
         raise QueryError(
             f"the query is {len(query)} characters; the limit is {MAX_QUERY_CHARS} (use related for a paper)"
         )
-    hits = index.search(query, min(offset + k + 1, MAX_K), mode=mode, where=_clauses(where), diverse=diverse)
+    hits = index.search(
+        query, min(offset + k + 1, MAX_K), mode=mode, where=_clauses(where), diverse=diverse, exact=exact
+    )
     cards = [PaperCard.of(h, score=h.score, sentence=h.highlights[0] if h.highlights else None) for h in hits]
+    for card, hit in zip(cards, hits, strict=True):
+        card.why = f"by {hit.by}" if hit.by is not None else None  # the person the query named
     page = paginate(
         cards[offset:],
         offset=offset,
@@ -291,6 +297,9 @@ def search_page(
     )
     if any(h.relevance_rank is not None for h in hits):
         page.order = "diverse"
+    spelling = index.spell(query, exact=exact)
+    if spelling.changed and mode != "dense":
+        page.searched_for = spelling.text
     return page
 
 
@@ -362,7 +371,7 @@ def related_page(
     budget: int = DEFAULT_BUDGET,
     version: str = "",
 ) -> Page:
-    """Ranks offset..offset+k of the papers nearest to one in the index (cosine), never the paper itself.
+    """Ranks offset..offset+k of the papers nearest to one in the index (Index.related), never the paper itself.
 
     Each card's best sentence is its hit's highlight: the sentence nearest the paper asked about (Index.related).
     """

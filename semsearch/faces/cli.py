@@ -56,7 +56,14 @@ class Group(click.Group):
 
 
 def _print_hits(
-    hits: list[Any], as_json: bool, as_jsonl: bool, fmt: str | None = None, *, catalogued: bool = True
+    hits: list[Any],
+    as_json: bool,
+    as_jsonl: bool,
+    fmt: str | None = None,
+    *,
+    catalogued: bool = True,
+    parsed: dict[str, Any] | None = None,
+    spelling: dict[str, Any] | None = None,
 ) -> None:
     from semsearch.faces.render import hits_table, to_json, to_jsonl, use_color
 
@@ -68,6 +75,10 @@ def _print_hits(
         return
 
     rows = [h.to_dict() for h in hits]
+    for row in rows if parsed is not None else []:
+        row["parsed"] = parsed  # the query as read (fields, phrases, -words): the list's shape stays a list
+    for row in rows if spelling is not None else []:
+        row["spelling"] = spelling  # what BM25 searched, and each typo it corrected
     if as_json:
         click.echo(to_json(rows))
     elif as_jsonl:
@@ -84,7 +95,7 @@ def _warn_if_stale(idx: Any) -> None:
     """
     from semsearch.write.freshness import stale_notice, stale_sources
 
-    notice = stale_notice(stale_sources(idx.manifest), str(idx.path))
+    notice = stale_notice(stale_sources(idx.manifest, idx.path), str(idx.path))
     if notice:
         click.echo(f"semsearch: {notice}", err=True)
 
@@ -169,6 +180,19 @@ def cli() -> None:
     "(--full lays out afresh too).",
 )
 @click.option("--skip-bad", is_flag=True, help="Skip malformed records (reported) instead of stopping.")
+@click.option(
+    "--drop-unreadable",
+    is_flag=True,
+    help="Drop the papers of a source folder that cannot be read now (said in the summary). Without it such a "
+    "refresh stops and the index keeps them.",
+)
+@click.option(
+    "--follow-links/--no-follow-links",
+    default=None,
+    help="Read files that symbolic links in a source folder point to outside the source folders (remembered "
+    "by the index) [default: the index's, else not: each is named in the summary]. Linked folders are always "
+    "walked.",
+)
 @click.option("--no-near", is_flag=True, help="Merge only exact duplicates, not near-duplicates.")
 @click.option(
     "--ann",
@@ -229,6 +253,12 @@ def cli() -> None:
     help="Point a damaged, missing or dangling CURRENT back at the newest sound version (atomically; deletes "
     "nothing, builds nothing).",
 )
+@click.option(
+    "--recover-to",
+    metavar="VERSION",
+    help="Point CURRENT at VERSION (a v-… folder of the index whose every file matches its checksum), e.g. one "
+    "older than a damaged live version (atomically; deletes nothing, builds nothing).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the build summary as one JSON line.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.pass_context
@@ -243,6 +273,8 @@ def index(
     full: bool,
     relayout: bool,
     skip_bad: bool,
+    drop_unreadable: bool,
+    follow_links: bool | None,
     no_near: bool,
     ann: str | None,
     memory_budget: str | None,
@@ -256,6 +288,7 @@ def index(
     no_catalogue: bool,
     list_uncatalogued: bool,
     recover: bool,
+    recover_to: str | None,
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -287,8 +320,10 @@ def index(
     from semsearch.store.ann import parse_size
     from semsearch.write.build import BuildOptions, build_index
 
-    if recover:
-        _recover(sources, index_dir, wait, as_json)
+    if recover or recover_to is not None:
+        if recover and recover_to is not None:
+            raise SemsearchCliError("choose one of --recover and --recover-to VERSION")
+        _recover(sources, index_dir, wait, as_json, recover_to)
         return
     if batch_size < 1:
         raise SemsearchCliError(f"--batch-size must be a positive integer, got {batch_size}")
@@ -305,6 +340,8 @@ def index(
             full=full,
             relayout=relayout,
             skip_bad=skip_bad,
+            drop_unreadable=drop_unreadable,
+            follow_links=follow_links,
             near=not no_near,
             batch_size=batch_size,
             progress=not quiet and not as_json,
@@ -388,13 +425,14 @@ def _echo_uncatalogued(catalogue: dict[str, Any] | None, rows: list[dict[str, st
         click.echo(f"uncatalogued: {row['id']}  {plain_text(row['label'])}")
 
 
-def _recover(sources: tuple[str, ...], index_dir: Path, wait: bool, as_json: bool) -> None:
-    """``semsearch index --recover``: re-point CURRENT, say what was done."""
+def _recover(sources: tuple[str, ...], index_dir: Path, wait: bool, as_json: bool, to: str | None) -> None:
+    """``semsearch index --recover`` (or ``--recover-to VERSION``): re-point CURRENT, say what was done."""
     from semsearch.store.versions import recover
 
+    flag = "--recover" if to is None else "--recover-to"
     if sources:
-        raise SemsearchCliError("--recover takes no SOURCES: it only points CURRENT back at a version")
-    done = recover(index_dir, wait=wait)
+        raise SemsearchCliError(f"{flag} takes no SOURCES: it only points CURRENT back at a version")
+    done = recover(index_dir, wait=wait, to=to)
     if as_json:
         click.echo(json.dumps(done.to_dict()))
     elif done.recovered:
@@ -420,6 +458,7 @@ def query(
     index_dir: Path,
     model: str | None,
     fusion: str | None,
+    exact: bool,
     as_json: bool,
     as_jsonl: bool,
     fmt: str | None,
@@ -430,15 +469,37 @@ def query(
     sentence that matched best with the query's words highlighted.
     """
     from semsearch.query.search import Index
+    from semsearch.query.syntax import parse_query
 
+    text = _read_text_arg(query)
     with Index.open(index_dir, embedder=embedder_of(ctx), model=model) as idx:
         hits = idx.search(
-            _read_text_arg(query), k, mode=mode, where=where, min_score=min_score, diverse=diverse, fusion=fusion
+            text, k, mode=mode, where=where, min_score=min_score, diverse=diverse, fusion=fusion, exact=exact
         )
+        parsed = parse_query(text)  # read without error: the search did
+        spelling = idx.spell(text, exact=exact or mode == "dense")
         _warn_if_stale(idx)
-        _warn_where(idx, where)
+        _warn_where(idx, (*where, *parsed.where))  # year:, venue:, title: in the text are filters too
+        _say_spelling(spelling, mode, exact, found=bool(hits), table=not (as_json or as_jsonl or fmt))
         catalogued = idx.manifest.catalogue is not None
-    _print_hits(hits, as_json, as_jsonl, fmt, catalogued=catalogued)
+    _print_hits(
+        hits, as_json, as_jsonl, fmt, catalogued=catalogued, parsed=parsed.to_dict(), spelling=spelling.to_dict()
+    )
+
+
+def _say_spelling(spelling: Any, mode: str, exact: bool, *, found: bool, table: bool) -> None:
+    """On stderr: what BM25 searched when typos were corrected (tables only), and why BM25 alone found nothing."""
+    if spelling.changed and table:
+        click.echo(f"semsearch: {spelling.describe()}", err=True)
+    if mode == "lexical" and not found and spelling.text:
+        tried = "as typed" if exact or not spelling.changed else "with typos corrected"
+        hint = "" if exact else "; no word was close enough to a frequent word to correct"
+        hint = hint if not spelling.changed else ""
+        click.echo(
+            f"semsearch: no document holds any of the words searched for ({tried}): {spelling.text}{hint}; "
+            "try --mode hybrid, which also reads meaning",
+            err=True,
+        )
 
 
 query.help = f"{inspect.cleandoc(query.help or '')}\n\n{HELP_SCORES}"
@@ -472,7 +533,8 @@ def related(
 ) -> None:
     """Papers nearest to one you know: by DOC_ID (or an external id such as a BEIR _id), --text or --file.
 
-    The paper itself and its duplicates are never returned. Scores are cosine similarities.
+    The paper itself and its duplicates are never returned. Scores are cosine similarities; a paper's 100
+    nearest are ordered by its own subject words too (its most distinctive words), so its topic comes first.
     """
     from semsearch.query.search import Index
 
@@ -529,9 +591,9 @@ def export(ids: tuple[str, ...], where: tuple[str, ...], format: str, index_dir:
     if out is None:
         click.echo(text, nl=False)
         return
-    from semsearch.core.fileio import write_text_atomic
+    from semsearch.core.fileio import write_output
 
-    write_text_atomic(out, text)
+    write_output(out, text)  # the one --out writer: never replaces a link, a FIFO or a device
     click.echo(f"exported {len(docs)} documents to {out} ({fmt})", err=True)
 
 
@@ -600,7 +662,12 @@ def map_(index_dir: Path, out: Path, open_: bool) -> None:
 
 @cli.command()
 @click.argument("ids", nargs=-1)
-@click.option("--source", "sources", multiple=True, help="Remove what this source file provided (repeatable).")
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    help="Remove what this source file, or every file under this folder, provided (repeatable).",
+)
 @index_option
 @click.option("--wait", is_flag=True, help="Wait for another writer of this index instead of failing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON line.")

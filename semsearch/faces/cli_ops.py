@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from semsearch.faces.cli_options import FINITE_FLOAT
 from semsearch.faces.operations import CLI, Param, operation
 
 
@@ -26,14 +27,14 @@ class Bounded(click.IntRange):
 
 
 def click_type(param: Param) -> Any:
-    """The click type of a field: a Choice, a Bounded integer, or the plain type."""
+    """The click type of a field: a Choice, a Bounded integer, a finite float, or the plain type."""
     if param.choices:
         return click.Choice(param.choices)
     base = param.base
     if base is int:
         spec = param.spec
         return Bounded(min=spec.ge, max=spec.le if spec.lt is None else spec.lt - 1)
-    return {float: float, str: str, bool: bool}.get(base, str)
+    return {float: FINITE_FLOAT, str: str, bool: bool}.get(base, str)
 
 
 def click_parameter(param: Param) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

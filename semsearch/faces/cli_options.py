@@ -4,6 +4,7 @@ encoder; ``cli.py`` and ``cli_recs.py`` build on these, and take each operation'
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,26 @@ class SemsearchCliError(click.ClickException):
     def __init__(self, message: str) -> None:
         # Messages quote what was read (a record, a clause, a file name): no escape of it reaches the terminal.
         super().__init__(clean_text(message))
+
+
+class FiniteFloat(click.ParamType):
+    """A float option that refuses nan and the infinities (``float()`` reads both): one line naming the flag.
+
+    A NaN floor drops every hit ("no results", exit 0) and an infinite one drops or keeps them all: neither is
+    a number the user meant.
+    """
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            flag = param.opts[0] if param is not None and param.opts else "the value"
+            raise SemsearchCliError(f"{flag} must be a finite number, got {value!r}")
+        return number
+
+
+FINITE_FLOAT = FiniteFloat()
 
 
 def index_option(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -34,7 +34,7 @@ PAGE_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
-MAX_BODY = 4 * 1024 * 1024  # a declared body past this is refused unread (the MCP SDK's own bound too)
+MAX_BODY = 4 * 1024 * 1024  # a declared body past this is refused unread; serve counts a chunked one as it arrives
 SECURITY_HEADERS = (
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
@@ -189,7 +189,11 @@ class ScreenedApp:
             {
                 "type": "http.response.start",
                 "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    *([(b"connection", b"close")] if status == 413 else []),  # the body is never read
+                ],
             }
         )
         await send({"type": "http.response.body", "body": body})

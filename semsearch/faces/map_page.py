@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from semsearch.core.errors import SemsearchError
+from semsearch.core.fileio import write_output
 from semsearch.core.paperinfo import plain_text
 from semsearch.store.corpus_map import load_map
 from semsearch.store.documents import open_documents
@@ -65,5 +66,5 @@ def write_map_html(index_dir: Path, out: Path, *, snippet_chars: int = 320) -> d
         finally:
             store.close()
     page = map_html(data, title=f"semsearch map · {Path(index_dir).name}", texts=texts)
-    Path(out).write_text(page, encoding="utf-8")
+    write_output(Path(out), page)  # atomic; a link is written through, a FIFO or device as a stream
     return data

@@ -90,6 +90,8 @@ def run_server(
             return
         import uvicorn
 
+        from semsearch.faces.http_guard import guarded_config
+
         sock = _listen(host, port)
         try:
             app = http_app(server, trusted)
@@ -97,7 +99,8 @@ def run_server(
             shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
             if ready is not None:
                 ready(f"http://{shown}:{bound}/mcp")
-            config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=3)
+            # The same bounds as serve (http_guard); the SDK caps the body itself (413, counted as it arrives).
+            config = guarded_config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=3)
             uvicorn.Server(config).run(sockets=[sock])
         finally:
             sock.close()

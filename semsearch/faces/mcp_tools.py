@@ -82,7 +82,10 @@ def mcp_type(param: Param) -> Any:
         }
         each = {key: value for key, value in given.items() if value is not None}
         kind = tuple[Annotated[str, Field(**each)], ...] if each else tuple[str, ...]
-    return Annotated[kind, Field(**spec.bounds())]
+    bounds: dict[str, Any] = spec.bounds()
+    if spec.finite or param.base is float:  # Python reads JSON's NaN and Infinity: no float here means either
+        bounds["allow_inf_nan"] = False
+    return Annotated[kind, Field(**bounds)]
 
 
 Handler = Callable[[LoadedVersion, Any, int], results.Record]
@@ -99,6 +102,7 @@ def _search(v: LoadedVersion, r: ops.Search, budget: int) -> Page:
         diverse=r.diverse,
         budget=budget,
         version=v.name,
+        exact=r.exact,
     )
 
 

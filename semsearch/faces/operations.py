@@ -234,13 +234,18 @@ class Search:
     """Papers that best answer a query."""
 
     query: str = arg(
-        help=f"The question in plain words (≤ {MAX_QUERY_CHARS} chars).",
+        help=f"The question in plain words (≤ {MAX_QUERY_CHARS} chars), or a person's name (their papers come "
+        'first); fields: author:"Zhouchen Lin", title:word, venue:neurips, year:>=2024, "exact phrase", -word.',
         min_length=1,
         max_length=MAX_QUERY_CHARS,
         schema=QUERY_SCHEMA,
         http={"name": "q", "min_length": None},  # blank is the library's one-line error (the schema says minLength)
         cli={"name": "TEXT"},
-        mcp={"help": "The question in plain words."},
+        mcp={
+            "help": "The question in plain words, or a person's name (their papers come first, each card's why "
+            'says "by <name>"); also author:"Name", title:word, venue:x, year:2025, year:>=2024, "exact phrase", '
+            "-word (leave out papers with it)."
+        },
     )
     k: int = _k()
     mode: Mode = arg(
@@ -267,6 +272,12 @@ class Search:
         None,
         help="Hybrid's weighting: adaptive per query, or fixed alpha 0.5 (default: what the index records).",
         faces=(CLI, HTTP),
+    )
+    exact: bool = arg(
+        False,
+        help="Search the words as typed: no typo correction (by default BM25 searches a word the index barely "
+        "knows as its nearest frequent word, and says so).",
+        mcp={"help": "Search the words as typed (no typo correction)."},
     )
     offset: int = _offset()
 

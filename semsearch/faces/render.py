@@ -67,11 +67,11 @@ def hits_table(hits: Sequence[Hit], *, color: bool = False) -> str:
         blocks.append(f"re-ranked for diversity (--diverse): not in score order; ranks by relevance: {ranks}")
     for hit in hits:
         label = plain_text(hit.label)
-        head = f"{hit.rank:>2}. {hit.score:.4f}  {label}"
+        # A named person's paper is first for its author, not its score: say whose it is instead.
+        mark = f"by {clean_text(hit.by)}" if hit.by is not None else f"{hit.score:.4f}"
+        head = f"{hit.rank:>2}. {mark}  {label}"
         if color:
-            head = (
-                f"{hit.rank:>2}. " + click.style(f"{hit.score:.4f}", fg="green") + "  " + click.style(label, bold=True)
-            )
+            head = f"{hit.rank:>2}. " + click.style(mark, fg="green") + "  " + click.style(label, bold=True)
         ids = f"    id {clean_text(hit.id)}  ·  {sources_line(hit)}" + ("  ·  title only" if hit.title_only else "")
         # Who wrote it, where, and where to read it, when the sources or a catalogue say.
         about = "  ·  ".join(x for x in (byline(hit.metadata), link_of(hit.metadata)) if x)

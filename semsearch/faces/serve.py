@@ -15,6 +15,7 @@ from semsearch.core.errors import (
     IndexCorruptError,
     IndexFormatError,
     IndexNotFoundError,
+    IndexReadOnlyError,
     InputError,
     ModelLoadError,
     ModelMismatchError,
@@ -25,7 +26,7 @@ from semsearch.core.errors import (
     UnknownDocumentError,
 )
 from semsearch.core.options import DEFAULT_HOST, DEFAULT_PORT
-from semsearch.faces.local_hosts import ScreenedApp, TrustedHosts
+from semsearch.faces.local_hosts import MAX_BODY, ScreenedApp, TrustedHosts
 from semsearch.faces.operations import HTTP, face_name
 from semsearch.faces.operations import MAX_QUERY_CHARS as MAX_QUERY_CHARS  # a query's bound, as tests read it
 from semsearch.query.live import LiveIndex
@@ -43,9 +44,6 @@ DOCS_CSP = (
     "default-src 'self'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "worker-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 )
-# Requests past uvicorn's 16 KiB default head buffer could be cut off or refused depending on how TCP split them;
-# this bound holds every request the API's own limits allow (MAX_K ids of 200 characters, percent-encoded).
-MAX_REQUEST_HEAD = 4 * 1024 * 1024
 
 
 def check_installed() -> None:
@@ -63,6 +61,7 @@ log = logging.getLogger("semsearch.faces.serve")
 STATUS: dict[type[SemsearchError], int] = {
     QueryError: 422,
     UnknownDocumentError: 404,
+    IndexReadOnlyError: 409,  # a tag write to an index folder this server cannot write
     TagError: 503,  # tags.json cannot be read (the message says to fix or delete it)
     InputError: 400,
     IndexNotFoundError: 503,
@@ -173,11 +172,16 @@ def create_app(
     It answers only requests whose Host and Origin are in ``trusted`` (default: a server on this machine only).
     ``query_threads``: the query encoder's ONNX threads (the server passes ``QUERY_THREADS``).
     """
+    from starlette.middleware.body_limit import RequestBodyLimitMiddleware
+
     from semsearch.faces import serve_recs, serve_routes
 
     live = LiveIndex(index_dir, embedder=embedder, query_threads=query_threads)
     app = _new_app(live)
     app.state.allow_tags = allow_tags
+    # A body is counted as it arrives, chunked too (Starlette's own limit: 413 past it, answered by http_error);
+    # inside the screen, which refuses a declared length past it unread, as JSON.
+    app.add_middleware(RequestBodyLimitMiddleware, max_body_size=MAX_BODY)
     app.add_middleware(ScreenedApp, trusted=trusted or TrustedHosts.for_bind(DEFAULT_HOST))
     _error_handlers(app)
     # The operations' routes (their parameters from the operation table), each getting the live index by Depends.
@@ -251,7 +255,12 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> Any:
-        return _error(exc.status_code, str(exc.detail), type="HTTPError")
+        if exc.status_code != 413:
+            return _error(exc.status_code, str(exc.detail), type="HTTPError")
+        # The body limit stopped reading: the rest of the body is never read, so the connection ends here.
+        response = _error(413, f"the request body is over {MAX_BODY} bytes", type="HTTPError")
+        response.headers["connection"] = "close"
+        return response
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> Any:
@@ -272,17 +281,11 @@ def _page_routes(app: FastAPI) -> None:
 
 
 def server_config(app: Any, *, access_log: bool = False, **more: Any) -> Any:
-    """uvicorn's settings for the app (``more``: host and port when uvicorn binds the socket itself)."""
-    import uvicorn
+    """uvicorn's settings for the app, with the bounds that keep it up (``http_guard``; ``more``: host and port when
+    uvicorn binds the socket itself, ``limits``)."""
+    from semsearch.faces.http_guard import guarded_config
 
-    return uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=access_log,
-        timeout_graceful_shutdown=5,
-        h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
-        **more,
-    )
+    return guarded_config(app, log_level="warning", access_log=access_log, timeout_graceful_shutdown=5, **more)
 
 
 # Each server process encodes a query on one thread: concurrent requests already spread over the cores, and an

@@ -1,7 +1,8 @@
 """HTTP routes for recommendations, arrivals and tags (``semsearch serve``).
 
 Reads are always allowed. Tag writes (the page's like / not-for-me buttons) need ``semsearch serve
---allow-tags`` and a same-origin JSON POST: the body must be ``application/json`` (which a cross-site form
+--allow-tags``, an index folder the server can write (else 409 with the reason, which GET /api/tags gives too)
+and a same-origin JSON POST: the body must be ``application/json`` (which a cross-site form
 cannot send without a CORS preflight, and the server answers none); a foreign Host or Origin never reaches a
 route (``local_hosts``). A write is all or nothing: an unknown id in ``add`` or ``remove`` changes nothing.
 """
@@ -86,20 +87,30 @@ def new(live: LiveIndex, r: ops.New) -> dict[str, Any]:
     return {"since": since, "k": r.k, "version": loaded.name, "hits": [p.to_dict() for p in papers]}
 
 
-def writes_allowed(request: Request) -> bool:
-    """Whether this server writes tags (``serve --allow-tags``)."""
-    return bool(request.app.state.allow_tags)
+READ_ONLY_SERVER = "this server is read-only; start it with semsearch serve --allow-tags"
 
 
-def tag_list(live: LiveIndex, _: ops.Tags, writable: bool) -> dict[str, Any]:
-    from semsearch.reader.tags import TagStore, members
+def read_only_reason(request: Request) -> str | None:
+    """Why this server writes no tags: started without ``--allow-tags``, or an index folder it cannot write
+    (a read-only filesystem, permissions); None when it writes them."""
+    from semsearch.reader.tags import write_problem
+
+    if not request.app.state.allow_tags:
+        return READ_ONLY_SERVER
+    live: LiveIndex = request.app.state.live
+    return write_problem(live.path)
+
+
+def tag_list(live: LiveIndex, _: ops.Tags, read_only: str | None) -> dict[str, Any]:
+    from semsearch.reader.tags import TagStore, all_members
 
     with live.use() as loaded:
         store = TagStore(loaded.index.path)
-        found = {n: members(loaded.index, store, n, repoint=False) for n in store.names()}
+        found = all_members(loaded.index, store, repoint=False)  # one read of tags.json, however many tags
         polarity = store.polarities()
     return {
-        "writable": writable,
+        "writable": read_only is None,
+        "read_only_reason": read_only,
         "tags": {
             n: {
                 "polarity": polarity.get(n, "positive"),
@@ -117,14 +128,18 @@ route(router, "new", new)
 
 
 @router.get("/api/tags", summary=ops.operation("tags").help.rstrip("."))
-def tags(live: LiveIndex = Depends(live_index), writable: bool = Depends(writes_allowed)) -> dict[str, Any]:
-    return tag_list(live, ops.Tags(), writable)
+def tags(live: LiveIndex = Depends(live_index), read_only: str | None = Depends(read_only_reason)) -> dict[str, Any]:
+    return tag_list(live, ops.Tags(), read_only)
 
 
 def writable(request: Request) -> None:
-    """Refuse a write to a read-only server (403) or one that is not JSON (415) before the body is read."""
-    if not writes_allowed(request):
-        raise HTTPException(403, "this server is read-only; start it with semsearch serve --allow-tags")
+    """Refuse a write to a read-only server (403), a read-only index (409) or one that is not JSON (415) before the
+    body is read."""
+    if not request.app.state.allow_tags:
+        raise HTTPException(403, READ_ONLY_SERVER)
+    problem = read_only_reason(request)
+    if problem is not None:
+        raise HTTPException(409, problem)
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         raise HTTPException(415, "tag writes are JSON: Content-Type: application/json")
 
@@ -137,6 +152,7 @@ def writable(request: Request) -> None:
         400: {"description": "A malformed JSON body"},
         403: {"description": "The server is read-only (no --allow-tags), or the request is cross-site"},
         404: {"description": "An id names no paper (add) or no entry of the tag (remove); nothing changed"},
+        409: {"description": "The index folder cannot be written (read-only filesystem, permissions)"},
         415: {"description": "The body is not JSON"},
     },
 )

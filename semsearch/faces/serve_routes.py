@@ -19,6 +19,7 @@ from semsearch.faces import operations as ops
 from semsearch.faces.http_ops import live_index, route
 from semsearch.query.highlight import highlight_spans
 from semsearch.query.live import LiveIndex
+from semsearch.query.syntax import parse_query
 
 router = APIRouter()
 
@@ -28,14 +29,25 @@ def search(live: LiveIndex, r: ops.Search) -> dict[str, Any]:
     where = list(r.where)
     with live.use() as loaded:
         hits = loaded.index.search(
-            r.query, r.k, mode=r.mode, where=where, diverse=r.diverse, min_score=r.min_score, fusion=r.fusion
+            r.query,
+            r.k,
+            mode=r.mode,
+            where=where,
+            diverse=r.diverse,
+            min_score=r.min_score,
+            fusion=r.fusion,
+            exact=r.exact,
         )
         rows = [h.to_dict() for h in hits]
-        warnings = loaded.index.where_warnings(where)
+        parsed = parse_query(r.query)  # read without error: the search did
+        spelling = loaded.index.spell(r.query, exact=r.exact or r.mode == "dense")
+        warnings = loaded.index.where_warnings([*where, *parsed.where])  # year:, venue:, title: filter too
     for row in rows:
         row["highlight_spans"] = highlight_spans(row["highlights"], r.query)
     return {
         "query": r.query,
+        "parsed": parsed.to_dict(),  # fields, phrases and -words read out of the text
+        "spelling": spelling.to_dict(),  # what BM25 searched: the words with typos corrected, and each correction
         "k": r.k,
         "mode": r.mode,
         "where": where,

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from semsearch.core.errors import InputError
+from semsearch.core.options import MAX_KEY_CHARS
 from semsearch.core.records import Provenance, Record
 
 TITLE_KEY = "title"
@@ -78,6 +79,9 @@ def to_record(obj: dict[str, Any], provenance: Provenance) -> Record | str:
             return f"empty abstract (field {present[0]!r}) and no title"
         return f"no abstract field (looked for {', '.join(ABSTRACT_KEYS)}) and no title"
     id_key = _lookup(obj, ID_KEYS, _scalar_text)
+    external_id = _scalar_text(obj[id_key]) if id_key is not None else None
+    if external_id is not None and len(external_id) > MAX_KEY_CHARS:  # no lookup would ever take it
+        return f"an id of {len(external_id):,} characters (field {id_key!r}; the limit is {MAX_KEY_CHARS:,})"
     # A record with a title and no abstract is indexed by its title, and marked so.
     text = _text_value(obj[abstract_key]) if abstract_key is not None else None
     used = {abstract_key, title_key, id_key}
@@ -88,7 +92,7 @@ def to_record(obj: dict[str, Any], provenance: Provenance) -> Record | str:
         text=text or title or "",
         provenance=provenance,
         title=title,
-        external_id=_scalar_text(obj[id_key]) if id_key is not None else None,
+        external_id=external_id,
         metadata=_metadata(obj, used),
         title_only=text is None,
     )

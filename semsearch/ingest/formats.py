@@ -5,16 +5,18 @@ extensions it owns (a folder walk reads only files so named), whether such a nam
 (``name_decides``; a ``.txt`` file is still sniffed), ``sniff`` to claim text whose name does not decide, and
 ``items`` to parse it into objects for ingest's field rules (``fields.py``). A ``FileFormat`` reads a whole file
 itself (Zotero's SQLite database). ``FormatRegistry`` holds them in one place and answers the questions
-``sources.py`` asks; ``registry.py`` builds it from the built-in formats and any installed plugin.
+``sources.py`` asks; ``registry.py`` builds it from the built-in formats and any installed plugin. Every call into
+a plugin's format goes through the registry, which turns whatever the plugin raises (but a ``SemsearchError`` or a
+Ctrl-C) into one ``InputError`` line naming the plugin and the file it was reading.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
-from semsearch.core.errors import InputError
+from semsearch.core.errors import InputError, SemsearchError
 from semsearch.core.records import Record, SourceFile
 from semsearch.ingest.fields import Item, collect
 
@@ -59,12 +61,15 @@ class FileFormat:
 
 
 Format = TextFormat | FileFormat
+_T = TypeVar("_T")
 
 
 class FormatRegistry:
     """Every format ingest knows, in one place: the walk's name filter, format detection and the readers."""
 
-    def __init__(self, formats: Iterable[Format], *, fallback: str) -> None:
+    def __init__(self, formats: Iterable[Format], *, fallback: str, plugins: Mapping[str, str] | None = None) -> None:
+        """``plugins``: the name of the entry point each plugin format came from, by format name."""
+        self.plugins = dict(plugins or {})
         self.text: tuple[TextFormat, ...] = tuple(f for f in formats if isinstance(f, TextFormat))
         self.files: tuple[FileFormat, ...] = tuple(f for f in formats if isinstance(f, FileFormat))
         every: list[Format] = [*self.text, *self.files]
@@ -98,25 +103,72 @@ class FormatRegistry:
         """The format a file name's extension implies, looking through a trailing .gz (None: not read by walks)."""
         return self.extensions.get(suffix(name.lower().removesuffix(".gz")))
 
-    def detect(self, name: str, text: str) -> TextFormat:
+    def detect(self, name: str, text: str, display: str | None = None) -> TextFormat:
         """The format of a decoded file, from its name (``.gz`` already removed) and its text."""
+        where = display or name
+
+        def claims(fmt: TextFormat) -> bool:
+            return self.guarded(fmt, where, "sniffing", fmt.sniff, text)
+
         owners = self._owners.get(suffix(name.lower()))
         if owners:
-            return next((f for f in owners if f.sniff(text)), owners[-1])
-        return next((f for f in self._sniffing if f.sniff(text)), self.fallback)
+            return next((f for f in owners if claims(f)), owners[-1])
+        return next((f for f in self._sniffing if claims(f)), self.fallback)
 
     def file_format(self, path: Path) -> FileFormat | None:
         """The whole-file format a file is in, if any."""
-        return next((f for f in self.files if f.sniff_file(path)), None)
+        return next((f for f in self.files if self.guarded(f, str(path), "sniffing", f.sniff_file, path)), None)
 
     def folder_source(self, folder: Path) -> Path | None:
         """The file a folder argument means when it is a whole-file format's data folder."""
-        return next((found for f in self.files if (found := f.in_folder(folder)) is not None), None)
+        for fmt in self.files:
+            found = self.guarded(fmt, str(folder), "looking into", fmt.in_folder, folder)
+            if found is not None:
+                return found
+        return None
+
+    def records(self, fmt: TextFormat, text: str, display: str, skip_bad: bool) -> tuple[list[Record], list[str]]:
+        """``fmt.records``, a plugin's failure worded as one line."""
+        return self.guarded(fmt, display, "reading", fmt.records, text, display, skip_bad)
+
+    def read(
+        self, fmt: FileFormat, path: Path, display: str, skip_bad: bool
+    ) -> tuple[list[Record], SourceFile, list[str]]:
+        """``fmt.read``, a plugin's failure worded as one line."""
+        return self.guarded(fmt, display, "reading", fmt.read, path, display, skip_bad=skip_bad)
+
+    def guarded(self, fmt: Format, display: str, doing: str, call: Callable[..., _T], *args: Any, **kw: Any) -> _T:
+        """``call(*args, **kw)``, a method of a format; what a plugin raises is one InputError naming it and the file.
+
+        A plugin's own ``SemsearchError`` is its message already; a Ctrl-C stays an interruption. Anything else,
+        ``SystemExit`` included (it would end the command with status 0), is the plugin's failure, not a crash
+        of semsearch: no traceback.
+        """
+        plugin = self.plugins.get(fmt.name)
+        if plugin is None:
+            return call(*args, **kw)
+        try:
+            return call(*args, **kw)
+        except (SemsearchError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            raise InputError(
+                f"{display}: input format plugin {plugin!r} failed while {doing} it ({failure(exc)})"
+            ) from None
 
     def names(self) -> Sequence[str]:
         """Every format's name, text formats first, in registration order."""
         every: list[Format] = [*self.text, *self.files]
         return [f.name for f in every]
+
+
+def failure(exc: BaseException) -> str:
+    """An exception as "Type: first line of its message" (at most 200 characters), for a one-line error."""
+    lines = str(exc).strip().splitlines()
+    detail = " ".join(lines[0].split()) if lines else ""
+    if len(detail) > 200:
+        detail = detail[:199] + "…"
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 def suffix(name: str) -> str:

@@ -8,150 +8,37 @@ A folder walk reads only the files whose extension some format owns (through a t
 
 from __future__ import annotations
 
-import glob
+import dataclasses
 import hashlib
 import os
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from semsearch.core.errors import InputError
 from semsearch.core.records import IngestResult, Record, SourceFile
 from semsearch.ingest.decoding import decode, gunzip, inflate_limit, read_bytes
-from semsearch.ingest.formats import FormatRegistry
-from semsearch.ingest.guards import check_duplicate_ids, check_link, check_source_file
+from semsearch.ingest.guards import check_abstract_lengths, check_duplicate_ids, check_source_file
 from semsearch.ingest.registry import installed_formats
-
-_P = TypeVar("_P", str, Path)  # a walk's paths, as strings or as Paths
-_GLOB_CHARS = re.compile(r"[*?\[]")
-
+from semsearch.ingest.walk import Walk, unreadable_notes, walk_sources
 
 # ---------------------------------------------------------------------------------------------- sources
 
 
-def expand_sources(sources: Sequence[str]) -> list[Path]:
+def expand_sources(sources: Sequence[str], *, prune: Collection[str] = (), follow_links: bool = False) -> list[Path]:
     """Turn files, directories and glob patterns into a sorted, de-duplicated list of absolute paths."""
-    formats = installed_formats()
-    found: set[Path] = set()
-    for source in sources:
-        found.update(_expand_one(source, formats))
-    # Path order is the order of the paths' parts: comparing them as tuples is that order, without a Python
-    # __lt__ per comparison (seconds at 100,000 files).
-    return sorted(found, key=lambda p: p.parts)
+    return [Path(p) for p in expand_source_names(sources, prune=prune, follow_links=follow_links)]
 
 
-def expand_source_names(sources: Sequence[str]) -> list[str]:
-    """``expand_sources`` as strings, in the same order: what a refresh compares with its record.
-
-    A directory is walked without making a Path per file; the paths are absolute and normalised, so their
-    parts are their components between separators and sort as ``expand_sources`` sorts them.
-    """
-    formats = installed_formats()
-    found: set[str] = set()
-    for source in sources:
-        path = Path(os.path.expanduser(source))
-        if path.is_dir() and formats.folder_source(path) is None:
-            found.update(_require_readable(_directory_names(path, formats), source, formats))
-        else:
-            found.update(str(p) for p in _expand_one(source, formats))
-    return sorted(found, key=lambda p: p.split(os.sep))
+def expand_source_names(
+    sources: Sequence[str], *, prune: Collection[str] = (), follow_links: bool = False
+) -> list[str]:
+    """``expand_sources`` as strings, in the same order: what a refresh compares with its record."""
+    return walk_sources(sources, installed_formats(), prune=prune, follow_links=follow_links).files
 
 
-def _expand_one(source: str, formats: FormatRegistry) -> list[Path]:
-    """The files one source argument names."""
-    path = Path(os.path.expanduser(source))
-    data_file = formats.folder_source(path)
-    if data_file is not None:
-        # A data folder (Zotero's) means its database, not the PDFs and snapshots stored beside it.
-        return [data_file.resolve()]
-    if path.is_dir():
-        return _require_readable(_directory_files(path, formats), source, formats)
-    if path.exists():
-        # A file named explicitly is read whatever its name; only directory walks filter names.
-        return [path.resolve()]
-    if not _GLOB_CHARS.search(source):
-        raise InputError(f"no such file or directory: {source}")
-    files = _glob_files(os.path.expanduser(source), formats)
-    if not files:
-        raise InputError(f"no such file or directory: {source}")
-    return _require_readable(files, source, formats)
-
-
-def _glob_files(pattern: str, formats: FormatRegistry) -> list[Path]:
-    """Files a glob pattern matches; a matched directory contributes the files a walk of it finds."""
-    files: list[Path] = []
-    for match in sorted(glob.glob(pattern, recursive=True)):
-        path = Path(match)
-        if path.is_dir():
-            files.extend(_directory_files(path, formats))
-        elif path.is_file() and not _is_hidden(path.name):
-            files.append(path.resolve())
-    return files
-
-
-def _directory_files(directory: Path, formats: FormatRegistry) -> list[Path]:
-    """Candidate abstract files under a directory, recursively, skipping hidden and backup names."""
-    return [Path(name) for name in _directory_names(directory, formats)]
-
-
-def _directory_names(directory: Path, formats: FormatRegistry) -> list[str]:
-    """``_directory_files`` as strings: a refresh of 100,000 files makes no Path per file (a second a walk)."""
-    files: list[str] = []
-    format_for_name = formats.for_name  # bound once: the walk asks it of every file name
-    # The resolved folder, walked as os.walk walks (depth first, names in order, never into linked folders): every
-    # plain file's path is then resolved already, and scandir tells plain files apart without a system call per
-    # file (resolving each path cost seconds per refresh of 20,000 files).
-    pending = [str(directory.resolve())]
-    while pending:
-        folder = pending.pop()
-        try:
-            with os.scandir(folder) as listing:
-                entries = sorted(listing, key=lambda e: e.name)
-        except OSError:
-            continue  # an unreadable folder is passed over, as os.walk passes it
-        subfolders: list[str] = []
-        for entry in entries:
-            name = entry.name
-            if _is_hidden(name):
-                continue  # hidden folders such as .git are not entered
-            if _entry_is_dir(entry):
-                if not entry.is_symlink():
-                    subfolders.append(entry.path)
-                continue
-            if format_for_name(name) is None:
-                continue
-            if entry.is_file(follow_symlinks=False):
-                files.append(entry.path)
-            elif entry.is_symlink():
-                path = Path(entry.path)
-                if path.is_file():
-                    files.append(str(path.resolve()))
-                else:
-                    check_link(path, str(path))  # a loop or a dangling link is named, not skipped
-        pending.extend(reversed(subfolders))
-    return files
-
-
-def _entry_is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
-
-
-def _require_readable(files: list[_P], source: str, formats: FormatRegistry) -> list[_P]:
-    """Fail when none of a directory's or pattern's files can be read; else keep them all."""
-    if not any(os.access(path, os.R_OK) for path in files):
-        suffixes = ", ".join(formats.extensions)
-        raise InputError(f"{source}: no readable abstract files (looked for {suffixes}, optionally .gz)")
-    # Unreadable ones stay, so that reading them names them instead of dropping them silently.
-    return files
-
-
-def _is_hidden(name: str) -> bool:
-    """Whether a file or directory name is hidden or an editor's backup/lock file."""
-    return name.startswith((".", "~")) or name.endswith("~")
+def walk(sources: Sequence[str], *, prune: Collection[str] = (), follow_links: bool = False) -> Walk:
+    """The files the sources name now, the folders that could not be read and notes (``walk.walk_sources``)."""
+    return walk_sources(sources, installed_formats(), prune=prune, follow_links=follow_links)
 
 
 # ------------------------------------------------------------------------------------------------ files
@@ -159,13 +46,20 @@ def _is_hidden(name: str) -> bool:
 
 def read_sources(sources: Sequence[str], *, skip_bad: bool = False) -> IngestResult:
     """Read every abstract from the given files, directories and glob patterns."""
-    paths = expand_sources(sources)
+    found = walk(sources)
+    result = read_paths(found.files, skip_bad=skip_bad)
+    result.skipped[:0] = [*unreadable_notes(found, (), drop=False), *found.notes]
+    return result
+
+
+def read_paths(paths: Sequence[str], *, skip_bad: bool = False) -> IngestResult:
+    """Read every abstract from files a walk named (absolute, resolved, in reading order)."""
     if not paths:
         raise InputError("no input files given")
     result = IngestResult(records=[], files=[], skipped=[])
     here = _working_dir()  # once: resolving it and every (already resolved) path per file cost ~5 s at 100k files
     for path in paths:
-        records, source_file, skipped = read_file(path, skip_bad=skip_bad, resolved_in=here)
+        records, source_file, skipped = read_file(Path(path), skip_bad=skip_bad, resolved_in=here)
         result.records.extend(records)
         result.files.append(source_file)
         result.skipped.extend(skipped)
@@ -188,7 +82,11 @@ def read_file(
     formats = installed_formats()
     whole_file = formats.file_format(path)
     if whole_file is not None:
-        return whole_file.read(path, display, skip_bad=skip_bad)
+        records, source_file, skipped = formats.read(whole_file, path, display, skip_bad)
+        records, too_long = check_abstract_lengths(records, skip_bad=skip_bad)
+        if too_long:
+            source_file = dataclasses.replace(source_file, records=len(records))
+        return records, source_file, [*skipped, *too_long]
     try:
         # Taken before the read: a file changed while being read then looks stale, never fresh.
         mtime_ns = path.stat().st_mtime_ns
@@ -203,8 +101,10 @@ def read_file(
     text, encoding = decode(data, display)
     if not text.strip():
         raise InputError(f"{display}: empty file")
-    fmt = formats.detect(inner_name, text)
-    records, skipped = fmt.records(text, display, skip_bad)
+    fmt = formats.detect(inner_name, text, display)
+    records, skipped = formats.records(fmt, text, display, skip_bad)
+    records, too_long = check_abstract_lengths(records, skip_bad=skip_bad)
+    skipped.extend(too_long)
     if not records:
         detail = f" ({len(skipped)} bad records skipped)" if skipped else ""
         raise InputError(f"{display}: no abstracts found{detail}")

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from semsearch.core.options import ADAPTIVE_LEXICAL_SCALE, ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, FUSIONS
+from semsearch.core.options import (
+    ADAPTIVE_COMMON_SHARE,
+    ADAPTIVE_DENSE_ALPHA,
+    ADAPTIVE_LEXICAL_SCALE,
+    ADAPTIVE_ONE_TERM_ALPHA,
+    ADAPTIVE_PEAK_TOP,
+    ADAPTIVE_POWER,
+    ADAPTIVE_RARE_DF,
+    ADAPTIVE_TYPO_ALPHA,
+    FUSIONS,
+)
 
 NORMS = ("minmax", "zscore", "none")
 # Hybrid defaults, tuned on SciFact train with all-MiniLM-L6-v2 + BM25 (scripts/study_fusion.py): convex zscore
@@ -133,6 +144,67 @@ def convex_arrays(
 PEAK_TOP, PEAK_POWER, LEXICAL_SCALE = ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_LEXICAL_SCALE
 
 
+class Vocabulary(Protocol):
+    """What a query signal reads from a BM25 index: its analyzer, each stem's document frequency, its scores."""
+
+    def __len__(self) -> int: ...
+
+    def terms(self, query: str) -> list[str]: ...
+
+    def document_frequency(self, term: str) -> int: ...
+
+    def score_ids(self, query: Mapping[str, float], ids: np.ndarray) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class QuerySignal:
+    """What BM25's evidence for one query rests on, measured in the index.
+
+    ``dfs``: the document frequency of each distinct query stem some document holds; ``held``: of those, the
+    ones BM25's best match holds; ``unseen``: stems no document holds (a typo, or a word the collection never
+    uses); ``tokens``: how many words were typed; ``corrected``: how many typed words BM25 searched corrected.
+    """
+
+    dfs: tuple[int, ...]
+    n_docs: int
+    held: tuple[bool, ...] = ()
+    unseen: int = 0
+    tokens: int = 0
+    corrected: int = 0
+
+    @classmethod
+    def measure(cls, lexical: Vocabulary, text: str, best: np.ndarray, typed: str | None = None) -> QuerySignal:
+        """The signal of ``text`` as BM25 searched it (``typed``: as typed, when spelling changed words of it);
+        ``best``: BM25's best match (its id in an array, empty when nothing matched)."""
+        terms = list(dict.fromkeys(lexical.terms(text)))
+        known = [(t, d) for t in terms if (d := lexical.document_frequency(t)) > 0]
+        best = np.asarray(best, dtype=np.int64)[:1]
+        held = tuple(bool(best.size and lexical.score_ids({t: 1.0}, best)[0] > 0) for t, _ in known)
+        words = text.split()
+        as_typed = words if typed is None else typed.split()
+        corrected = sum(a != b for a, b in zip(as_typed, words, strict=False)) + abs(len(as_typed) - len(words))
+        dfs = tuple(d for _, d in known)
+        return cls(dfs, len(lexical), held, len(terms) - len(known), len(as_typed), corrected)
+
+    def best_share(self) -> float | None:
+        """Share of the query's idf mass that BM25's best match holds (None: no query stem is in any document)."""
+        if not self.dfs or len(self.held) != len(self.dfs):
+            return None
+        idf = [_idf(d, self.n_docs) for d in self.dfs]
+        total = sum(idf)
+        return sum(v for v, h in zip(idf, self.held, strict=True) if h) / total if total > 0 else 0.0
+
+    def one_rare_word(self, rare_df: float) -> bool:
+        """Whether the query is one typed word (an acronym, identifier or name) and rare here: BM25's strength."""
+        limit = max(2.0, rare_df * self.n_docs)
+        return self.tokens == 1 and self.unseen == 0 and bool(self.dfs) and min(self.dfs) <= limit
+
+
+def _idf(df: int, n_docs: int) -> float:
+    """Lucene's idf, as the BM25 index weighs a stem (store.lexical.lucene_idf)."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
 @dataclass(frozen=True)
 class FusionChoice:
     """The weight hybrid gave the dense side for one query (1 - alpha to BM25), and why."""
@@ -160,6 +232,12 @@ class FusionPolicy:
     power: float = PEAK_POWER
     lexical_scale: float = LEXICAL_SCALE
     note: str = ""  # why this policy (what the manifest said, or the option that asked for it)
+    # Query signals (issue #36; 0 / 1 turn each off, as an adaptive entry recorded before them reads):
+    rare_df: float = ADAPTIVE_RARE_DF  # a stem in at most this share of the documents is rare
+    common_share: float = ADAPTIVE_COMMON_SHARE  # BM25's best match holds less of the query's idf mass: dense leads
+    dense_alpha: float = ADAPTIVE_DENSE_ALPHA  # then dense gets at least this weight
+    one_term_alpha: float = ADAPTIVE_ONE_TERM_ALPHA  # the most weight dense gets when the query is one rare word
+    typo_alpha: float = ADAPTIVE_TYPO_ALPHA  # the most weight dense gets when spelling corrected a word for BM25
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any] | None) -> FusionPolicy:
@@ -183,8 +261,22 @@ class FusionPolicy:
             if method == "adaptive":
                 top, power = int(entry.get("peak_top", PEAK_TOP)), float(entry.get("power", PEAK_POWER))
                 scale = float(entry.get("lexical_scale", LEXICAL_SCALE))
-                if top >= 1 and 0.0 <= power <= 16.0 and 0.0 < scale < float("inf"):
-                    return cls("adaptive", DEFAULT_ALPHA, top, power, scale, "adaptive in the manifest")
+                # An entry written before the query signals lacks their keys: it fuses as it did (signals off).
+                rare, common = float(entry.get("rare_df", 0.0)), float(entry.get("common_share", 0.0))
+                lead, one = float(entry.get("dense_alpha", 0.5)), float(entry.get("one_term_alpha", 1.0))
+                typo = float(entry.get("typo_alpha", 1.0))
+                if (
+                    top >= 1
+                    and 0.0 <= power <= 16.0
+                    and 0.0 < scale < float("inf")
+                    and 0.0 <= rare <= 1.0
+                    and 0.0 <= common <= 1.0
+                    and 0.0 <= lead <= 1.0
+                    and 0.0 <= one <= 1.0
+                    and 0.0 <= typo <= 1.0
+                ):
+                    note = "adaptive in the manifest"
+                    return cls("adaptive", DEFAULT_ALPHA, top, power, scale, note, rare, common, lead, one, typo)
         except (TypeError, ValueError, KeyError):
             pass
         return cls(note=f"unreadable fusion entry {dict(entry)!r} in the manifest")
@@ -207,11 +299,16 @@ class FusionPolicy:
             return FusionPolicy(note="--fusion fixed")
         return FusionPolicy("adaptive", note="--fusion adaptive")
 
-    def choose(self, dense_scores: np.ndarray, lexical_scores: np.ndarray, depth: int = 0) -> FusionChoice:
+    def choose(
+        self, dense_scores: np.ndarray, lexical_scores: np.ndarray, depth: int = 0, signal: QuerySignal | None = None
+    ) -> FusionChoice:
         """The weight for one query from its two candidate lists' scores (best first) of ``depth`` asked for.
 
         BM25 returns only the documents that match a query word; the rest of the ``depth`` scored 0, so the
         lexical head is measured against them too (a rare identifier matched by 3 documents stands out).
+        ``signal`` (what the query's words are worth in the index) then lets one side lead: dense when BM25's
+        best match holds little of the query's idf mass (its matches rest on common words), BM25 when the query
+        is one rare word (an acronym, identifier or name).
         """
         if self.method == "tuned":
             return FusionChoice(self.alpha, "tuned", f"alpha {self.alpha:g}: {self.note}", depth)
@@ -225,7 +322,33 @@ class FusionPolicy:
             wd, wl = max(pd, 0.0) ** self.power, max(pl, 0.0) ** self.power
             alpha = wd / (wd + wl)
             why = f"head z-score dense {pd:.2f}, lexical {pl:.2f} (BM25's / {self.lexical_scale:g})"
+        lead = self.leader(signal) if pl > 0.0 else None
+        if lead is not None:
+            bound, said = lead
+            if (bound > DEFAULT_ALPHA and alpha < bound) or (bound < DEFAULT_ALPHA and alpha > bound):
+                alpha, why = bound, f"{said}; {why}"
         return FusionChoice(alpha, "adaptive", f"alpha {alpha:.2f} to dense: {why}", depth)
+
+    def leader(self, signal: QuerySignal | None) -> tuple[float, str] | None:
+        """The weight one side's lead gives (dense's least, or BM25's: dense's most) and why; None: no lead.
+
+        BM25's top stands out as far when it repeats a few common words of a longer question ("whether", "AI") as
+        when it holds the query's rare words; what its best match holds of the query's idf mass tells them apart.
+        """
+        if signal is None:
+            return None
+        if self.typo_alpha < 1.0 and signal.corrected:
+            said = f"lexical leads: {signal.corrected} misspelt word(s) corrected for BM25 (dense reads them as typed)"
+            return self.typo_alpha, said
+        if self.one_term_alpha < 1.0 and signal.one_rare_word(self.rare_df):
+            rarest = min(signal.dfs)
+            said = f"lexical leads: the query is one rare word (in {rarest} of {signal.n_docs} documents)"
+            return self.one_term_alpha, said
+        share = signal.best_share()
+        if self.common_share > 0.0 and share is not None and share < self.common_share and self.dense_alpha > 0.5:
+            said = f"dense leads, lexical damped: its matches rest on common words (its best match holds {share:.2f}"
+            return self.dense_alpha, said + " of the query's idf mass)"
+        return None
 
 
 def _tuned_note(entry: Mapping[str, Any]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -13,19 +14,31 @@ import numpy as np
 
 from semsearch.core import options
 from semsearch.core.errors import IndexCorruptError, QueryError, UnknownDocumentError
-from semsearch.core.limits import check_k, check_text
+from semsearch.core.limits import check_finite, check_k, check_text
 from semsearch.core.options import MODES
+from semsearch.core.paperinfo import authors_of, year_of
 from semsearch.core.records import Document, Hit, SourceFile
 from semsearch.dedup.duplicates import same_paper, text_hash
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import check_requested_model, open_query_encoder
-from semsearch.query.fusion import DEFAULT_DEPTH, DEFAULT_NORM, FusionChoice, FusionPolicy, convex_arrays, diversify
+from semsearch.query.fusion import (
+    DEFAULT_DEPTH,
+    DEFAULT_NORM,
+    FusionChoice,
+    FusionPolicy,
+    QuerySignal,
+    convex_arrays,
+    diversify,
+)
 from semsearch.query.highlight import best_sentences, matched_terms
+from semsearch.query.neighbours import SUBJECT_POOL, subject_order
+from semsearch.query.spelling import Spelling, correct
+from semsearch.query.syntax import ParsedQuery, admits, parse_query
 from semsearch.store.ann import VECTORS, open_version_vectors
 from semsearch.store.documents import open_documents
 from semsearch.store.filter_columns import FilterColumns
 from semsearch.store.filters import evaluate, parse_where
-from semsearch.store.layout import current_version, doc_id_from_num, doc_num
+from semsearch.store.layout import current_version, doc_id_from_num, doc_num, with_point_back
 from semsearch.store.lexical import Analyzer, BM25Index
 from semsearch.store.manifest import Manifest
 from semsearch.store.windows_part import RESCORE_DEPTH, open_windows
@@ -38,6 +51,7 @@ DEFAULT_INDEX = Path(options.DEFAULT_INDEX)
 DIVERSITY_LAMBDA = 0.6
 DIVERSITY_FLOOR = 0.5
 FILTER_CACHE = 32  # --where answers an open Index remembers
+MAX_NAMED = 5000  # a name query's papers read to order them (a name shared that widely is no one person)
 
 
 def default_index_path() -> Path:
@@ -105,10 +119,11 @@ class Candidates:
     dense: tuple[np.ndarray, np.ndarray]
     lexical: tuple[np.ndarray, np.ndarray]
     depth: int
+    signal: QuerySignal | None = None  # what the query's words are worth in the index (adaptive fusion reads it)
 
     def fuse(self, policy: FusionPolicy, want: int) -> tuple[list[tuple[int, float]], FusionChoice]:
         """The best ``want`` as (FAISS id, fused score) under ``policy``, and the weight it chose."""
-        choice = policy.choose(self.dense[1], self.lexical[1], self.depth)
+        choice = policy.choose(self.dense[1], self.lexical[1], self.depth, self.signal)
         # The z-scores take all 2 x 1000 candidates; the hits need only the best ``want``.
         ids, fused = convex_arrays(
             *self.dense,
@@ -130,6 +145,9 @@ class Shape:
     diverse: bool = False
     diversity: float = DIVERSITY_LAMBDA
     explain: bool = True
+
+    def __post_init__(self) -> None:
+        check_finite(self.min_score, "min_score")  # NaN dropped every hit: "no results", as if none matched
 
     @property
     def want(self) -> int:
@@ -191,7 +209,13 @@ class Index:
         """Open the live version of the index at ``path`` (default: $SEMSEARCH_INDEX or indexes/default)."""
         index_path = Path(path) if path is not None else default_index_path()
         version = current_version(index_path)
-        return cls(index_path, version, Manifest.read(version), embedder=embedder, model=model)
+        try:
+            return cls(index_path, version, Manifest.read(version), embedder=embedder, model=model)
+        except IndexCorruptError as exc:  # the live version is damaged: name an older intact one to point back to
+            better = with_point_back(index_path, version, exc)
+            if better is exc:
+                raise
+            raise better from exc
 
     def __enter__(self) -> Index:
         return self
@@ -306,11 +330,13 @@ class Index:
         diversity: float = DIVERSITY_LAMBDA,
         explain: bool = True,
         fusion: str | None = None,
+        exact: bool = False,
     ) -> list[Hit]:
         """The k documents that best answer a text, best first.
 
         Args:
-            text: the question, in plain words.
+            text: the question, in plain words; a person's name (their papers first, each hit's ``by`` set), and
+                fields ``author:"Zhouchen Lin" title:x venue:x year:>=2024 "exact phrase" -word`` (query/syntax.py).
             k: how many hits.
             mode: "hybrid" (default: BM25 and embeddings fused), "dense" (embeddings only; score = cosine)
                 or "lexical" (BM25 only; score = BM25).
@@ -321,6 +347,8 @@ class Index:
             diversity: MMR λ (1 = relevance only; the default 0.6 was chosen on SciFact train).
             explain: add each hit's best-matching sentence and the query words it contains.
             fusion: hybrid's weighting, "adaptive" or "fixed" (alpha 0.5); None: what the index records.
+            exact: search the words as typed; by default BM25 searches a word the index barely knows as its
+                nearest frequent word (``spell`` says what it searched).
         """
         check_k(k)
         text = check_text(text)
@@ -330,10 +358,121 @@ class Index:
             policy = self.fusion.with_method(fusion)
         except ValueError as exc:
             raise QueryError(str(exc)) from None
-        allowed = self.allowed_rows(where)
-        vector = self.encode_query(text) if mode != "lexical" or diverse else None
         shape = Shape(k, min_score, diverse, diversity, explain)
-        return self._finish(self._rank(text, vector, mode, allowed, shape.want, policy=policy, windows=True), shape)
+        return self._search_parsed(parse_query(text), mode, list(where), shape, policy, exact)
+
+    def spell(self, text: str, *, exact: bool = False) -> Spelling:
+        """What BM25 searches for a query: its words to rank by, each word the index barely knows corrected.
+
+        A word whose stem at least ``spelling.KNOWN`` documents hold is never changed; ``exact`` changes none.
+        """
+        parsed = parse_query(check_text(text))
+        if exact or not parsed.text or (not parsed.phrases and self.store.people(parsed.text)):
+            return Spelling(parsed.text)  # a person's name is no misspelling of a word
+        lex = self.lexical
+        return correct(
+            parsed.text,
+            lambda word: lex.document_frequency(lex.analyzer.stem(word)),
+            lambda: self.memo("spelling.words", self._word_counts),
+        )
+
+    def _word_counts(self) -> Counter[str] | None:
+        """The words of this version's documents with their document frequencies (None: kept by no segment)."""
+        from semsearch.store.lexical import LEXICAL_DIR
+        from semsearch.store.words import read_words
+
+        return read_words([s.folder / LEXICAL_DIR for s in self.manifest.version_segments(self.version)])
+
+    def _search_parsed(
+        self,
+        parsed: ParsedQuery,
+        mode: str,
+        where: list[str],
+        shape: Shape,
+        policy: FusionPolicy,
+        exact: bool = False,
+    ) -> list[Hit]:
+        """A parsed query's hits: the papers of the person it names first (a name query), then the ranking.
+
+        ``author:`` values that name people narrow the candidates to their papers (else they are ``authors~``
+        filters); phrases and -words are applied to every hit, lexical and dense alike.
+        """
+        where = [*where, *parsed.where]
+        authored: dict[int, str] = {}  # papers of the people author: named, each with the name it gives
+        unresolved: list[str] = []
+        narrowed: np.ndarray | None = None
+        for value in parsed.authors:
+            found = self.store.people(value)
+            if not found:
+                where.append(f"authors~{value}")
+                unresolved.append(value)
+                continue
+            nums = {n: name for name, ns in found.items() for n in ns}
+            authored.update(nums)
+            mine = np.array(sorted(nums), dtype=np.int64)
+            narrowed = mine if narrowed is None else np.intersect1d(narrowed, mine)
+        allowed = self.allowed_rows(where)
+        if narrowed is not None:
+            allowed = narrowed if allowed is None else np.intersect1d(allowed, narrowed)
+        fielded = [v for f in ("title", "venue") for v in parsed.fields.get(f, [])]
+        rank_text = parsed.text or " ".join([*fielded, *unresolved])
+        # A name query: the text (after any fields) is, as a whole, the name of someone in the index.
+        named = self.store.people(parsed.text) if parsed.text and not parsed.phrases else {}
+        if not named and not rank_text and authored:
+            for num, name in authored.items():  # only author: given: their papers, newest first
+                named.setdefault(name, []).append(num)
+        if not rank_text and not named:
+            raise QueryError(
+                f"the query {parsed.raw.strip()!r} has no words to rank by (only fields or -words); add some, "
+                'e.g. diffusion year:2025 or author:"Zhouchen Lin"'
+            )
+        first = self._named_first(named, allowed, parsed, shape.k)
+        vector = self.encode_query(rank_text) if rank_text and (mode != "lexical" or shape.diverse) else None
+        ranking = Ranking([], {}, {}, vector, rank_text, mode)
+        scored: dict[int, float] = {}
+        rest = replace(shape, k=shape.k - len(first))
+        if rank_text:
+            filtered = bool(parsed.phrases or parsed.exclude)
+            want = min(len(self), DEFAULT_DEPTH) if filtered else rest.want + len(first)
+            # Typos are corrected for BM25 only; the question's own text is what the dense side reads.
+            lexical_text = self.spell(rank_text, exact=exact).text if mode != "dense" and not named else None
+            ranking = self._rank(
+                rank_text, vector, mode, allowed, want, policy=policy, windows=True, lexical_text=lexical_text
+            )
+            scored = dict(ranking.ranked)
+            placed = set(first)
+            ranked = [(n, s) for n, s in ranking.ranked if n not in placed]  # no paper twice
+            if filtered:
+                docs = self.store.get_many([n for n, _ in ranked])
+                ranked = [(n, s) for n, s in ranked if admits(parsed, _searchable(docs[n]))]
+            ranking = replace(ranking, ranked=ranked)
+        # The person's papers are placed by name, not score: each keeps the score the ranking gave it (0 when it
+        # was no candidate), and opens with its abstract (a sentence matching a name says nothing).
+        person = replace(ranking, ranked=[(n, scored.get(n, 0.0)) for n in first])
+        hits = self._finish(person, Shape(len(first), explain=False))
+        name_of = {n: name for name, ns in named.items() for n in ns}
+        for hit in hits:
+            hit.by = name_of[doc_num(hit.id)]
+        if rest.k > 0 and ranking.ranked:
+            more = self._finish(ranking, rest)
+            for hit in more:
+                hit.by = authored.get(doc_num(hit.id))
+            hits += more
+        for rank, hit in enumerate(hits, start=1):
+            hit.rank = rank
+        return hits
+
+    def _named_first(
+        self, named: dict[str, list[int]], allowed: np.ndarray | None, parsed: ParsedQuery, k: int
+    ) -> list[int]:
+        """The named people's papers that pass the filters, phrases and -words: newest first, at most ``k``."""
+        nums = sorted({n for ns in named.values() for n in ns})
+        if allowed is not None:
+            nums = np.intersect1d(np.array(nums, dtype=np.int64), allowed).tolist()
+        docs = self.store.get_many(nums[:MAX_NAMED])
+        kept = [n for n in nums[:MAX_NAMED] if admits(parsed, _searchable(docs[n]))]
+        kept.sort(key=lambda n: (-int(year_of(docs[n].metadata) or 0), n))
+        return kept[:k]
 
     def _rank(
         self,
@@ -346,11 +485,14 @@ class Index:
         *,
         policy: FusionPolicy | None = None,
         windows: bool = False,
+        lexical_text: str | None = None,
     ) -> Ranking:
         """Candidates best first as (FAISS id, score), with the dense and lexical scores seen on the way.
 
         With ``windows`` and a windowed index the dense candidates are re-scored by their best window.
+        ``lexical_text``: what BM25 searches instead of ``text`` (the query with its typos corrected).
         """
+        words = text if lexical_text is None else lexical_text
         pool = len(self) if allowed is None else len(allowed)
         # Hybrid fuses deep lists (tuned on SciFact train: see semsearch.query.fusion); single modes need only k.
         depth = min(pool, max(DEFAULT_DEPTH, want) if mode == "hybrid" else want + len(exclude))
@@ -364,16 +506,17 @@ class Index:
             dense_top = self._dense_list(vector, depth, allowed, exclude, pool, windows)
             dense = dict(zip(dense_top[0].tolist(), dense_top[1].tolist(), strict=True))
         if mode in ("lexical", "hybrid"):
-            lexical_top = self._lexical_top(text, depth, allowed, exclude)
+            lexical_top = self._lexical_top(words, depth, allowed, exclude)
             lexical = dict(zip(lexical_top[0].tolist(), lexical_top[1].tolist(), strict=True))
         if mode == "dense":
             ranked = sorted(dense.items(), key=lambda item: (-item[1], item[0]))
         elif mode == "lexical":
             ranked = sorted(lexical.items(), key=lambda item: (-item[1], item[0]))
         else:
-            ranked, choice = Candidates(dense_top, lexical_top, depth).fuse(policy or self.fusion, want)
-            return Ranking(ranked, dense, lexical, vector, text, mode, choice)
-        return Ranking(ranked, dense, lexical, vector, text, mode)
+            signal = QuerySignal.measure(self.lexical, words, lexical_top[0], typed=text)
+            ranked, choice = Candidates(dense_top, lexical_top, depth, signal).fuse(policy or self.fusion, want)
+            return Ranking(ranked, dense, lexical, vector, words, mode, choice)
+        return Ranking(ranked, dense, lexical, vector, words, mode)
 
     def hybrid_candidates(self, text: str) -> Candidates:
         """The two lists hybrid search fuses for ``text`` (no filter), for weighing fusions offline (eval --tune)."""
@@ -385,7 +528,9 @@ class Index:
             empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
             return Candidates(empty, empty, 0)
         dense_top = self._dense_list(vector, depth, None, frozenset(), pool, windows=True)
-        return Candidates(dense_top, self._lexical_top(text, depth, None, frozenset()), depth)
+        lexical_top = self._lexical_top(text, depth, None, frozenset())
+        signal = QuerySignal.measure(self.lexical, text, lexical_top[0])
+        return Candidates(dense_top, lexical_top, depth, signal)
 
     def _dense_list(
         self,
@@ -569,7 +714,9 @@ class Index:
         diversity: float = DIVERSITY_LAMBDA,
         explain: bool = True,
     ) -> list[Hit]:
-        """The k papers nearest to one in the index (cosine), never the paper itself or its merged duplicates.
+        """The k papers nearest to one in the index, never the paper itself or its merged duplicates.
+
+        Scored by cosine; the 100 nearest ordered by the paper's own subject words too (``query.neighbours``).
 
         ``explain``: give each hit its sentence nearest the paper as its highlight (``highlight_related``).
         """
@@ -579,7 +726,10 @@ class Index:
         vector = self.vectors.get_one(num).reshape(1, -1)
         allowed = self.allowed_rows(where)
         shape = Shape(k, min_score, diverse, diversity, explain=False)
-        hits = self._finish(self._rank("", vector, "dense", allowed, shape.want, frozenset([num])), shape)
+        # Nearest by cosine, the first SUBJECT_POOL held to the paper's own subject words (query.neighbours).
+        ranking = self._rank("", vector, "dense", allowed, max(shape.want, SUBJECT_POOL), frozenset([num]))
+        ranking = replace(ranking, ranked=subject_order(self.lexical, doc, ranking.ranked))
+        hits = self._finish(ranking, shape)
         return self._highlight_near(hits, vector, doc.embedding_text()) if explain else hits
 
     def highlight_related(self, hits: list[Hit], doc_id: str) -> list[Hit]:
@@ -645,6 +795,11 @@ class Index:
                 terms = analyzer(text) if terms is None else terms
                 hit.highlights = best_sentences(hit.text, terms, n=1, analyzer=analyzer)
         return hits
+
+
+def _searchable(doc: Document) -> str:
+    """What phrases and -words are looked for in: the title, the abstract and the authors' names."""
+    return " ".join([doc.title or "", doc.text, *authors_of(doc.metadata)])
 
 
 def _pool_size(k: int) -> int:

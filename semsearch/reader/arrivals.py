@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from semsearch.core.errors import QueryError, TagError
 from semsearch.core.fileio import utc_now, write_text_atomic
+from semsearch.core.safe_text import clean_text
 from semsearch.reader.tags import check_name, locked_state
 
 if TYPE_CHECKING:
@@ -116,6 +117,8 @@ def read_watches(index_dir: Path) -> list[Watch]:
 
 def add_watch(index_dir: Path, name: str, query: str) -> Watch:
     check_name(name, "saved query")
+    # Saved as one clean line: a CR or an escape in it would reach every terminal that lists it later.
+    query = " ".join(clean_text(query, one_line=True).split())
     if not query.strip():
         raise QueryError("the saved query is empty")
     if len(query) > 1000:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from semsearch.core.errors import QueryError
 from semsearch.core.fileio import utc_now
+from semsearch.core.limits import check_finite
 from semsearch.core.options import ALSO_NEW_CAP, MIN_FIT
 from semsearch.core.paperinfo import authors_of, link_of, plain_text
 from semsearch.core.safe_text import clean_text, json_text, markdown_text, markdown_url
@@ -94,8 +94,7 @@ def make_digest(
     check_name(name, "digest")
     if k < 1 or k > 100:
         raise QueryError(f"k must be 1..100 for a digest, got {k}")
-    if not math.isfinite(min_fit):  # NaN put every paper in a section; either would be bare NaN in the JSON
-        raise QueryError(f"the minimum fit must be a number, got {min_fit}")
+    check_finite(min_fit, "min_fit")  # NaN put every paper in a section; either would be bare NaN in the JSON
     if not 0 <= also_max <= 10_000:
         raise QueryError(f"the 'also new' cap must be 0..10000, got {also_max}")
     clauses = new_since(index, since, name=name) if since is not None else []

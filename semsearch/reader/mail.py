@@ -13,6 +13,7 @@ import os
 import smtplib
 import socket
 import ssl
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -98,10 +99,7 @@ def resolve_settings(
     password = env.get(ENV_PREFIX + "PASSWORD", "")
     password_file = get("password_file")
     if not password and password_file:
-        try:
-            password = Path(password_file).expanduser().read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MailError(f"cannot read the SMTP password file {password_file}: {exc}") from exc
+        password = read_secret_file(Path(password_file).expanduser(), "SMTP password file")
     user = get("user")
     if user and not password:
         raise MailError(f"SMTP user {user!r} but no password: set {ENV_PREFIX}PASSWORD or password_file")
@@ -112,6 +110,25 @@ def resolve_settings(
     if cafile and not Path(cafile).expanduser().is_file():
         raise MailError(f"no CA file {cafile}")
     return MailSettings(host, port, security, sender, user, password, cafile)
+
+
+def read_secret_file(path: Path, what: str) -> str:
+    """A secret's text from a file only its owner may read; MailError (as ssh refuses a private key) otherwise.
+
+    A file that the group or others can read (or write) has leaked, or will: it is refused with the chmod that
+    fixes it. Read through one descriptor, so the file checked is the file read.
+    """
+    try:
+        with path.open("rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            if os.name == "posix" and mode & 0o077:
+                raise MailError(
+                    f"permissions {stat.S_IMODE(mode):04o} for the {what} {path} are too open: it must be "
+                    f"readable only by you (chmod 600 {path})"
+                )
+            return fh.read().decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MailError(f"cannot read the {what} {path}: {exc}") from exc
 
 
 def check_address(value: str, what: str = "--mail-to") -> str:

@@ -203,15 +203,17 @@ def bm25_features(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_d
 def resolve_liked(index: Index, keys: Sequence[str]) -> list[Document]:
     """Documents named by tags (their live members) or by ids / external ids / prefixes / DOIs."""
     from semsearch.core.errors import UnknownDocumentError
-    from semsearch.reader.tags import TagStore, members, resolve_papers
+    from semsearch.reader.tags import TagStore, all_members, resolve_papers
 
     store = TagStore(index.path)
     tags = store.read()
+    # Reading only: a recommendation never rewrites the tags file (a read-only server calls this). One read for
+    # all the named tags, not one each.
+    named = all_members(index, store, list(dict.fromkeys(k for k in keys if k in tags)), repoint=False)
     out: list[Document] = []
     for key in keys:
         if key in tags:
-            # Reading only: a recommendation never rewrites the tags file (a read-only server calls this).
-            live = [m.live_id for m in members(index, store, key, repoint=False) if m.live_id is not None]
+            live = [m.live_id for m in named[key] if m.live_id is not None]
             out.extend(index.store.find(i) or _missing(i) for i in live)
         else:
             try:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.core.errors import IndexCorruptError, InputError
+from semsearch.core.errors import IndexCorruptError, InputError, SemsearchError
 from semsearch.core.idrows import RowIndex
 from semsearch.store.ann_kinds import (
     AnnKind,
@@ -31,7 +31,7 @@ from semsearch.store.ann_kinds import (
     ann_kind_names,
 )
 from semsearch.store.manifest import Manifest
-from semsearch.store.vectors import SegmentedVectorStore, VectorStore
+from semsearch.store.vectors import SegmentedVectorStore, VectorStore, first_non_finite
 
 VECTORS = "vectors.faiss"  # the ANN index file of a version
 TUNING_QUERIES = "tuning_queries.npy"  # encoded sample queries the search was tuned on
@@ -161,7 +161,10 @@ def build_ann(
     if index is None:
         index = faiss.index_factory(dimension, factory_string(spec), faiss.METRIC_INNER_PRODUCT)
         if not index.is_trained:
-            index.train(_training_sample(vectors, spec))
+            sample = _training_sample(vectors, spec)
+            if first_non_finite(sample) is not None:  # FAISS k-means would die with a traceback on it
+                raise SemsearchError("a vector to train the ANN index on is not finite (NaN or inf)")
+            index.train(sample)
         if n:
             index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
         _tune(index, spec, store, queries)

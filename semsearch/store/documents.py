@@ -16,17 +16,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from semsearch.core.errors import IndexCorruptError
+from semsearch.core.errors import IndexCorruptError, QueryError, sqlite_failure
 from semsearch.core.fileio import readonly_uri
+from semsearch.core.options import MAX_KEY_CHARS
 from semsearch.core.records import Arrival, Document, Provenance
 from semsearch.store.filter_columns import TABLES as FILTER_TABLES
 from semsearch.store.filter_columns import SegmentTables, write_filter_columns
 from semsearch.store.layout import DOCS, doc_num
+from semsearch.store.people import TABLE as PEOPLE
+from semsearch.store.people import VIEW_COLUMNS as PEOPLE_COLUMNS
+from semsearch.store.people import find_people, write_people
 
 if TYPE_CHECKING:
     from semsearch.store.manifest import Manifest
     from semsearch.store.segments import Segment
 
+ID_DIGITS = 16  # a document id's hex digits (textnorm.doc_id_for): a longer key is no id's prefix
 _SCHEMA = """
 CREATE TABLE documents (
     num INTEGER PRIMARY KEY,      -- the FAISS id: int(id, 16)
@@ -70,7 +75,7 @@ CREATE TABLE title_only (         -- documents read without an abstract: their t
 );
 """
 # Tables older versions lack; readers treat a missing one as empty.
-_OPTIONAL_TABLES = ("document_texts", "aliases", "title_only", "arrivals")
+_OPTIONAL_TABLES = ("document_texts", "aliases", "title_only", "arrivals", PEOPLE)
 # The columns each segment view shows. A document's rows all lie in one segment, so a view's rowid (the
 # segment's own) still orders the rows of one document as they were written.
 _VIEW_COLUMNS = {
@@ -81,6 +86,7 @@ _VIEW_COLUMNS = {
     "aliases": "alias, num",
     "arrivals": "num, version, added_at",
     "title_only": "num",
+    PEOPLE: PEOPLE_COLUMNS,
 }
 _REQUIRED_TABLES = ("documents", "provenance", "external_ids")
 
@@ -120,6 +126,8 @@ class DocumentStore:
         # A table some segment lacks (a base older than the table) holds nothing there.
         self._tables = set().union(*tables).intersection(_OPTIONAL_TABLES)
         self._filter_columns = all(t.issuperset(FILTER_TABLES) for t in tables)
+        # Name queries need every segment's people: a base written before them would lose its authors' papers.
+        self._people = all(PEOPLE in t for t in tables)
 
     @classmethod
     def open_version(cls, version: Path, segments: Sequence[Segment]) -> DocumentStore:
@@ -203,6 +211,13 @@ class DocumentStore:
         """Whether the version has the column index --where reads (versions before it are scanned)."""
         return self._filter_columns
 
+    def people(self, text: str) -> dict[str, list[int]]:
+        """The authors ``text`` names (any usual form) and their documents' numbers.
+
+        Empty for a version with a segment written before the people table (``semsearch index --full`` adds it).
+        """
+        return find_people(self._query, text) if self._people else {}
+
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run one read-only SELECT (what ``filter_columns`` asks of the store)."""
         return self._query(sql, params)
@@ -227,8 +242,8 @@ class DocumentStore:
         try:
             with self._lock:
                 return self.conn.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise IndexCorruptError(f"{self.path}: {exc}; rebuild with: semsearch index --full") from exc
+        except sqlite3.Error as exc:  # damage says rebuild; a request past SQLite's limits is a bad request
+            raise sqlite_failure(str(self.path), exc) from exc
 
     def get_many(self, nums: Sequence[int]) -> dict[int, Document]:
         """Documents by FAISS id, with their provenance."""
@@ -309,13 +324,13 @@ class DocumentStore:
 
     def find(self, key: str) -> Document | None:
         """A document by its id, a former id (alias), an unambiguous id prefix (≥ 6 digits), or an external id."""
-        key = key.strip()
+        key = check_key(key)
         rows = self._query("SELECT num FROM documents WHERE id = ?", (key.lower(),))
         if not rows and "aliases" in self._tables:
             rows = self._query("SELECT num FROM aliases WHERE alias = ?", (key.lower(),))
         if not rows:
             rows = self._query("SELECT num FROM external_ids WHERE external_id = ?", (key,))
-        if not rows and len(key) >= 6 and all(c in "0123456789abcdef" for c in key.lower()):
+        if not rows and 6 <= len(key) <= ID_DIGITS and all(c in "0123456789abcdef" for c in key.lower()):
             rows = self._query("SELECT num FROM documents WHERE id LIKE ? LIMIT 2", (key.lower() + "%",))
             if len(rows) > 1:
                 return None
@@ -326,7 +341,7 @@ class DocumentStore:
     def prefix_ids(self, prefix: str, limit: int = 3) -> list[str]:
         """Ids that start with a hex prefix (at most ``limit``): more than one means the prefix is ambiguous."""
         key = prefix.strip().lower()
-        if not key or any(c not in "0123456789abcdef" for c in key):
+        if not key or len(key) > ID_DIGITS or any(c not in "0123456789abcdef" for c in key):
             return []
         rows = self._query("SELECT id FROM documents WHERE id LIKE ? ORDER BY id LIMIT ?", (key + "%", limit))
         return [str(r[0]) for r in rows]
@@ -338,6 +353,16 @@ class DocumentStore:
             chunk = self.get_many(nums[start : start + batch])
             for num in nums[start : start + batch]:
                 yield chunk[num]
+
+
+def check_key(key: str) -> str:
+    """A lookup key without surrounding space; QueryError when it is longer than any id ingest keeps."""
+    key = key.strip()
+    if len(key) > MAX_KEY_CHARS:
+        raise QueryError(
+            f"an id is at most {MAX_KEY_CHARS:,} characters; this one has {len(key):,} (ids appear in search results)"
+        )
+    return key
 
 
 def write_documents(path: Path, documents: Sequence[Document], *, filter_columns: bool = True) -> None:
@@ -385,6 +410,7 @@ def write_documents(path: Path, documents: Sequence[Document], *, filter_columns
             "INSERT INTO arrivals VALUES (?, ?, ?)",
             ((doc_num(d.id), d.added.seq, d.added.at) for d in documents if d.added is not None),
         )
+        write_people(conn, documents)  # name queries (store/people.py): with every write of documents
         if filter_columns:
             write_filter_columns(conn, documents, metadata)
         conn.commit()

@@ -19,7 +19,13 @@ Layout of an index directory (``indexes/default``)::
     cache/               embedding caches, one SQLite file per model fingerprint and precision (cache.py)
     .lock                held by the one writer (flock; versions.py)
     .build-*             a half-written version; removed by the next writer (versions.py)
-    .publishing          the version a writer is moving into place; a leftover names one never published
+    .publishing          the version a writer is moving into place and what CURRENT was then (JSON); a leftover
+                         is trusted only while CURRENT is that very file, unchanged (versions.py)
+    versions.json        the versions this index wrote and the last number it gave one (version_record.py):
+                         pruning deletes only versions named there, and numbers are never given twice
+
+Only ``v-<seq>-<time>`` folders are versions: a ``v-draft/`` or ``v-1.0-release/`` a user keeps beside them is
+never listed, never recovered to and never deleted.
 
 Readers resolve CURRENT once and read only that folder, so they always see a complete version.
 """
@@ -27,9 +33,10 @@ Readers resolve CURRENT once and read only that folder, so they always see a com
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-from semsearch.core.errors import IndexNotFoundError, IndexPointerError
+from semsearch.core.errors import IndexCorruptError, IndexNotFoundError, IndexPointerError
 
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
@@ -41,7 +48,10 @@ LOCK = ".lock"
 BUILD_PREFIX = ".build-"
 PUBLISHING = ".publishing"
 VERSION_PREFIX = "v-"
+VERSIONS_RECORD = "versions.json"
 INDEX_FORMAT = "semsearch-index"
+# The only names a version folder of this index has (``publish``): anything else beside them is not the index's.
+VERSION_NAME = re.compile(r"v-(\d{6,})-(\d{8}T\d{6})")
 
 
 def doc_num(doc_id: str) -> int:
@@ -84,15 +94,29 @@ def index_of_version(folder: Path) -> Path | None:
     return None
 
 
+def is_version_name(name: str) -> bool:
+    """Whether ``name`` is how this index names a version folder (``v-000012-20261203T120000``)."""
+    return VERSION_NAME.fullmatch(name) is not None
+
+
 def version_folders(index_dir: Path) -> list[Path]:
-    """The ``v-*`` folders of an index, newest (highest publication number) first."""
-    folders = [p for p in index_dir.glob(f"{VERSION_PREFIX}*") if p.is_dir()] if index_dir.is_dir() else []
+    """The version folders of an index (``v-<seq>-<time>``), newest (highest publication number) first.
+
+    Folders named otherwise (a user's ``v-draft/``) are not versions: never listed, so never recovered to.
+    """
+    if not index_dir.is_dir():
+        return []
+    folders = [p for p in index_dir.glob(f"{VERSION_PREFIX}*") if is_version_name(p.name) and p.is_dir()]
     return sorted(folders, key=lambda p: _sequence(p.name), reverse=True)
 
 
-def _sequence(name: str) -> int:
-    parts = name.split("-")
-    return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else -1
+def sequence_of(name: str) -> int:
+    """The publication number of a version folder name (``v-000012-…``), or -1 for any other name."""
+    match = VERSION_NAME.fullmatch(name)
+    return int(match.group(1)) if match else -1
+
+
+_sequence = sequence_of
 
 
 def sound_version(version: Path) -> bool:
@@ -115,6 +139,64 @@ def sound_version(version: Path) -> bool:
 def newest_sound_version(index_dir: Path) -> Path | None:
     """The highest-numbered version folder that passes ``sound_version``, or None."""
     return next((v for v in version_folders(index_dir) if sound_version(v)), None)
+
+
+def version_damage(version: Path) -> str | None:
+    """What is wrong with a version folder, reading every byte (sizes, then each file's sha256), or None.
+
+    The slow check ``sound_version`` stands in for: used where a version is about to be named as the one to
+    point back to, so a file it shares (a hard link) with a damaged live version is never trusted by its size.
+    """
+    if not sound_version(version):
+        return f"{version.name} is incomplete (a file is missing or has the wrong size)"
+    from semsearch.core.fileio import file_sha256
+
+    try:
+        files = json.loads((version / MANIFEST).read_text(encoding="utf-8"))["files"]
+        for name, entry in files.items():
+            if file_sha256(version / name) != entry["sha256"]:
+                return f"{version / name} does not match its checksum"
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+        return f"{version.name} cannot be read ({exc})"
+    return None
+
+
+def older_intact_version(index_dir: Path, live: Path) -> Path | None:
+    """The newest version numbered below ``live`` whose every file matches its checksum, or None."""
+    live_seq = sequence_of(live.name)
+    older = [v for v in version_folders(index_dir) if -1 < sequence_of(v.name) < live_seq]
+    return next((v for v in older if version_damage(v) is None), None)
+
+
+def point_back_hint(index_dir: Path, live: Path) -> str | None:
+    """For a damaged live version: the older intact version and the command that points CURRENT back at it.
+
+    None when ``live`` is intact after all (every byte matches its checksum: the problem lies elsewhere), is
+    a bare version folder opened on its own, or no older version is intact.
+    """
+    if live.parent != index_dir and live.resolve().parent != index_dir.resolve():
+        return None
+    if version_damage(live) is None:
+        return None
+    older = older_intact_version(index_dir, live)
+    if older is None:
+        return None
+    return (
+        f"the newest older sound version is {older.name}: point back to it with: "
+        f"semsearch index --recover-to {older.name} --index {index_dir} (or rebuild with: semsearch index --full)"
+    )
+
+
+def with_point_back(index_dir: Path, live: Path, exc: IndexCorruptError) -> IndexCorruptError:
+    """``exc`` (the live version is damaged) with the older intact version to point back to, when there is one.
+
+    An error without a hint (a bad CURRENT, an unreadable record of versions, a damaged shared export) carries
+    its own remedy and is left as it is.
+    """
+    if exc.hint is None:
+        return exc
+    hint = point_back_hint(index_dir, live)
+    return exc if hint is None else IndexCorruptError(exc.problem, field=exc.field, hint=hint)
 
 
 def pointer_problem(index_dir: Path) -> str | None:

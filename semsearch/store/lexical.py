@@ -216,6 +216,10 @@ class BM25Index:
         """Sum the weighted postings of the query terms into one score per row (and mark the rows they touch)."""
         raise NotImplementedError
 
+    def document_frequency(self, term: str) -> int:
+        """How many documents hold a stemmed term (0 for a term the vocabulary lacks)."""
+        raise NotImplementedError
+
     def csc(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(weights, rows, offsets): every posting's BM25 weight as a CSC matrix, one column per term id."""
         raise NotImplementedError
@@ -405,6 +409,11 @@ class LexicalIndex(BM25Index):
     def csc(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(weights, rows, offsets): every posting's BM25 weight as a CSC matrix, one column per term id."""
         return self.data, self.indices, self.indptr
+
+    def document_frequency(self, term: str) -> int:
+        """How many documents hold a stemmed term (0 for a term the vocabulary lacks)."""
+        tid = self.term_ids.get(term)
+        return 0 if tid is None else int(self.indptr[tid + 1] - self.indptr[tid])
 
     def query_weights(self, query: str | Mapping[str, float]) -> dict[int, float]:
         """Term id -> weight for a query text (weight = count in the query) or an explicit term -> weight map."""

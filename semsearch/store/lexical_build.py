@@ -43,6 +43,7 @@ from semsearch.store.lexical import (
     lucene_norms,
     lucene_tf_weights,
 )
+from semsearch.store.words import write_words
 
 
 @dataclass
@@ -195,9 +196,11 @@ def write_lexical(
     lexical.save(folder)
     for name, array in extras.items():
         np.save(folder / name, array, allow_pickle=False)
+    words = write_words(folder, texts)
     return {
         "bm25": asdict(lexical.params),
         "terms": len(lexical.vocab),
+        "words": words,
         "analysed": analysed,
         "analyzer": ANALYZER_NAME,
     }

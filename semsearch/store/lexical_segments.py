@@ -150,6 +150,11 @@ class SegmentedLexicalIndex(BM25Index):
                 out[tid] = out.get(tid, 0.0) + float(w)
         return out
 
+    def document_frequency(self, term: str) -> int:
+        """How many live documents hold a stemmed term (0 for a term the vocabulary lacks)."""
+        tid = self.term_ids.get(term)
+        return 0 if tid is None else self._term_stats(tid)[0]
+
     def _term_stats(self, tid: int) -> tuple[int, np.float32]:
         """(live document frequency, float32 idf) of a term over every segment, worked out once per term."""
         stats = self._idf.get(tid)

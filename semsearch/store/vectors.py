@@ -8,6 +8,7 @@ A version with extra segments (segments.py) is read as one store of its live row
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from semsearch.core.errors import IndexCorruptError
+from semsearch.core.errors import IndexCorruptError, SemsearchError
 from semsearch.core.idrows import RowIndex
 
 if TYPE_CHECKING:
@@ -26,8 +27,56 @@ VECTOR_FILE = "vectors.npy"
 IDS_FILE = "ids.npy"
 
 
+# Rows checked for finiteness at once: bounds the temporary mask (64k x 384 bools) whatever the corpus size.
+_FINITE_CHUNK = 65_536
+
+
+def first_non_finite(matrix: np.ndarray) -> int | None:
+    """The first row holding a NaN or an infinity, or None when every value is finite (read in chunks)."""
+    for start in range(0, len(matrix), _FINITE_CHUNK):
+        bad = ~np.isfinite(np.asarray(matrix[start : start + _FINITE_CHUNK])).all(axis=1)
+        if bad.any():
+            return start + int(np.flatnonzero(bad)[0])
+    return None
+
+
+def check_finite(matrix: np.ndarray, ids: np.ndarray, where: Path) -> None:
+    """Raise unless every vector is finite: a NaN row matches nothing (silent "no results") and breaks k-means."""
+    row = first_non_finite(matrix)
+    if row is not None:
+        raise SemsearchError(
+            f"{where}: the vector of document number {int(ids[row])} is not finite (NaN or inf); nothing was published"
+        )
+
+
+def non_finite_problems(version: Path, manifest: Manifest) -> list[str]:
+    """One line per vector file of a version (each segment's) that holds a non-finite row (``verify``)."""
+    problems = []
+    for segment in manifest.version_segments(version) if manifest.segmented else []:
+        problems += _non_finite_file(segment.folder / VECTOR_FILE, segment.folder / IDS_FILE)
+    if not manifest.segmented:
+        problems += _non_finite_file(version / VECTOR_FILE, version / IDS_FILE)
+    return problems
+
+
+def _non_finite_file(path: Path, ids_path: Path) -> list[str]:
+    if not path.is_file():
+        return []  # a format-1 version (vectors in FAISS) or a missing file, which the checksums report
+    try:
+        matrix = np.load(path, mmap_mode="r", allow_pickle=False)
+        row = first_non_finite(matrix) if matrix.ndim == 2 else None
+    except (OSError, ValueError, EOFError) as exc:
+        return [f"{path}: not readable ({exc})"]
+    if row is None:
+        return []
+    with contextlib.suppress(OSError, ValueError, EOFError, IndexError):
+        return [f"{path}: the vector of document number {int(np.load(ids_path)[row])} is not finite (NaN or inf)"]
+    return [f"{path}: row {row} is not finite (NaN or inf)"]
+
+
 def write_vector_files(folder: Path, ids: np.ndarray, vectors: np.ndarray) -> None:
-    """Write the exact vectors (row i belongs to ids[i]) as plain .npy files (no pickle)."""
+    """Write the exact vectors (row i belongs to ids[i]) as plain .npy files (no pickle); refuses non-finite ones."""
+    check_finite(vectors, ids, folder)
     np.save(folder / VECTOR_FILE, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
     np.save(folder / IDS_FILE, np.ascontiguousarray(ids, dtype=np.int64), allow_pickle=False)
 

@@ -190,16 +190,19 @@ def verify(version: Path, manifest: Manifest) -> list[str]:
     """Problems with a version's window files: unreadable, or rows of documents their segment lacks."""
     if not is_windowed(manifest):
         return []
-    from semsearch.store.vectors import IDS_FILE
+    from semsearch.store.vectors import IDS_FILE, first_non_finite
 
     problems = []
     for seg in manifest.version_segments(version):
         try:
-            _, ids = _read(seg.folder, manifest.model.dimension)
+            vectors, ids = _read(seg.folder, manifest.model.dimension)
             stray = np.setdiff1d(ids, np.load(seg.folder / IDS_FILE, allow_pickle=False))
+            bad = first_non_finite(vectors)
         except (IndexCorruptError, OSError, ValueError) as exc:
             problems.append(str(exc))
             continue
+        if bad is not None:
+            problems.append(f"{seg.folder / WINDOW_FILE}: the window of document number {int(ids[bad])} is not finite")
         if len(stray):
             problems.append(f"{seg.folder / WINDOW_IDS_FILE}: windows of {len(stray)} documents the segment lacks")
     return problems

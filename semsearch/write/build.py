@@ -32,9 +32,9 @@ from semsearch.encode.encoder_choice import EncoderChoice, open_build_encoder
 from semsearch.encode.encoding import encode_with_cache, whole_and_windows
 from semsearch.encode.models import DEFAULT_MODEL
 from semsearch.encode.sentence_runs import SCHEME as SENTENCE_SCHEME
-from semsearch.ingest.sources import expand_sources, read_sources
+from semsearch.ingest.sources import read_paths, unreadable_notes, walk
 from semsearch.store.ann import AnnSpec, query_like_texts
-from semsearch.store.layout import CACHE_DIR, current_version, version_folders
+from semsearch.store.layout import CACHE_DIR, current_version, live_version, version_folders, with_point_back
 from semsearch.store.manifest import Counts, Manifest, ModelInfo
 from semsearch.store.versions import (
     PreviousVersion,
@@ -48,8 +48,8 @@ from semsearch.store.versions import (
 )
 from semsearch.store.windows_part import WINDOWED_READINGS, WindowSet
 from semsearch.write.contents import write_contents
-from semsearch.write.freshness import absolute_source_args
-from semsearch.write.plan import Append, Live, Rewrite, Unchanged, is_unchanged, plan_refresh
+from semsearch.write.freshness import FOLLOW_LINKS, absolute_source_args
+from semsearch.write.plan import Append, Live, Rewrite, Unchanged, is_unchanged, plan_refresh, walk_rules
 from semsearch.write.settings import (
     BuildOptions,
     ann_settings,
@@ -164,6 +164,7 @@ class _Read:
     identity: PreviousIdentity | None  # the live version's ids and texts the dedup kept ids against
     near: bool
     catalogue_args: list[str]  # catalogue files whose records name the documents (semsearch.write.catalogue)
+    follow_links: bool = False  # linked files outside the source folders were read (remembered by the index)
     catalogue: CatalogueReport | None = None
 
     def join_catalogue(self) -> None:
@@ -228,14 +229,21 @@ def _read_input(sources: Sequence[str] | None, index_path: Path, opts: BuildOpti
         from semsearch.encode.ray_engine import check_options
 
         check_options(opts.engine, opts.address, opts.actors)
+    # The walk never enters the index, and a folder read last time that cannot be read now stops the build
+    # (its papers stay) unless --drop-unreadable; what it leaves out is said in the summary.
+    previous = recorded if recorded is not None else _recorded_manifest(index_path)
+    rules = walk_rules(index_path, opts, previous)
+    found = walk(sources, prune=rules.prune, follow_links=rules.follow_links)
+    live_paths = [s.path for s in previous.sources] if previous is not None else []
+    notes = unreadable_notes(found, live_paths, drop=rules.drop_unreadable) + found.notes
     skip = set(excluded)
-    files = [str(p) for p in expand_sources(sources) if str(p) not in skip] if skip else list(sources)
-    ingested = read_sources(files, skip_bad=opts.skip_bad)
+    ingested = read_paths([p for p in found.files if p not in skip], skip_bad=opts.skip_bad)
+    ingested.skipped[:0] = notes
     barrier("read")
     # The live version's documents keep their ids when copies of their texts arrive (see identity.py).
     identity = load_previous_identity(index_path)
     dedup = deduplicate(ingested.records, near=opts.near, previous=identity)
-    read = _Read(list(sources), excluded, ingested, dedup, identity, opts.near, catalogues)
+    read = _Read(list(sources), excluded, ingested, dedup, identity, opts.near, catalogues, rules.follow_links)
     read.join_catalogue()
     barrier("plan")
     return read
@@ -337,8 +345,7 @@ def _encode(
             )
     finally:
         cache.close()
-    superseded = choice.superseded_cache_runtime()
-    if superseded:  # the batched regime's vectors: 240 MB at 157k that nothing reads
+    for superseded in choice.superseded_cache_runtimes():  # vectors nothing reads again: 240 MB at 157k
         EmbeddingCache.path_for(index_path / CACHE_DIR, enc.fingerprint, superseded).unlink(missing_ok=True)
     return vectors, windows, encoded
 
@@ -372,6 +379,7 @@ def _manifest(
         catalogues=[f.to_dict() for f in read.catalogue.files] if read.catalogue is not None else [],
         dedup={"near": read.near},
         fusion=fusion_after(previous.manifest if previous else None, model, source_args),  # query.fusion
+        extra={FOLLOW_LINKS: True} if read.follow_links else {},
         **contents,
     )
 
@@ -405,16 +413,20 @@ def build_index(
             clear_dead_writers(index_path)  # even when nothing is to be written: what they left is freed now
             plan = plan_refresh(sources, index_path, opts, embedder, map_method=map_method)
             if isinstance(plan, Unchanged):
-                return _unchanged_summary(plan.live, index_path, opts, started)
+                return _unchanged_summary(plan.live, index_path, opts, started, plan.notes)
             if isinstance(plan, Append):
                 return _append_segment(plan, index_path, opts, embedder, started)
             return _rewrite(sources, index_path, opts, embedder, started, plan, map_method)
     except IndexLockedError:
         raise
-    except SemsearchError:
+    except SemsearchError as exc:
         if not existed and not version_folders(index_path):
             # A first build that failed (bad input, a model that does not load) leaves no empty index behind.
             shutil.rmtree(index_path, ignore_errors=True)
+        if isinstance(exc, IndexCorruptError) and (live := live_version(index_path)) is not None:
+            better = with_point_back(index_path, live, exc)  # the live version is damaged: name a way back
+            if better is not exc:
+                raise better from exc
         raise
 
 
@@ -537,7 +549,9 @@ def _ann_line(manifest: Manifest) -> str:
     return AnnSpec.from_dict(manifest.ann).describe() if isinstance(manifest.ann, dict) else "flat (exact)"
 
 
-def _unchanged_summary(live: Live, index_path: Path, opts: BuildOptions, started: float) -> BuildSummary:
+def _unchanged_summary(
+    live: Live, index_path: Path, opts: BuildOptions, started: float, notes: Sequence[str] = ()
+) -> BuildSummary:
     """What a refresh that found nothing to do reports: the live version's figures, nothing encoded or written."""
     manifest = live.manifest
     return BuildSummary.of(
@@ -551,5 +565,6 @@ def _unchanged_summary(live: Live, index_path: Path, opts: BuildOptions, started
         engine=opts.engine,
         started=started,
         catalogue=manifest.catalogue,
+        skipped=list(notes),
         unchanged=True,
     )

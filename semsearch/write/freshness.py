@@ -10,8 +10,17 @@ from pathlib import Path
 from semsearch.core.errors import InputError
 from semsearch.core.fileio import file_sha256
 from semsearch.core.records import SourceFile
-from semsearch.ingest.sources import expand_sources
+from semsearch.ingest.sources import expand_source_names, expand_sources
 from semsearch.store.manifest import Manifest
+
+FOLLOW_LINKS = "follow_links"  # the manifest key that remembers --follow-links (kept by every refresh)
+
+
+def follows_links(asked: bool | None, manifest: Manifest | None) -> bool:
+    """Whether a walk reads linked files outside the source folders: as asked, else as the index was built."""
+    if asked is not None:
+        return asked
+    return bool(manifest is not None and manifest.extra.get(FOLLOW_LINKS))
 
 
 def absolute_source_args(sources: Sequence[str]) -> list[str]:
@@ -58,15 +67,19 @@ def _differs(path: Path | str, recorded: SourceFile) -> bool:
         return True
 
 
-def stale_sources(manifest: Manifest) -> dict[str, list[str]]:
-    """Source files that are new, changed or missing since the build (empty lists when fresh)."""
+def stale_sources(manifest: Manifest, index: Path | None = None) -> dict[str, list[str]]:
+    """Source files that are new, changed or missing since the build (empty lists when fresh).
+
+    ``index``: the index folder, never walked when it lies inside a source folder.
+    """
     recorded = {s.path: s for s in manifest.sources}
     current: set[str] = set()
+    prune = [str(index)] if index is not None else []
     for arg in manifest.source_args:
         if not os.path.exists(arg) and not glob.has_magic(arg):
             continue  # the files it named show up as missing below
         try:
-            current.update(str(p) for p in expand_sources([arg]))
+            current.update(expand_source_names([arg], prune=prune, follow_links=follows_links(None, manifest)))
         except InputError:
             continue
     report: dict[str, list[str]] = {"new": [], "changed": [], "missing": []}
@@ -74,8 +87,8 @@ def stale_sources(manifest: Manifest) -> dict[str, list[str]]:
     for path in sorted(current - recorded.keys() - excluded):
         report["new"].append(path)
     for path, source in sorted(recorded.items()):
-        if not os.path.exists(path):
-            report["missing"].append(path)
+        if not os.path.exists(path) or path not in current:
+            report["missing"].append(path)  # gone, or no longer named (a folder that cannot be read now)
         elif file_changed(path, source):
             report["changed"].append(path)
     return report

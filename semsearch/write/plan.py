@@ -25,14 +25,14 @@ from semsearch.core.options import encoder_regime
 from semsearch.core.records import IngestResult, SourceFile
 from semsearch.core.version import __version__
 from semsearch.encode.sentence_runs import PREVIOUS_SCHEME, SCHEME
-from semsearch.ingest.sources import expand_source_names, read_sources
+from semsearch.ingest.sources import read_paths, unreadable_notes, walk
 from semsearch.store.documents import open_documents
 from semsearch.store.layout import CURRENT, current_version
 from semsearch.store.manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION, Manifest
 from semsearch.store.parts import PartSettings
 from semsearch.store.versions import PreviousVersion
 from semsearch.write.contents import stale_parts
-from semsearch.write.freshness import absolute_source_args, catalogues_changed, file_changed
+from semsearch.write.freshness import absolute_source_args, catalogues_changed, file_changed, follows_links
 from semsearch.write.settings import BuildOptions, ann_settings, encoder_settings, reading_of, recorded_reading
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ class Unchanged:
     """Nothing changed since the live version: no version is written."""
 
     live: Live
+    notes: tuple[str, ...] = ()  # what the walk left out (a folder it cannot read, a link outside), for the summary
 
 
 @dataclass(frozen=True)
@@ -88,25 +89,54 @@ class Survey:
     gone: list[str]  # recorded files no longer named
     changed: list[str]  # recorded files whose content differs (or went missing), in record order
     libraries: list[str]  # kept Zotero libraries: their records can change without a new file
+    notes: list[str]  # what the walk left out, one line each (a folder it cannot read, a link outside, a name)
 
     def fresh(self, excluded: Sequence[str]) -> bool:
-        """Whether the sources are exactly what the version recorded (files taken out by hand stay out)."""
+        """Whether the sources are exactly what the version recorded (files taken out by hand stay out).
+
+        A recorded file the walk no longer names is a change even while it exists (a folder became a link, or
+        cannot be listed): a build would drop it, so the version is not what a build would write.
+        """
         skip = set(excluded)
-        return not self.changed and not any(p not in skip for p in self.new)
+        return not self.changed and not self.gone and not any(p not in skip for p in self.new)
 
 
-def survey(args: Sequence[str], manifest: Manifest) -> Survey:
-    """Walk the arguments once and compare each file with its record (``freshness.stale_sources``' rules)."""
+@dataclass(frozen=True)
+class WalkRules:
+    """How a refresh walks its sources: the index folder it never enters, links, unreadable folders."""
+
+    prune: tuple[str, ...] = ()  # folders never walked (the index itself, when it lies inside a source)
+    follow_links: bool = False  # read linked files whose targets lie outside the source folders
+    drop_unreadable: bool = False  # drop the recorded files of a folder that cannot be read (else stop)
+
+
+def walk_rules(index_path: Path, opts: BuildOptions, manifest: Manifest | None) -> WalkRules:
+    """The walk a build of ``index_path`` with ``opts`` makes (``--follow-links`` is remembered by the index)."""
+    return WalkRules((str(index_path),), follows_links(opts.follow_links, manifest), opts.drop_unreadable)
+
+
+def survey(args: Sequence[str], manifest: Manifest, rules: WalkRules | None = None) -> Survey:
+    """Walk the arguments once and compare each file with its record (``freshness.stale_sources``' rules).
+
+    A folder that cannot be read and holds recorded files makes the survey incomplete (the full path then
+    stops on it with one line), unless ``rules`` drop them.
+    """
+    rules = rules or WalkRules()
     named: list[list[str]] = []
+    notes: list[str] = []
     complete = True
+    paths = [s.path for s in manifest.sources]
     for arg in args:
         if not os.path.exists(arg) and not glob.has_magic(arg):
             complete = False  # the files it named count as gone
             continue
         try:
-            named.append(expand_source_names([arg]))
+            found = walk([arg], prune=rules.prune, follow_links=rules.follow_links)
+            notes += [*unreadable_notes(found, paths, drop=rules.drop_unreadable), *found.notes]
         except InputError:
             complete = False
+            continue
+        named.append(found.files)
     # expand_sources' order (and de-duplication) over all the arguments, as a full build reads them; one
     # argument's files are in that order already.
     current = named[0] if len(named) == 1 else sorted({p for n in named for p in n}, key=lambda p: p.split(os.sep))
@@ -117,7 +147,7 @@ def survey(args: Sequence[str], manifest: Manifest) -> Survey:
     gone = [p for p in recorded if p not in listed]
     changed = [p for p, s in recorded.items() if _differs(p, s, p in listed)]
     libraries = [p for p in kept if recorded[p].format == "zotero"]
-    return Survey(list(args), current, complete, new, kept, gone, changed, libraries)
+    return Survey(list(args), current, complete, new, kept, gone, changed, libraries, notes)
 
 
 def _differs(path: str, recorded: SourceFile, listed: bool) -> bool:
@@ -159,9 +189,10 @@ def plan_refresh(
     unsettled = settings_differ(manifest, opts, embedder, map_method)
     if unsettled:
         return Rewrite(unsettled, live=live)
-    seen = survey(args, manifest)  # the one walk of the sources: the check below and the append share it
+    rules = walk_rules(index_path, opts, manifest)
+    seen = survey(args, manifest, rules)  # the one walk of the sources: the check below and the append share it
     if _unchanged(live, sources, seen, opts):
-        return Unchanged(live)
+        return Unchanged(live, tuple(seen.notes))
     why = _not_appendable(manifest, sources, opts) or ("" if args else "the live version records no sources")
     if why:
         return Rewrite(why, live=live)
@@ -176,7 +207,8 @@ def is_unchanged(
     if live is None or settings_differ(live.manifest, opts, embedder, map_method):
         return False
     args = absolute_source_args(sources) if sources is not None else list(live.manifest.source_args)
-    return _unchanged(live, sources, survey(args, live.manifest), opts)
+    rules = walk_rules(index_path, opts, live.manifest)
+    return _unchanged(live, sources, survey(args, live.manifest, rules), opts)
 
 
 def _unchanged(live: Live, sources: Sequence[str] | None, seen: Survey, opts: BuildOptions) -> bool:
@@ -194,6 +226,8 @@ def _unchanged(live: Live, sources: Sequence[str] | None, seen: Survey, opts: Bu
     # arrivals since (or predates layout records) it lays the map out afresh.
     if opts.relayout and manifest.map.get("method") != "off" and manifest.map.get("changed_since_layout") != 0:
         return False
+    if opts.follow_links is not None and opts.follow_links != follows_links(None, manifest):
+        return False  # the version records the new choice
     if not seen.fresh(manifest.excluded_sources) or (manifest.catalogue_args and catalogues_changed(manifest)):
         return False
     try:
@@ -267,6 +301,8 @@ def _not_appendable(manifest: Manifest, sources: Sequence[str] | None, opts: Bui
         return "the index is joined with a catalogue"
     if sources is None and manifest.excluded_sources:
         return "files removed with remove --source are left out of the recorded sources"
+    if opts.follow_links is not None and opts.follow_links != follows_links(None, manifest):
+        return "links outside the source folders are read otherwise (--follow-links)"
     return ""
 
 
@@ -283,7 +319,8 @@ def _append_plan(live: Live, seen: Survey, opts: BuildOptions, map_method: str) 
         return Rewrite(f"{changed} changed", reported=True, live=live)
     if not seen.new and not seen.gone:
         return Rewrite("no file came or went", live=live)
-    ingested = read_sources(seen.new, skip_bad=opts.skip_bad) if seen.new else IngestResult([], [], [])
+    ingested = read_paths(seen.new, skip_bad=opts.skip_bad) if seen.new else IngestResult([], [], [])
+    ingested.skipped[:0] = seen.notes
     barrier("read")
     recorded = {s.path: s for s in manifest.sources}
     read = {f.path: f for f in ingested.files} | {p: recorded[p] for p in seen.kept}

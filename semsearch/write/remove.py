@@ -59,6 +59,16 @@ def _resolve_source(given: str, manifest: Manifest, files: set[str]) -> tuple[st
     return path, {f for f in files if _means(f, path, recorded)}
 
 
+def _resolve_sources(given: str, manifest: Manifest, files: set[str]) -> list[tuple[str, set[str]]]:
+    """``_resolve_source`` for a file, or for each recorded file under a folder (one that cannot be read now too)."""
+    inside = os.path.abspath(given) + os.sep
+    under = [s.path for s in manifest.sources if s.path.startswith(inside)]
+    if not under:
+        return [_resolve_source(given, manifest, files)]
+    recorded = PathLookup(s.path for s in manifest.sources)
+    return [(path, {f for f in files if _means(f, path, recorded)}) for path in under]
+
+
 def _means(name: str, path: str, recorded: PathLookup) -> bool:
     found = recorded.named(name)
     return found == [path] or (path in found and os.path.abspath(name) == path)
@@ -100,9 +110,9 @@ def remove_documents(
             gone_paths: set[str] = set()
             gone_files: set[str] = set()
             for given in sources:
-                path, names = _resolve_source(given, manifest, files)
-                gone_paths.add(path)
-                gone_files |= names
+                for path, names in _resolve_sources(given, manifest, files):
+                    gone_paths.add(path)
+                    gone_files |= names
             barrier("read")
             touched = _touched(store, drop, gone_files)
             barrier("plan")

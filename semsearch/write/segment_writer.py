@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from semsearch.core.records import Document, NearKeys
+from semsearch.encode.encoder_choice import copy_encoder
 from semsearch.store.index_parts import LexicalPart
-from semsearch.store.layout import LEXICAL_DIR, MANIFEST, doc_id_from_num, doc_num
+from semsearch.store.layout import ENCODER_DIR, LEXICAL_DIR, MANIFEST, doc_id_from_num, doc_num
 from semsearch.store.lexical_build import TF_FILE
 from semsearch.store.map_layers import MAP_PREFIX, MapState
 from semsearch.store.parts import IndexPart, SegmentJob, manifest_entries
@@ -72,15 +73,20 @@ def link_version(previous: Path, target: Path, *, every: bool = False) -> None:
     """Hard-link every file of ``previous`` into ``target`` (copying where links fail), except per-version ones.
 
     ``every``: all but the manifest (a version that changes only its manifest: write/fusion_record.py).
+    The ONNX export is copied and checked instead (encoder_choice.copy_encoder): no damage is shared or carried.
     """
+    if (previous / ENCODER_DIR).is_dir() and not (target / ENCODER_DIR).exists():
+        copy_encoder(previous / ENCODER_DIR, target / ENCODER_DIR)
     for root, _dirs, files in os.walk(previous):
         rel = Path(root).relative_to(previous)
+        if rel.parts[:1] == (ENCODER_DIR,):
+            continue
         for name in files:
             own = name == MANIFEST if every else name in _OWN_FILES or name.startswith(MAP_PREFIX)
             if rel == Path(".") and own:
                 continue
             dst = target / rel / name
-            if dst.exists():  # the encoder export, already linked by the encoder's own loader
+            if dst.exists():
                 continue
             dst.parent.mkdir(parents=True, exist_ok=True)
             try:

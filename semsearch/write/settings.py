@@ -38,6 +38,8 @@ class BuildOptions:
     relayout: bool = False  # lay the corpus map out afresh (``full`` does too) instead of placing arrivals on it
     merge_share: float = MERGE_SHARE  # appended segments may hold this share of the corpus before a full rewrite
     map_method: str | None = None  # auto, pca, umap or off; None: as SEMSEARCH_MAP asks (unset: auto)
+    follow_links: bool | None = None  # read linked files outside the source folders; None: as the index was built
+    drop_unreadable: bool = False  # drop the papers of a source folder that cannot be read (else the build stops)
 
 
 def map_method_of(opts: BuildOptions) -> str:

@@ -213,6 +213,8 @@
     const parts = [];
     if (hit.scores && hit.scores.dense !== undefined) parts.push(`cosine ${hit.scores.dense.toFixed(3)}`);
     if (hit.scores && hit.scores.lexical !== undefined) parts.push(`BM25 ${hit.scores.lexical.toFixed(2)}`);
+    // A paper of the person the query named comes first for its author, not its score: say whose it is.
+    if (hit.by) return { text: `by ${hit.by}`, title: "a paper of the person the query names" };
     return { text: hit.score.toFixed(3), title: `${hit.mode} score` + (parts.length ? ` (${parts.join(", ")})` : "") };
   }
 
@@ -388,6 +390,7 @@
     query.set("mode", params.get("mode") || "hybrid");
     for (const clause of params.getAll("where")) query.append("where", clause);
     if (params.get("diverse") === "1") query.set("diverse", "true");
+    if (params.get("exact") === "1") query.set("exact", "true");
     show(el("p", { className: "status" }, "Searching…"));
     let data;
     try {
@@ -400,11 +403,19 @@
     document.title = `${data.query} · semsearch`;
     const status = el("p", { className: "status", id: "status" },
       `${data.hits.length} hit${data.hits.length === 1 ? "" : "s"} · ${data.mode} · ${data.took_ms} ms · ${data.version}`);
+    // Typos corrected for BM25: say what was searched, and offer the words as typed.
+    const asTyped = new URLSearchParams(params);
+    asTyped.set("exact", "1");
+    const spelling = data.spelling && data.spelling.corrections.length && data.mode !== "dense"
+      ? el("p", { className: "hint", id: "spelling" }, `Searched for: ${data.spelling.searched_for} · `,
+        el("a", { href: "#" + asTyped }, "search as typed"))
+      : null;
     if (!data.hits.length) {
-      show(status, el("p", { className: "hint" }, "Nothing matched. Try other words, another mode, or fewer filters."));
+      show(status, spelling,
+        el("p", { className: "hint" }, "Nothing matched. Try other words, another mode, or fewer filters."));
     } else {
       status.append(" · ", exportLinks(data.hits.map((h) => h.id), "Export hits:"));
-      show(status, el("div", { id: "hits" }, data.hits.map(hitCard)));
+      show(status, spelling, el("div", { id: "hits" }, data.hits.map(hitCard)));
     }
     highlightMap(data.hits.map((h) => h.id));
   }

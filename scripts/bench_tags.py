@@ -1,0 +1,77 @@
+"""What listing many tags costs: `semsearch tag list` and GET /api/tags with 2,000 and 50,000 tags.
+
+    python scripts/bench_tags.py                     # 2,000 and 50,000 tags, one paper each, on the seeds
+    python scripts/bench_tags.py --counts 1000,10000
+
+Builds a seed index with stand-in vectors (a hashed bag of words: no model), writes a tags file of N tags in one
+edit (each tag one seed paper, in turn), then times a new `semsearch tag list --json` process and, in process,
+`/api/tags` through the app (when the serve extra is installed). A baseline in the same run, `semsearch info`, is
+what a process costs to start and open the index. Prints one JSON line. Before #37, the tag file was read once per
+tag: 2,000 tags took 36–55 s and 50,000 over 10 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from standin import HashedWords  # noqa: E402
+
+from semsearch import BuildOptions, Index, build_index  # noqa: E402
+from semsearch.reader.tags import TagEntry, TagStore  # noqa: E402
+
+
+def timed_cli(*args: str) -> float:
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "semsearch", *args], check=True, capture_output=True)
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--counts", default="2000,50000", help="comma-separated numbers of tags")
+    args = parser.parse_args()
+    out: dict[str, object] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        index = Path(tmp) / "index"
+        build_index([str(REPO / "seeds")], index, BuildOptions(progress=False), embedder=HashedWords())
+        with Index.open(index, embedder=HashedWords()) as idx:
+            docs = [idx.get(h.id) for h in idx.search("learning", k=50, mode="lexical", explain=False)]
+        out["process_baseline_s"] = round(timed_cli("info", "--index", str(index)), 3)
+        for count in (int(c) for c in args.counts.split(",")):
+            store = TagStore(index)
+            with store._editing() as tags:  # one edit: writing N tags one by one would time the writer
+                tags.clear()
+                for i in range(count):
+                    tags[f"t{i:05d}"] = [TagEntry.of(docs[i % len(docs)])]
+            figures: dict[str, float] = {
+                "cli_tag_list_s": round(timed_cli("tag", "list", "--json", "--index", str(index)), 3),
+                "tags_file_mb": round((index / "tags.json").stat().st_size / 1e6, 2),
+            }
+            try:
+                from fastapi.testclient import TestClient
+
+                from semsearch.faces.serve import create_app
+            except ImportError:
+                pass
+            else:
+                with TestClient(create_app(index, embedder=HashedWords()), base_url="http://localhost") as client:
+                    began = time.perf_counter()
+                    listed = client.get("/api/tags").json()
+                    figures["api_tags_s"] = round(time.perf_counter() - began, 3)
+                    assert len(listed["tags"]) == count
+            out[str(count)] = figures
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

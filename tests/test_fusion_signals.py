@@ -1,0 +1,128 @@
+"""Fusion that reads the query (issue #36): dense leads a common-words question, BM25 leads one rare word."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FakeEmbedder
+
+from semsearch import BuildOptions, Index, build_index
+from semsearch.core.options import ADAPTIVE_DENSE_ALPHA, ADAPTIVE_ONE_TERM_ALPHA, ADAPTIVE_TYPO_ALPHA, fusion_entry
+from semsearch.query.fusion import FusionPolicy, QuerySignal
+from semsearch.store.lexical import LexicalIndex
+
+QUESTION = "how can you tell whether a photo was made by a computer"
+ACRONYM = "LoRA"
+
+# Each question word is in a few abstracts and no abstract holds more than two of them: BM25's best match then
+# holds a small share of the question's idf mass, however far its score stands out of the rest.
+COMMON = [
+    "We tell apart two kinds of noise and show how the photo sensor reacts.",
+    "A computer vision model made for robots; we ask whether it can generalize.",
+    "Whether a proof can be checked by a computer is the question of this work.",
+    "You can tell the dataset was made by hand from its label noise.",
+    "How to tell whether a graph is planar, made simple by a new algorithm.",
+    "We study how the photo collections of museums were made and catalogued.",
+]
+FILLER = [f"Topic {i}: spectral methods for sparse linear systems and their convergence rates." for i in range(24)]
+ABSTRACTS = [
+    *COMMON,
+    *FILLER,
+    "LoRA adapts large language models with low-rank updates to frozen weights.",
+    "Quantized LoRA fine-tuning of language models on one GPU.",
+]
+
+
+def _lexical() -> LexicalIndex:
+    return LexicalIndex.build(list(range(len(ABSTRACTS))), ABSTRACTS)
+
+
+def _lists(lexical: LexicalIndex, text: str, dense_head: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(dense scores, BM25 ids, BM25 scores): a dense list whose best stands ``dense_head`` above a flat rest."""
+    ids, scores = lexical.top(text, len(ABSTRACTS))
+    dense = np.concatenate([[0.3 + 0.01 * dense_head], np.full(len(ABSTRACTS) - 1, 0.3)])
+    dense[1::2] += 0.01  # a spread, so that the head's z-score is finite
+    return np.sort(dense)[::-1], lexical.ids[ids], scores
+
+
+def test_a_common_words_question_gives_dense_the_lead_and_says_why() -> None:
+    lexical = _lexical()
+    dense, best, bm25 = _lists(lexical, QUESTION, dense_head=1.0)
+    signal = QuerySignal.measure(lexical, QUESTION, best)
+    share = signal.best_share()
+    assert share is not None and share < 0.5  # BM25's best match holds little of the question
+    before = FusionPolicy("adaptive", common_share=0.0, one_term_alpha=1.0).choose(dense, bm25, len(ABSTRACTS))
+    choice = FusionPolicy("adaptive").choose(dense, bm25, len(ABSTRACTS), signal)
+    assert before.alpha < 0.5  # the old rule: BM25's head stands out further, so BM25 led
+    assert choice.alpha == pytest.approx(ADAPTIVE_DENSE_ALPHA) and choice.alpha > before.alpha
+    assert "dense leads" in choice.reason and "common words" in choice.reason
+    assert f"its best match holds {share:.2f} of the query's idf mass" in choice.reason
+
+
+def test_a_rare_acronym_gives_lexical_the_lead_and_says_why() -> None:
+    lexical = _lexical()
+    dense, best, bm25 = _lists(lexical, ACRONYM, dense_head=40.0)  # a dense head far out: the old rule gave dense
+    signal = QuerySignal.measure(lexical, ACRONYM, best)
+    assert signal.one_rare_word(0.005) and signal.dfs == (2,)
+    before = FusionPolicy("adaptive", common_share=0.0, one_term_alpha=1.0).choose(dense, bm25, len(ABSTRACTS))
+    choice = FusionPolicy("adaptive").choose(dense, bm25, len(ABSTRACTS), signal)
+    assert before.alpha > 0.5
+    assert choice.alpha == pytest.approx(ADAPTIVE_ONE_TERM_ALPHA) and choice.alpha < 0.5
+    assert f"lexical leads: the query is one rare word (in 2 of {len(ABSTRACTS)} documents)" in choice.reason
+
+
+def test_a_question_whose_best_match_holds_its_words_keeps_the_lists_weight() -> None:
+    lexical = _lexical()
+    text = "low-rank updates of frozen language model weights"
+    dense, best, bm25 = _lists(lexical, text, dense_head=1.0)
+    signal = QuerySignal.measure(lexical, text, best)
+    assert (signal.best_share() or 0.0) >= 0.5 and not signal.one_rare_word(0.005)
+    choice = FusionPolicy("adaptive").choose(dense, bm25, len(ABSTRACTS), signal)
+    old = FusionPolicy("adaptive", common_share=0.0, one_term_alpha=1.0).choose(dense, bm25, len(ABSTRACTS))
+    assert choice.alpha == old.alpha and "leads" not in choice.reason
+
+
+def test_an_adaptive_entry_recorded_before_the_signals_fuses_as_it_did() -> None:
+    old_entry = {"method": "adaptive", "peak_top": 1, "power": 1.0, "lexical_scale": 1.5}
+    policy = FusionPolicy.from_entry(old_entry)
+    assert policy.method == "adaptive" and policy.common_share == 0.0 and policy.one_term_alpha == 1.0
+    lexical = _lexical()
+    dense, best, bm25 = _lists(lexical, QUESTION, dense_head=1.0)
+    signal = QuerySignal.measure(lexical, QUESTION, best)
+    assert "leads" not in policy.choose(dense, bm25, len(ABSTRACTS), signal).reason
+    recorded = FusionPolicy.from_entry(fusion_entry("adaptive"))  # what a new build records reads the query
+    assert recorded.choose(dense, bm25, len(ABSTRACTS), signal).alpha == pytest.approx(ADAPTIVE_DENSE_ALPHA)
+    bad = FusionPolicy.from_entry({**fusion_entry("adaptive"), "dense_alpha": 7})
+    assert bad.method == "fixed" and "unreadable" in bad.note
+
+
+def test_a_search_on_a_new_index_explains_the_lead(tmp_path: Path, fake: FakeEmbedder) -> None:
+    corpus = tmp_path / "papers.jsonl"
+    rows = [{"id": f"p{i}", "title": f"Paper {i}", "abstract": t} for i, t in enumerate(ABSTRACTS)]
+    corpus.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    build_index([str(corpus)], tmp_path / "idx", BuildOptions(progress=False), embedder=fake)
+    with Index.open(tmp_path / "idx", embedder=fake) as index:
+        question = index.search(QUESTION, k=3)
+        acronym = index.search(ACRONYM, k=3)
+    assert question[0].fusion is not None and "dense leads" in question[0].fusion["reason"]
+    assert question[0].fusion["alpha"] >= ADAPTIVE_DENSE_ALPHA
+    assert acronym[0].fusion is not None and "lexical leads" in acronym[0].fusion["reason"]
+    assert acronym[0].fusion["alpha"] <= ADAPTIVE_ONE_TERM_ALPHA
+    assert {x for h in acronym[:2] for x in h.external_ids} == {"p30", "p31"}  # the two LoRA papers first
+
+
+def test_a_query_whose_typos_spelling_corrected_gives_lexical_the_lead() -> None:
+    lexical = _lexical()
+    searched, typed = "language models with low-rank updates", "langauge modles with low-rank updates"
+    dense, best, bm25 = _lists(lexical, searched, dense_head=40.0)  # the dense side reads the typos: a head anyway
+    signal = QuerySignal.measure(lexical, searched, best, typed=typed)
+    assert signal.corrected == 2 and signal.tokens == 5
+    before = FusionPolicy("adaptive", common_share=0.0, one_term_alpha=1.0, typo_alpha=1.0)
+    assert before.choose(dense, bm25, len(ABSTRACTS), signal).alpha > 0.5
+    choice = FusionPolicy("adaptive").choose(dense, bm25, len(ABSTRACTS), signal)
+    assert choice.alpha == pytest.approx(ADAPTIVE_TYPO_ALPHA)
+    assert "lexical leads: 2 misspelt word(s) corrected for BM25 (dense reads them as typed)" in choice.reason
+    assert QuerySignal.measure(lexical, searched, best, typed=searched).corrected == 0
