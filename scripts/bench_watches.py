@@ -24,7 +24,6 @@ off-topic and is counted under ``unjudged`` (0 when the pools cover every scorin
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 import time
@@ -36,6 +35,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
+sys.path.insert(0, str(REPO / "scripts"))
+
+from bench_new import groups  # noqa: E402  (bench_recommend's group task: author pairs' joint papers)
 
 from semsearch.core.options import MIN_FIT  # noqa: E402
 from semsearch.query.neighbours import RELATED_ORDER, RELATED_ORDERS, subject_order  # noqa: E402
@@ -69,22 +71,6 @@ def related_ids(index: Index, X: np.ndarray, doc_id: str, order: str, k: int) ->
     ranked = subject_order(index.lexical, doc, [(int(nums[r]), float(cos[r])) for r in top], order)[:k]
     docs = index.store.get_many([n for n, _ in ranked])
     return [docs[n].id for n, _ in ranked]
-
-
-def groups(authors: list[list[str]], minimum: int) -> list[list[int]]:
-    """Rows of each author pair's joint papers (pairs with at least ``minimum``, one pair per distinct set)."""
-    joint: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for row, names in enumerate(authors):
-        for pair in itertools.combinations(sorted(set(names)), 2):
-            joint[pair].append(row)
-    seen: set[tuple[int, ...]] = set()
-    out = []
-    for pair in sorted(joint):
-        key = tuple(sorted(joint[pair]))
-        if len(key) >= minimum and key not in seen:
-            seen.add(key)
-            out.append(list(key))
-    return out
 
 
 def main() -> None:
@@ -161,7 +147,7 @@ def main() -> None:
             nums = index.vectors.ids
             docs = index.store.get_many([int(n) for n in nums])
             rows_docs = [docs[int(n)] for n in nums]
-            found = groups([list(d.metadata.get("authors") or []) for d in rows_docs], 4)
+            found = [rows for _, rows in groups([list(d.metadata.get("authors") or []) for d in rows_docs], 4)]
             chosen = np.random.default_rng(0).permutation(len(found))[: args.groups]
             recall: dict[str, list[float]] = defaultdict(list)
             for g in chosen:

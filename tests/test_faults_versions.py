@@ -26,8 +26,8 @@ from test_fault_matrix import forks as matrix_forks  # noqa: F401 - the matrix's
 from test_fault_matrix import scenes as matrix_scenes  # noqa: F401 - the matrix's scenes (a fixture)
 
 import semsearch.store.versions
-from semsearch.store.layout import CURRENT, PUBLISHING
-from semsearch.store.versions import recover, sequence_of
+from semsearch.store.layout import CURRENT, PUBLISHING, sequence_of
+from semsearch.store.versions import recover
 
 VERSION_WRITERS = ("build", "append", "remove", "optimize")
 VERSIONS_RECORD = "versions.json"  # the record of the versions an index wrote (version_record.py)

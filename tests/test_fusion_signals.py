@@ -71,7 +71,8 @@ def test_a_rare_acronym_gives_lexical_the_lead_and_says_why() -> None:
     choice = FusionPolicy("adaptive").choose(dense, bm25, len(ABSTRACTS), signal)
     assert before.alpha > 0.5
     assert choice.alpha == pytest.approx(ADAPTIVE_ONE_TERM_ALPHA) and choice.alpha < 0.5
-    assert f"lexical leads: the query is one rare word (in 2 of {len(ABSTRACTS)} documents)" in choice.reason
+    said = f"lexical leads: the query is one word shaped like an acronym or identifier (in 2 of {len(ABSTRACTS)}"
+    assert said in choice.reason and signal.shaped
 
 
 def test_a_question_whose_best_match_holds_its_words_keeps_the_lists_weight() -> None:
@@ -124,5 +125,23 @@ def test_a_query_whose_typos_spelling_corrected_gives_lexical_the_lead() -> None
     assert before.choose(dense, bm25, len(ABSTRACTS), signal).alpha > 0.5
     choice = FusionPolicy("adaptive").choose(dense, bm25, len(ABSTRACTS), signal)
     assert choice.alpha == pytest.approx(ADAPTIVE_TYPO_ALPHA)
-    assert "lexical leads: 2 misspelt word(s) corrected for BM25 (dense reads them as typed)" in choice.reason
+    assert "lexical leads: 2 of 5 typed words misspelt, corrected for BM25 (dense reads them as typed)" in choice.reason
+    one_slip = QuerySignal.measure(lexical, searched, best, typed="language modles with low-rank updates")
+    assert one_slip.corrected == 1  # 1 of 5: below ADAPTIVE_TYPO_SHARE, the dense side still reads the question
+    assert "misspelt" not in FusionPolicy("adaptive").choose(dense, bm25, len(ABSTRACTS), one_slip).reason
     assert QuerySignal.measure(lexical, searched, best, typed=searched).corrected == 0
+
+
+def test_one_word_leads_lexically_by_its_shape_or_its_rarity_and_a_common_word_does_not() -> None:
+    def one(df: int, *, shaped: bool = False, tokens: int = 1) -> bool:
+        return QuerySignal((df,), 10_000, (True,), tokens=tokens, shaped=shaped).one_rare_word(0.005)
+
+    assert one(50) and not one(51)  # rare: in at most 0.5% of the documents
+    assert one(3_000, shaped=True)  # "ViT" in many abstracts is still a name to find exactly
+    assert not one(3, tokens=2)  # two words are a phrase, not a name
+    lexical = _lexical()
+    nothing = np.zeros(0, dtype=np.int64)
+    assert QuerySignal.measure(lexical, "LoRA", nothing).shaped
+    assert QuerySignal.measure(lexical, "Metric3D", nothing).shaped
+    assert not QuerySignal.measure(lexical, "spectral", nothing).shaped
+    assert not QuerySignal.measure(lexical, "LoRA adapters", nothing).shaped

@@ -258,6 +258,29 @@ def test_only_damage_says_rebuild(tmp_path: Path) -> None:
     assert isinstance(error, IndexReadError) and "rebuild" not in str(error)
 
 
+def test_an_index_that_cannot_be_read_now_is_503_over_http(
+    built: Path, fake: FakeEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """IndexReadError (an I/O error, not damage) is the server's index like IndexCorruptError (503), never a 500.
+
+    Before sqlite_failure split it out, such an error was an IndexCorruptError (503); the new kind had no status.
+    """
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from semsearch.faces.serve import create_app
+    from semsearch.store.documents import DocumentStore
+
+    def unreadable(*_: object) -> None:
+        raise IndexReadError("docs.sqlite: cannot be read (disk I/O error)")
+
+    monkeypatch.setattr(DocumentStore, "get_many", unreadable)
+    with TestClient(create_app(built, embedder=fake), base_url="http://localhost") as client:
+        response = client.get("/api/search", params={"q": "privacy"})
+    assert response.status_code == 503, response.text
+    assert "cannot be read" in response.json()["error"] and "rebuild" not in response.json()["error"]
+
+
 def test_ingest_refuses_an_id_no_lookup_would_take(tmp_path: Path) -> None:
     source = tmp_path / "long-id.jsonl"
     rows = [{"id": "x" * (MAX_KEY_CHARS + 1), "abstract": PAPERS["fed"]}, {"id": "ok", "abstract": PAPERS["rl"]}]

@@ -72,6 +72,26 @@ def test_copy_export_keeps_one_precision(tmp_path: Path, precision: str) -> None
     )
 
 
+def test_a_damaged_export_is_never_copied_forward(tmp_path: Path) -> None:
+    """Same-size damage in a previous version's export: the copy is refused, named, and nothing is left behind.
+
+    Before, the files were hard-linked unchecked, so a writer carried the damage into every later version.
+    """
+    from semsearch.core.errors import IndexCorruptError
+    from semsearch.encode.encoder_choice import copy_encoder
+
+    fake_export(tmp_path / "old")
+    damaged = tmp_path / "old" / model_filename("int8")
+    damaged.write_bytes(b"\xff" * damaged.stat().st_size)  # same size: only the checksum tells
+    assert copy_export(tmp_path / "old", tmp_path / "new", "int8") is False
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(IndexCorruptError, match=f"{damaged} does not match the sha256 its encoder.json records"):
+        copy_encoder(tmp_path / "old", tmp_path / "whole")
+    assert not (tmp_path / "whole").exists()
+    # The other precision's files are intact: that copy still succeeds.
+    assert copy_export(tmp_path / "old", tmp_path / "fp32", "fp32")
+
+
 def semsearch(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "semsearch", *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=900

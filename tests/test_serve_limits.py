@@ -410,6 +410,20 @@ def test_cli_tag_add_on_a_read_only_index_says_so(index_dir: Path, read_only: Ca
     assert not (index_dir / "tags.json").exists()
 
 
+def test_saved_queries_in_a_folder_turned_read_only_say_so(index_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state lock opens (its file is there already) but the write meets a read-only folder: the same line as
+    tags give, for saved queries too (before: only tags' own write was explained; a watch got the bare OSError)."""
+    from test_cli import assert_one_line_error, run
+
+    def refuse(path: Path, *_: Any) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    monkeypatch.setattr("semsearch.reader.arrivals.write_text_atomic", refuse)
+    result = run(["watch", "add", "moe", "mixture of experts", "--index", str(index_dir)], FakeEmbedder())
+    assert_one_line_error(result, "the index is read-only here", "queries still work")
+    assert not (index_dir / "watches.json").exists()
+
+
 # ------------------------------------------------------------------------------------------------ tag listing
 
 

@@ -214,3 +214,15 @@ def test_http_and_mcp_say_what_was_searched(seed_index: Path) -> None:
     with Index.open(seed_index, embedder=FakeEmbedder()) as idx:
         assert search_page(idx, TYPED, k=2).searched_for == SPELLED
         assert search_page(idx, TYPED, k=2, exact=True).searched_for is None
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "lexical", "dense"])
+def test_a_phrase_that_looks_like_a_field_is_searched_not_parsed_again(seed_index: Path, mode: str) -> None:
+    """BM25's words come from the parse the search made: a quoted "title: graph" is a phrase, not a field."""
+    from conftest import FakeEmbedder
+
+    from semsearch import Index
+
+    with Index.open(seed_index, embedder=FakeEmbedder()) as idx:
+        assert idx.search('"title: graph" networks', 3, mode=mode) == []  # no abstract holds that phrase
+        assert idx.search('"year: 2020" graph', 3, mode=mode) == []

@@ -95,7 +95,7 @@ def copy_encoder(src: Path, dst: Path) -> None:
     from semsearch.encode.encoder_store import copy_checked, damage_of
 
     if not copy_checked(src, dst):
-        raise IndexCorruptError(damage_of(src) or f"the ONNX export in {src} is incomplete")
+        raise IndexCorruptError(damage_of(src))
 
 
 def copy_export(src: Path, dst: Path, precision: str) -> bool:
@@ -201,8 +201,7 @@ def open_build_encoder(
             if reusable is not None and not copy_export(reusable, target, precision):
                 from semsearch.encode.encoder_store import damage_of
 
-                damage = damage_of(reusable) or f"the ONNX export in {reusable} is incomplete"
-                notify(f"{damage}; not reused: taking {model_name}'s from the shared encoder store")
+                notify(f"{damage_of(reusable)}; not reused: taking {model_name}'s from the shared encoder store")
                 reusable = None
             if reusable is None:
                 shared_export(model_name, precision, target, notify=notify, progress=progress)

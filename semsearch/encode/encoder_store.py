@@ -79,20 +79,26 @@ def export_notice(model: str, precision: str) -> str:
 
 
 def damage_of(folder: Path) -> str:
-    """What is wrong with an export folder, in words naming the file ("" when every listed file is intact)."""
+    """What is wrong with an export folder that failed its copy check, in words naming the file (every listed file
+    intact: it lacks a precision or holds a file its spec does not list, so it is incomplete)."""
     from semsearch.encode.onnx_backend import read_spec
 
     try:
         spec = read_spec(folder)
     except IndexCorruptError as exc:
         return exc.problem
-    for name, entry in spec.files.items():
+    return next(damaged_files(folder, spec.files), f"the ONNX export in {folder} is incomplete")
+
+
+def damaged_files(folder: Path, files: Mapping[str, Mapping[str, object]]) -> Iterator[str]:
+    """Each file an export's ``encoder.json`` lists that is missing or not the bytes it records, in words (lazily:
+    the first costs only the hashes before it)."""
+    for name, entry in files.items():
         path = folder / name
         if not path.is_file():
-            return f"{path} is missing"
-        if file_sha256(path) != entry["sha256"]:
-            return f"{path} does not match the sha256 its encoder.json records (changed in place or damaged)"
-    return ""
+            yield f"{path} is missing"
+        elif file_sha256(path) != entry["sha256"]:
+            yield f"{path} does not match the sha256 its encoder.json records (changed in place or damaged)"
 
 
 def intact(folder: Path, fingerprint: str | None = None, precision: str | None = None) -> bool:

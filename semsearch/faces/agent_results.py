@@ -53,7 +53,7 @@ class PaperCard:
     score: float | None = None
     best_sentence: str | None = None  # the abstract's sentence that best matches the query (or the paper)
     link: str | None = None
-    why: str | None = None  # recommend / whats_new: the liked paper, tag or saved query it is listed for
+    why: str | None = None  # recommend / whats_new: the liked paper, tag or saved query; search: "by <name>"
 
     @classmethod
     def of(cls, doc: Document | Hit, *, score: float | None = None, sentence: str | None = None) -> PaperCard:
@@ -297,8 +297,8 @@ def search_page(
     )
     if any(h.relevance_rank is not None for h in hits):
         page.order = "diverse"
-    spelling = index.spell(query, exact=exact)
-    if spelling.changed and mode != "dense":
+    spelling = index.spell(query, exact=exact or mode == "dense")  # as the CLI and HTTP ask: dense reads no words
+    if spelling.changed:
         page.searched_for = spelling.text
     return page
 

@@ -74,11 +74,10 @@ def _print_hits(
         click.echo(export(hits, fmt), nl=False)
         return
 
-    rows = [h.to_dict() for h in hits]
-    for row in rows if parsed is not None else []:
-        row["parsed"] = parsed  # the query as read (fields, phrases, -words): the list's shape stays a list
-    for row in rows if spelling is not None else []:
-        row["spelling"] = spelling  # what BM25 searched, and each typo it corrected
+    # Each row carries the query as read (fields, phrases, -words) and what BM25 searched (each typo corrected):
+    # the list's shape stays a list.
+    about = {key: value for key, value in (("parsed", parsed), ("spelling", spelling)) if value is not None}
+    rows = [{**h.to_dict(), **about} for h in hits]
     if as_json:
         click.echo(to_json(rows))
     elif as_jsonl:
@@ -492,9 +491,8 @@ def _say_spelling(spelling: Any, mode: str, exact: bool, *, found: bool, table: 
     if spelling.changed and table:
         click.echo(f"semsearch: {spelling.describe()}", err=True)
     if mode == "lexical" and not found and spelling.text:
-        tried = "as typed" if exact or not spelling.changed else "with typos corrected"
-        hint = "" if exact else "; no word was close enough to a frequent word to correct"
-        hint = hint if not spelling.changed else ""
+        tried = "with typos corrected" if spelling.changed else "as typed"  # --exact corrects none
+        hint = "" if exact or spelling.changed else "; no word was close enough to a frequent word to correct"
         click.echo(
             f"semsearch: no document holds any of the words searched for ({tried}): {spelling.text}{hint}; "
             "try --mode hybrid, which also reads meaning",

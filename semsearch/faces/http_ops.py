@@ -43,7 +43,7 @@ def http_parameter(param: Param) -> inspect.Parameter:
     bounds = spec.bounds()
     if spec.schema:
         bounds["json_schema_extra"] = dict(spec.schema)
-    if spec.finite or param.base is float:  # no float a request carries means nan or an infinity
+    if param.finite:  # no float a request carries means nan or an infinity (Param.finite)
         bounds["allow_inf_nan"] = False
     if spec.path:  # a path parameter is named as the path names it
         return inspect.Parameter(

@@ -83,7 +83,7 @@ def mcp_type(param: Param) -> Any:
         each = {key: value for key, value in given.items() if value is not None}
         kind = tuple[Annotated[str, Field(**each)], ...] if each else tuple[str, ...]
     bounds: dict[str, Any] = spec.bounds()
-    if spec.finite or param.base is float:  # Python reads JSON's NaN and Infinity: no float here means either
+    if param.finite:  # no float a request carries means nan or an infinity (Param.finite)
         bounds["allow_inf_nan"] = False
     return Annotated[kind, Field(**bounds)]
 

@@ -68,7 +68,6 @@ class Spec:
     item_min_length: int | None = None  # characters of each item of a list
     item_max_length: int | None = None
     item_pattern: str | None = None
-    finite: bool = False  # a float: no inf or nan
     schema: Mapping[str, Any] = field(default_factory=dict)  # more JSON Schema HTTP states (the library checks it)
     name: str = ""  # the face's name for the field: "-k", "--not", "TEXT" (a positional), "q"; default its own
     metavar: str | None = None  # CLI
@@ -145,6 +144,12 @@ class Param:
     @property
     def is_list(self) -> bool:
         return typing.get_origin(self.base) in (tuple, list)
+
+    @property
+    def finite(self) -> bool:
+        """Whether the face refuses nan and the infinities: every float field (JSON and ``float()`` read both, and
+        no floor, weight or fit means either)."""
+        return self.base is float
 
 
 _UnionType = type(int | None)
@@ -264,7 +269,6 @@ class Search:
     min_score: float | None = arg(
         None,
         help="Drop hits scoring below this.",
-        finite=True,
         faces=(CLI, HTTP),
         cli={"help": "Drop hits scoring below this (in the mode's units)."},
     )
@@ -289,9 +293,7 @@ class Related:
     id: str = _paper_id()
     k: int = _k()
     where: tuple[str, ...] = _where()
-    min_score: float | None = arg(
-        None, help="Drop hits scoring below this (a cosine, -1..1).", finite=True, faces=(CLI,)
-    )
+    min_score: float | None = arg(None, help="Drop hits scoring below this (a cosine, -1..1).", faces=(CLI,))
     diverse: bool = arg(False, help=DIVERSE_CLI, faces=(CLI,))
     offset: int = _offset()
 
@@ -413,7 +415,6 @@ class Digest:
         MIN_FIT,
         help="The fit (z-score for an interest) a paper needs to be listed under it; the others are listed as "
         "'also new'. Nothing is dropped.",
-        finite=True,
         faces=(CLI,),
     )
     also_max: int = arg(

@@ -15,6 +15,7 @@ from semsearch.core.errors import (
     IndexCorruptError,
     IndexFormatError,
     IndexNotFoundError,
+    IndexReadError,
     IndexReadOnlyError,
     InputError,
     ModelLoadError,
@@ -66,6 +67,7 @@ STATUS: dict[type[SemsearchError], int] = {
     InputError: 400,
     IndexNotFoundError: 503,
     IndexCorruptError: 503,
+    IndexReadError: 503,  # an index file cannot be read now (an I/O error): no damage, no rebuild
     IndexFormatError: 503,
     ModelMismatchError: 503,
     ModelLoadError: 503,

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 # so the types they name must be module globals.
 from fastapi import APIRouter, Body, Depends, Request
 from fastapi import Path as PathParam
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
@@ -127,9 +128,10 @@ route(router, "recommend", recommend)
 route(router, "new", new)
 
 
-@router.get("/api/tags", summary=ops.operation("tags").help.rstrip("."))
-def tags(live: LiveIndex = Depends(live_index), read_only: str | None = Depends(read_only_reason)) -> dict[str, Any]:
-    return tag_list(live, ops.Tags(), read_only)
+@router.get("/api/tags", summary=ops.operation("tags").help.rstrip("."), response_model=dict[str, Any])
+def tags(live: LiveIndex = Depends(live_index), read_only: str | None = Depends(read_only_reason)) -> JSONResponse:
+    # json.dumps directly: FastAPI's generic encoder took 0.76 s of 50,000 tags' listing, json 0.25 s.
+    return JSONResponse(tag_list(live, ops.Tags(), read_only))
 
 
 def writable(request: Request) -> None:

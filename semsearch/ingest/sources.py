@@ -33,7 +33,7 @@ def expand_source_names(
     sources: Sequence[str], *, prune: Collection[str] = (), follow_links: bool = False
 ) -> list[str]:
     """``expand_sources`` as strings, in the same order: what a refresh compares with its record."""
-    return walk_sources(sources, installed_formats(), prune=prune, follow_links=follow_links).files
+    return walk(sources, prune=prune, follow_links=follow_links).files
 
 
 def walk(sources: Sequence[str], *, prune: Collection[str] = (), follow_links: bool = False) -> Walk:

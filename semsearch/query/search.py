@@ -367,11 +367,16 @@ class Index:
         A word whose stem at least ``spelling.KNOWN`` documents hold is never changed; ``exact`` changes none.
         """
         parsed = parse_query(check_text(text))
-        if exact or not parsed.text or (not parsed.phrases and self.store.people(parsed.text)):
-            return Spelling(parsed.text)  # a person's name is no misspelling of a word
+        named = bool(parsed.text) and not parsed.phrases and bool(self.store.people(parsed.text))
+        return self._corrected(parsed.text, exact or named)  # a person's name is no misspelling of a word
+
+    def _corrected(self, words: str, exact: bool) -> Spelling:
+        """``words`` (a query's words to rank by, already parsed) as BM25 searches them."""
+        if exact or not words:
+            return Spelling(words)
         lex = self.lexical
         return correct(
-            parsed.text,
+            words,
             lambda word: lex.document_frequency(lex.analyzer.stem(word)),
             lambda: self.memo("spelling.words", self._word_counts),
         )
@@ -435,7 +440,7 @@ class Index:
             filtered = bool(parsed.phrases or parsed.exclude)
             want = min(len(self), DEFAULT_DEPTH) if filtered else rest.want + len(first)
             # Typos are corrected for BM25 only; the question's own text is what the dense side reads.
-            lexical_text = self.spell(rank_text, exact=exact).text if mode != "dense" and not named else None
+            lexical_text = self._corrected(rank_text, exact or bool(named)).text if mode != "dense" else None
             ranking = self._rank(
                 rank_text, vector, mode, allowed, want, policy=policy, windows=True, lexical_text=lexical_text
             )

@@ -23,10 +23,6 @@ from semsearch.core.names import fold
 
 FIELDS = ("author", "title", "venue", "year")
 ALIASES = {"authors": "author", "intitle": "title", "allintitle": "title"}
-SYNTAX_HELP = (
-    'Fields in the text: author:"Zhouchen Lin", title:word, venue:neurips, year:2025, year:>=2024, '
-    'year:2020..2024; "exact phrase"; -word leaves out papers with that word.'
-)
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "«": '"', "»": '"'})
 # One term: an optional "-", an optional known-looking "field:", then a quoted phrase or a bare run of non-space.
 _TERM = re.compile(r'(-?)(?:([A-Za-z]+):)?("[^"]*"|[^\s"]+)')

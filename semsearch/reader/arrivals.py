@@ -55,7 +55,7 @@ MIN_COSINE = 0.3
 
 
 def live_seq(index: Index) -> int:
-    from semsearch.store.versions import sequence_of
+    from semsearch.store.layout import sequence_of
 
     return max(sequence_of(index.version.name), 0)
 

@@ -107,16 +107,13 @@ def version_folders(index_dir: Path) -> list[Path]:
     if not index_dir.is_dir():
         return []
     folders = [p for p in index_dir.glob(f"{VERSION_PREFIX}*") if is_version_name(p.name) and p.is_dir()]
-    return sorted(folders, key=lambda p: _sequence(p.name), reverse=True)
+    return sorted(folders, key=lambda p: sequence_of(p.name), reverse=True)
 
 
 def sequence_of(name: str) -> int:
     """The publication number of a version folder name (``v-000012-…``), or -1 for any other name."""
     match = VERSION_NAME.fullmatch(name)
     return int(match.group(1)) if match else -1
-
-
-_sequence = sequence_of
 
 
 def sound_version(version: Path) -> bool:

@@ -40,7 +40,7 @@ def first_non_finite(matrix: np.ndarray) -> int | None:
     return None
 
 
-def check_finite(matrix: np.ndarray, ids: np.ndarray, where: Path) -> None:
+def check_vectors_finite(matrix: np.ndarray, ids: np.ndarray, where: Path) -> None:
     """Raise unless every vector is finite: a NaN row matches nothing (silent "no results") and breaks k-means."""
     row = first_non_finite(matrix)
     if row is not None:
@@ -76,7 +76,7 @@ def _non_finite_file(path: Path, ids_path: Path) -> list[str]:
 
 def write_vector_files(folder: Path, ids: np.ndarray, vectors: np.ndarray) -> None:
     """Write the exact vectors (row i belongs to ids[i]) as plain .npy files (no pickle); refuses non-finite ones."""
-    check_finite(vectors, ids, folder)
+    check_vectors_finite(vectors, ids, folder)
     np.save(folder / VECTOR_FILE, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
     np.save(folder / IDS_FILE, np.ascontiguousarray(ids, dtype=np.int64), allow_pickle=False)
 

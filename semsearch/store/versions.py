@@ -57,8 +57,6 @@ from semsearch.store.layout import (
 from semsearch.store.manifest import Manifest
 from semsearch.store.version_record import claim_version, last_number, owned_versions, read_record
 
-__all__ = ["sequence_of"]  # re-exported: readers import it from here
-
 # Versions kept besides the live one, so a reader that resolved CURRENT just before a swap can finish.
 KEEP_OLD_VERSIONS = 1
 # Replaced versions younger than this are kept too: open readers load some files lazily.

@@ -21,8 +21,8 @@ def stamp_arrivals(
     """Set ``added`` on every document (carried from ``previous`` where it was known); returns how many are new."""
     from semsearch.dedup.duplicates import is_near_duplicate
     from semsearch.store.documents import open_documents
+    from semsearch.store.layout import sequence_of
     from semsearch.store.manifest import read_manifest
-    from semsearch.store.versions import sequence_of
 
     fresh = Arrival(seq, now)
     if previous is None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from semsearch.core.errors import IndexCorruptError, SemsearchError
-from semsearch.core.fileio import file_sha256
 from semsearch.store.layout import ENCODER_DIR, current_version, point_back_hint
 from semsearch.store.manifest import Manifest
 from semsearch.store.vectors import non_finite_problems
@@ -55,6 +54,7 @@ def _check_version(version: Path, manifest: Manifest) -> list[str]:
 
 def _check_encoder(folder: Path, fingerprint: str, precision: str | None) -> list[str]:
     """The export's spec names the index's model and precision, and every file it lists has its recorded sha256."""
+    from semsearch.encode.encoder_store import damaged_files
     from semsearch.encode.onnx_backend import read_spec
 
     try:
@@ -66,10 +66,4 @@ def _check_encoder(folder: Path, fingerprint: str, precision: str | None) -> lis
     problems = []
     if precision and precision not in spec.precisions:
         problems.append(f"{folder}: holds no {precision} model (it has {', '.join(sorted(spec.precisions))})")
-    for name, entry in spec.files.items():
-        path = folder / name
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-        elif file_sha256(path) != entry["sha256"]:
-            problems.append(f"{path}: does not match the sha256 its encoder.json records (changed in place or damaged)")
-    return problems
+    return problems + list(damaged_files(folder, spec.files))  # the words a refused reuse says (encoder_store)
