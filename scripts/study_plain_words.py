@@ -10,15 +10,17 @@ stem's document frequency), then scores offline:
   vector space: the query moved toward the mean of its dense top K documents, q + B x mean, re-normalized,
   then searched as the product searches); each alone and fused as the product fuses;
 - fusion rules (item 4): adaptive as before (``adaptive-old``: no query signal), adaptive with the query signal
-  (``signals``: BM25's head damped when rare stems hold little of the query's idf mass; a one-word rare query
-  lets BM25 lead) over a grid of its parameters, alpha 0.5, and the single modes.
+  (``signals``, the defaults in core/options.py: dense leads when BM25's best match holds little of the query's idf
+  mass; BM25 leads for one acronym-shaped or rare word, and when spelling corrected a share of the typed words)
+  over a grid of its parameters, alpha 0.5, and the single modes.
 
 Sets: BEIR collections (``--beir NAME=DATA:INDEX:SPLIT[,SPLIT]``: SciFact, or ``make_collections.py``'s) and
 the typed dev set's styles (``--typed INDEX``: the slice index of ``scripts/bench_typed.py``; one set per style).
 The score is nDCG@10 for BEIR sets and MRR@10 for the typed styles (recall@10 beside it). Differences are paired
-(mean and standard error over the set's queries). The grid is judged by leave-one-set-out: for each set, the
-parameters with the best mean margin over the better single mode on the *other* sets are chosen and scored on it.
-Prints one JSON line; progress on stderr.
+(mean and standard error over the set's queries). The grid is judged by leave-one-set-out: for each
+set (its train and test splits together), the parameters with the best mean margin over the better single mode on
+the *other* sets are chosen and scored on it. BM25 searches the query as a search does (``Index.spell``: typos
+corrected). Prints one JSON line; progress on stderr.
 
     python scripts/study_plain_words.py --typed /tmp/typed-dev-index \\
         --beir scifact=../shared/data/scifact:/tmp/fusion/scifact-idx:train,test
@@ -52,10 +54,11 @@ from semsearch.store.windows_part import RESCORE_DEPTH  # noqa: E402
 DEPTH = 1000
 PRF = ((3, 0.5), (5, 0.5), (3, 1.0))  # (documents, weight) of the vector-space feedback candidates
 GRID_RARE = (0.005,)  # the one-rare-word rule's limit
-GRID_COMMON = (0.3, 0.35, 0.4, 0.45, 0.5)  # BM25's best match holding less of the idf mass: dense leads
-GRID_LEAD = (0.75, 0.85, 0.9, 0.95)  # dense's least weight then
+GRID_COMMON = (0.4, 0.5, 0.6, 0.7)  # BM25's best match holding less of the idf mass: dense leads
+GRID_LEAD = (0.75, 0.85, 0.95)  # dense's least weight then
 GRID_ONE = (0.3,)  # neutral wherever measured (the slices are small; see the notes)
-GRID_TYPO = (1.0, 0.3)  # dense's most weight when spelling corrected a word
+# (dense's most weight, least share of the typed words corrected) when spelling corrected words for BM25
+GRID_TYPO = ((1.0, 0.0), (0.3, 0.0), (0.3, 0.25))
 List = tuple[np.ndarray, np.ndarray]
 
 
@@ -205,9 +208,17 @@ def diff(a: dict[str, float], b: dict[str, float]) -> list[float]:
     return [round(d["difference"], 4), round(d["stderr"], 4)]
 
 
-def policy_of(rare: float, common: float, lead: float, one: float, typo: float = 1.0) -> FusionPolicy:
+def policy_of(
+    rare: float, common: float, lead: float, one: float, typo: float = 1.0, typo_share: float = 0.0
+) -> FusionPolicy:
     return FusionPolicy(
-        "adaptive", rare_df=rare, common_share=common, dense_alpha=lead, one_term_alpha=one, typo_alpha=typo
+        "adaptive",
+        rare_df=rare,
+        common_share=common,
+        dense_alpha=lead,
+        one_term_alpha=one,
+        typo_alpha=typo,
+        typo_share=typo_share,
     )
 
 
@@ -224,7 +235,7 @@ def main() -> None:
         sets += beir_sets(spec)
     if args.typed is not None:
         sets += typed_sets(args.typed, args.dev, [s for s in args.styles.split(",") if s])
-    old = policy_of(0.0, 0.0, 0.5, 1.0, 1.0)  # adaptive as it was: no query signal
+    old = policy_of(0.0, 0.0, 0.5, 1.0, 1.0, 0.0)  # adaptive as it was: no query signal
     new = FusionPolicy("adaptive")  # the defaults (core/options.py)
     rankers: dict[str, Ranker] = {
         "lexical": lexical_only,
@@ -237,7 +248,7 @@ def main() -> None:
         if dense != "dense":
             rankers[f"signals+{dense}"] = fused(new, dense)
     grid = {
-        (r, c, f, o, t): fused(policy_of(r, c, f, o, t))
+        (r, c, f, o, *t): fused(policy_of(r, c, f, o, *t))
         for r, c, f, o, t in itertools.product(GRID_RARE, GRID_COMMON, GRID_LEAD, GRID_ONE, GRID_TYPO)
     }
     per: dict[str, dict[str, dict[str, dict[str, float]]]] = {}  # set -> ranker -> query -> metric
@@ -304,7 +315,7 @@ def main() -> None:
         }
     ranked = sorted(grid, key=lambda k: -float(np.mean([margin(n, gridded[n][k]) for n in per])))
     report["grid"] = {
-        " ".join(f"{v:g}" for v in k): {n: round(margin(n, gridded[n][k]), 4) for n in per} for k in ranked[:8]
+        " ".join(f"{v:g}" for v in k): {n: round(margin(n, gridded[n][k]), 4) for n in per} for k in ranked
     }
     report["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report))

@@ -10,7 +10,13 @@ import pytest
 from conftest import FakeEmbedder
 
 from semsearch import BuildOptions, Index, build_index
-from semsearch.core.options import ADAPTIVE_DENSE_ALPHA, ADAPTIVE_ONE_TERM_ALPHA, ADAPTIVE_TYPO_ALPHA, fusion_entry
+from semsearch.core.options import (
+    ADAPTIVE_COMMON_SHARE,
+    ADAPTIVE_DENSE_ALPHA,
+    ADAPTIVE_ONE_TERM_ALPHA,
+    ADAPTIVE_TYPO_ALPHA,
+    fusion_entry,
+)
 from semsearch.query.fusion import FusionPolicy, QuerySignal
 from semsearch.store.lexical import LexicalIndex
 
@@ -53,7 +59,7 @@ def test_a_common_words_question_gives_dense_the_lead_and_says_why() -> None:
     dense, best, bm25 = _lists(lexical, QUESTION, dense_head=1.0)
     signal = QuerySignal.measure(lexical, QUESTION, best)
     share = signal.best_share()
-    assert share is not None and share < 0.5  # BM25's best match holds little of the question
+    assert share is not None and share < ADAPTIVE_COMMON_SHARE  # BM25's best match holds little of the question
     before = FusionPolicy("adaptive", common_share=0.0, one_term_alpha=1.0).choose(dense, bm25, len(ABSTRACTS))
     choice = FusionPolicy("adaptive").choose(dense, bm25, len(ABSTRACTS), signal)
     assert before.alpha < 0.5  # the old rule: BM25's head stands out further, so BM25 led
@@ -80,7 +86,7 @@ def test_a_question_whose_best_match_holds_its_words_keeps_the_lists_weight() ->
     text = "low-rank updates of frozen language model weights"
     dense, best, bm25 = _lists(lexical, text, dense_head=1.0)
     signal = QuerySignal.measure(lexical, text, best)
-    assert (signal.best_share() or 0.0) >= 0.5 and not signal.one_rare_word(0.005)
+    assert (signal.best_share() or 0.0) >= ADAPTIVE_COMMON_SHARE and not signal.one_rare_word(0.005)
     choice = FusionPolicy("adaptive").choose(dense, bm25, len(ABSTRACTS), signal)
     old = FusionPolicy("adaptive", common_share=0.0, one_term_alpha=1.0).choose(dense, bm25, len(ABSTRACTS))
     assert choice.alpha == old.alpha and "leads" not in choice.reason
@@ -145,3 +151,32 @@ def test_one_word_leads_lexically_by_its_shape_or_its_rarity_and_a_common_word_d
     assert QuerySignal.measure(lexical, "Metric3D", nothing).shaped
     assert not QuerySignal.measure(lexical, "spectral", nothing).shaped
     assert not QuerySignal.measure(lexical, "LoRA adapters", nothing).shaped
+
+
+class _Segmented:
+    """A BM25 index seen only through the protocol (as a version of several segments is): the score_ids path."""
+
+    def __init__(self, lexical: LexicalIndex) -> None:
+        self.lexical = lexical
+
+    def __len__(self) -> int:
+        return len(self.lexical)
+
+    def terms(self, query: str) -> list[str]:
+        return self.lexical.terms(query)
+
+    def document_frequency(self, term: str) -> int:
+        return self.lexical.document_frequency(term)
+
+    def score_ids(self, query: dict[str, float], ids: np.ndarray) -> np.ndarray:
+        return self.lexical.score_ids(query, ids)
+
+
+def test_the_posting_scan_and_the_score_path_agree_on_what_the_best_match_holds() -> None:
+    lexical = _lexical()
+    for text in (QUESTION, ACRONYM, "low-rank updates of frozen language model weights", "spectral photo proof"):
+        ids, _ = lexical.top(text, 5)
+        for best in lexical.ids[ids][:3]:
+            one = np.array([best], dtype=np.int64)
+            fast, slow = QuerySignal.measure(lexical, text, one), QuerySignal.measure(_Segmented(lexical), text, one)
+            assert fast.held == slow.held and any(fast.held), text

@@ -20,10 +20,11 @@ FIXED_ALPHA = 0.5  # query.fusion.DEFAULT_ALPHA
 ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_LEXICAL_SCALE = 1, 1.0, 1.5
 # Query signals (issue #36, query/fusion.py FusionPolicy.leader; scripts/study_plain_words.py chose them): when BM25's
 # best match holds less than COMMON_SHARE of the query's idf mass, dense leads with at least DENSE_ALPHA; a query of
-# one typed word in at most RARE_DF of the documents gives dense at most ONE_TERM_ALPHA, and a query whose words
-# spelling corrected for BM25 (query/spelling.py) at most TYPO_ALPHA: the dense side reads the typos.
-ADAPTIVE_RARE_DF, ADAPTIVE_COMMON_SHARE, ADAPTIVE_DENSE_ALPHA, ADAPTIVE_ONE_TERM_ALPHA = 0.005, 0.5, 0.85, 0.3
-ADAPTIVE_TYPO_ALPHA = 0.3
+# one typed word, shaped like an acronym or in at most RARE_DF of the documents, gives dense at most ONE_TERM_ALPHA,
+# and a query whose words spelling corrected for BM25 (query/spelling.py), at least TYPO_SHARE of its typed words,
+# at most TYPO_ALPHA: the dense side reads the typos.
+ADAPTIVE_RARE_DF, ADAPTIVE_COMMON_SHARE, ADAPTIVE_DENSE_ALPHA, ADAPTIVE_ONE_TERM_ALPHA = 0.005, 0.6, 0.75, 0.3
+ADAPTIVE_TYPO_ALPHA, ADAPTIVE_TYPO_SHARE = 0.3, 0.25
 
 
 def fusion_entry(method: str = DEFAULT_FUSION) -> dict[str, object]:
@@ -39,6 +40,7 @@ def fusion_entry(method: str = DEFAULT_FUSION) -> dict[str, object]:
             "dense_alpha": ADAPTIVE_DENSE_ALPHA,
             "one_term_alpha": ADAPTIVE_ONE_TERM_ALPHA,
             "typo_alpha": ADAPTIVE_TYPO_ALPHA,
+            "typo_share": ADAPTIVE_TYPO_SHARE,
         }
     return {"method": "fixed", "alpha": FIXED_ALPHA}
 

@@ -27,9 +27,10 @@ from typing import Any
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 # Requests past uvicorn's 16 KiB default head buffer could be cut off or refused depending on how TCP split them;
-# this bound holds every request the API's own limits allow: MAX_K (1000) ids of 200 characters, percent-encoded
-# (about 605 KB). Before, 4 MiB: 300 clients sending 3.7 MB heads held 1.3 GB.
-MAX_REQUEST_HEAD = 1024 * 1024
+# this bound holds every request the API's own limits allow: MAX_K (1000) ids of 200 characters, each character up
+# to 12 bytes percent-encoded (a 4-byte UTF-8 one: 2.4 MB in all). Before, 4 MiB: 300 clients sending 3.7 MB heads
+# held 1.3 GB; now the request-byte budget and the head deadline bound what they hold.
+MAX_REQUEST_HEAD = 3 * 1024 * 1024
 MAX_CONNECTIONS = 1024  # per process; lowered to fit the open-file limit (``connection_cap``)
 FD_RESERVE = 128  # files the process itself keeps open: the index's versions, SQLite, the model, logs
 HEAD_TIMEOUT_S = 10.0

@@ -18,8 +18,10 @@ from semsearch.core.options import (
     ADAPTIVE_POWER,
     ADAPTIVE_RARE_DF,
     ADAPTIVE_TYPO_ALPHA,
+    ADAPTIVE_TYPO_SHARE,
     FUSIONS,
 )
+from semsearch.store.lexical import LexicalIndex
 
 NORMS = ("minmax", "zscore", "none")
 # Hybrid defaults, tuned on SciFact train with all-MiniLM-L6-v2 + BM25 (scripts/study_fusion.py): convex zscore
@@ -162,7 +164,9 @@ class QuerySignal:
 
     ``dfs``: the document frequency of each distinct query stem some document holds; ``held``: of those, the
     ones BM25's best match holds; ``unseen``: stems no document holds (a typo, or a word the collection never
-    uses); ``tokens``: how many words were typed; ``corrected``: how many typed words BM25 searched corrected.
+    uses); ``tokens``: how many words were typed; ``corrected``: how many typed words no document holds BM25
+    searched corrected (spelling's corrections); ``shaped``: the query is one word shaped like an acronym or
+    identifier (a capital after its first letter, or letters with digits: "ViT", "DPO", "Metric3D").
     """
 
     dfs: tuple[int, ...]
@@ -171,6 +175,7 @@ class QuerySignal:
     unseen: int = 0
     tokens: int = 0
     corrected: int = 0
+    shaped: bool = False
 
     @classmethod
     def measure(cls, lexical: Vocabulary, text: str, best: np.ndarray, typed: str | None = None) -> QuerySignal:
@@ -178,13 +183,17 @@ class QuerySignal:
         ``best``: BM25's best match (its id in an array, empty when nothing matched)."""
         terms = list(dict.fromkeys(lexical.terms(text)))
         known = [(t, d) for t in terms if (d := lexical.document_frequency(t)) > 0]
-        best = np.asarray(best, dtype=np.int64)[:1]
-        held = tuple(bool(best.size and lexical.score_ids({t: 1.0}, best)[0] > 0) for t, _ in known)
+        held = _held(lexical, [t for t, _ in known], np.asarray(best, dtype=np.int64)[:1])
         words = text.split()
         as_typed = words if typed is None else typed.split()
-        corrected = sum(a != b for a, b in zip(as_typed, words, strict=False)) + abs(len(as_typed) - len(words))
+        # A corrected word counts only if no document holds it as typed: spelling also "corrects" real words that a
+        # few documents hold (a small collection's rare words), and those the dense side reads as well as BM25.
+        searched = set(words)  # a correction may keep the typed word beside its suggestion: compare as sets
+        changed = [w for w in dict.fromkeys(as_typed) if w not in searched]
+        corrected = sum(1 for w in changed if not any(lexical.document_frequency(t) for t in lexical.terms(w)))
         dfs = tuple(d for _, d in known)
-        return cls(dfs, len(lexical), held, len(terms) - len(known), len(as_typed), corrected)
+        shaped = len(as_typed) == 1 and _identifier_shaped(as_typed[0])
+        return cls(dfs, len(lexical), held, len(terms) - len(known), len(as_typed), corrected, shaped)
 
     def best_share(self) -> float | None:
         """Share of the query's idf mass that BM25's best match holds (None: no query stem is in any document)."""
@@ -195,9 +204,34 @@ class QuerySignal:
         return sum(v for v, h in zip(idf, self.held, strict=True) if h) / total if total > 0 else 0.0
 
     def one_rare_word(self, rare_df: float) -> bool:
-        """Whether the query is one typed word (an acronym, identifier or name) and rare here: BM25's strength."""
+        """Whether the query is one typed word, an acronym, identifier or name (by its shape, or rare here): what
+        BM25 finds exactly and an encoder reads as a few subword pieces."""
         limit = max(2.0, rare_df * self.n_docs)
-        return self.tokens == 1 and self.unseen == 0 and bool(self.dfs) and min(self.dfs) <= limit
+        return self.tokens == 1 and self.unseen == 0 and bool(self.dfs) and (self.shaped or min(self.dfs) <= limit)
+
+
+def _held(lexical: Vocabulary, terms: list[str], best: np.ndarray) -> tuple[bool, ...]:
+    """Which of ``terms`` the document ``best`` (an id in an array; empty: none) holds.
+
+    One index reads each term's posting rows (a scan of a few thousand ints; 157k abstracts: ~0.1 ms a query);
+    a version of several segments asks BM25 for each term's score of the document, which sums every posting.
+    """
+    if not best.size:
+        return tuple(False for _ in terms)
+    if isinstance(lexical, LexicalIndex):
+        row = int(lexical.rows_of(best)[0])
+        if row < 0:
+            return tuple(False for _ in terms)
+        offsets, rows = lexical.indptr, lexical.indices
+        tids = [lexical.term_ids[t] for t in terms]
+        return tuple(bool((rows[offsets[i] : offsets[i + 1]] == row).any()) for i in tids)
+    return tuple(bool(lexical.score_ids({t: 1.0}, best)[0] > 0) for t in terms)
+
+
+def _identifier_shaped(word: str) -> bool:
+    """A capital after the first letter ("ViT", "DPO", "LoRA") or letters with digits ("Metric3D", "GPT-4")."""
+    letters = [c for c in word if c.isalpha()]
+    return any(c.isupper() for c in word[1:]) or (bool(letters) and any(c.isdigit() for c in word))
 
 
 def _idf(df: int, n_docs: int) -> float:
@@ -237,7 +271,8 @@ class FusionPolicy:
     common_share: float = ADAPTIVE_COMMON_SHARE  # BM25's best match holds less of the query's idf mass: dense leads
     dense_alpha: float = ADAPTIVE_DENSE_ALPHA  # then dense gets at least this weight
     one_term_alpha: float = ADAPTIVE_ONE_TERM_ALPHA  # the most weight dense gets when the query is one rare word
-    typo_alpha: float = ADAPTIVE_TYPO_ALPHA  # the most weight dense gets when spelling corrected a word for BM25
+    typo_alpha: float = ADAPTIVE_TYPO_ALPHA  # the most weight dense gets when spelling corrected words for BM25
+    typo_share: float = ADAPTIVE_TYPO_SHARE  # ... at least this share of the typed words
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any] | None) -> FusionPolicy:
@@ -264,7 +299,7 @@ class FusionPolicy:
                 # An entry written before the query signals lacks their keys: it fuses as it did (signals off).
                 rare, common = float(entry.get("rare_df", 0.0)), float(entry.get("common_share", 0.0))
                 lead, one = float(entry.get("dense_alpha", 0.5)), float(entry.get("one_term_alpha", 1.0))
-                typo = float(entry.get("typo_alpha", 1.0))
+                typo, typos = float(entry.get("typo_alpha", 1.0)), float(entry.get("typo_share", 0.0))
                 if (
                     top >= 1
                     and 0.0 <= power <= 16.0
@@ -274,9 +309,10 @@ class FusionPolicy:
                     and 0.0 <= lead <= 1.0
                     and 0.0 <= one <= 1.0
                     and 0.0 <= typo <= 1.0
+                    and 0.0 <= typos <= 1.0
                 ):
                     note = "adaptive in the manifest"
-                    return cls("adaptive", DEFAULT_ALPHA, top, power, scale, note, rare, common, lead, one, typo)
+                    return cls("adaptive", DEFAULT_ALPHA, top, power, scale, note, rare, common, lead, one, typo, typos)
         except (TypeError, ValueError, KeyError):
             pass
         return cls(note=f"unreadable fusion entry {dict(entry)!r} in the manifest")
@@ -337,12 +373,12 @@ class FusionPolicy:
         """
         if signal is None:
             return None
-        if self.typo_alpha < 1.0 and signal.corrected:
-            said = f"lexical leads: {signal.corrected} misspelt word(s) corrected for BM25 (dense reads them as typed)"
-            return self.typo_alpha, said
+        if self.typo_alpha < 1.0 and signal.corrected and signal.corrected >= self.typo_share * signal.tokens:
+            said = f"lexical leads: {signal.corrected} of {signal.tokens} typed words misspelt, corrected for BM25"
+            return self.typo_alpha, said + " (dense reads them as typed)"
         if self.one_term_alpha < 1.0 and signal.one_rare_word(self.rare_df):
-            rarest = min(signal.dfs)
-            said = f"lexical leads: the query is one rare word (in {rarest} of {signal.n_docs} documents)"
+            kind = "word shaped like an acronym or identifier" if signal.shaped else "rare word"
+            said = f"lexical leads: the query is one {kind} (in {min(signal.dfs)} of {signal.n_docs} documents)"
             return self.one_term_alpha, said
         share = signal.best_share()
         if self.common_share > 0.0 and share is not None and share < self.common_share and self.dense_alpha > 0.5:
