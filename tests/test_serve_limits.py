@@ -474,6 +474,21 @@ def test_tags_are_listed_from_a_constant_number_of_reads(
         assert reads[0] <= 2, (args, reads)
 
 
+def test_the_server_parses_tags_again_only_once_they_change(index_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server keeps one tag store: a second listing parses nothing, and a tag write is seen at once."""
+    _many_tags(index_dir, 3)
+    reads = _counting_reads(monkeypatch)
+    app = create_app(index_dir, embedder=FakeEmbedder(), allow_tags=True)
+    with TestClient(app, base_url="http://localhost") as client:
+        assert len(client.get("/api/tags").json()["tags"]) == 3
+        first = reads[0]
+        assert len(client.get("/api/tags").json()["tags"]) == 3
+        assert reads[0] == first  # nothing replaced tags.json: nothing parsed again
+        assert client.post("/api/tags/fresh", json={"add": ["p0"]}).status_code == 200
+        listed = client.get("/api/tags").json()["tags"]
+    assert set(listed) == {"t0000", "t0001", "t0002", "fresh"} and listed["fresh"]["papers"] == 1
+
+
 def test_listing_one_unknown_tag_names_the_known_ones(index_dir: Path) -> None:
     from test_cli import assert_one_line_error, run
 

@@ -29,7 +29,14 @@ from semsearch.faces.agent_results import new_page, related_page
 from semsearch.faces.cli import cli
 from semsearch.query.evidence import coverage, coverage_weight, distinctive_terms
 from semsearch.query.neighbours import subject_order
-from semsearch.reader.whats_new import WATCH_SCORINGS, Interest, Reader, interest_scores, watch_scores
+from semsearch.reader.whats_new import (
+    WATCH_SCORINGS,
+    Interest,
+    Reader,
+    fitted_arrivals,
+    interest_scores,
+    watch_scores,
+)
 from semsearch.write.build import BuildOptions
 
 WATCH = "mixture of experts routing and load balancing"
@@ -210,3 +217,153 @@ def test_http_new_and_related_agree_with_the_library(reading: Reading) -> None:
     assert "watch:moe" in by_id[reading.id_of(MOE[:40])]["for"]
     assert "watch:moe" not in by_id[reading.id_of(ROUTING[:30])]["for"]
     assert api_related == related
+
+
+# ---------------------------------------------------------------- saved queries read as a search reads them
+#
+# A saved query is read by the query language (query.syntax) as `semsearch query` reads it: `year:>=2024` is a
+# filter, `-survey` leaves out surveys, and its words rank with typos corrected for BM25. Before, the whole text
+# was plain words: "year:>=2024" was two more words to match and a 2019 paper about diffusion fitted the watch.
+
+DIFFUSION = "Denoising diffusion models generate images by reversing a diffusion process; {} diffusion models."
+FIELDED = [
+    {
+        "title": "Diffusion models in 2019",
+        "authors": ["Ada Old"],
+        "year": 2019,
+        "venue": "neurips",
+        "abstract": DIFFUSION.format("early"),
+    },
+    {
+        "title": "Diffusion models in 2025",
+        "authors": ["Ben New"],
+        "year": 2025,
+        "venue": "neurips",
+        "abstract": DIFFUSION.format("faster"),
+    },
+    {
+        "title": "A survey of diffusion models",
+        "authors": ["Cy Review"],
+        "year": 2025,
+        "venue": "neurips",
+        "abstract": "A survey: " + DIFFUSION.format("surveyed"),
+    },
+]
+
+
+class Fielded:
+    """The seeds and three diffusion papers with authors and years (2019, 2025, a 2025 survey)."""
+
+    def __init__(self, root: Path) -> None:
+        self.seeds = root / "seeds"
+        shutil.copytree(SEEDS, self.seeds)
+        papers = root / "papers.jsonl"
+        papers.write_text("".join(json.dumps(p) + "\n" for p in FIELDED), encoding="utf-8")
+        self.index = root / "idx"
+        self.embedder = FakeEmbedder()
+        build_index([str(self.seeds), str(papers)], self.index, BuildOptions(progress=False), embedder=self.embedder)
+
+    def invoke(self, *args: str) -> Result:
+        return CliRunner().invoke(cli, [*args, "--index", str(self.index)], obj={"embedder": self.embedder})
+
+    def open(self) -> Index:
+        return Index.open(self.index, embedder=self.embedder)
+
+    def fits(self, query: str) -> dict[str, float]:
+        """Each fielded paper's score for a watch of ``query`` (by title), as `new` ranks what arrived."""
+        with self.open() as idx:
+            papers = fitted_arrivals(idx, [], reader=Reader([Interest("watch", "w", query=query)]))
+        return {p.hit.title or "": p.fit_by["watch:w"] for p in papers if p.hit.title in TITLES}
+
+
+TITLES = {p["title"] for p in FIELDED}
+OLD, NEW, SURVEY = (str(p["title"]) for p in FIELDED)
+
+
+@pytest.fixture(scope="module")
+def fielded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fielded]:
+    yield Fielded(tmp_path_factory.mktemp("watch-fields"))
+
+
+def test_a_watch_with_a_year_does_not_fit_an_older_paper(fielded: Fielded) -> None:
+    """`diffusion year:>=2024` fits the 2025 diffusion paper, not the 2019 one (before: the 2019 one fitted)."""
+    fits = fielded.fits("diffusion models year:>=2024")
+    assert fits[NEW] >= MIN_FIT
+    assert fits[OLD] < MIN_FIT
+    assert fits[OLD] < min(fits[NEW], fits[SURVEY])
+    assert fielded.fits("diffusion models")[OLD] >= MIN_FIT  # the year, not the words, keeps it out
+
+
+def test_a_watch_with_an_excluded_word_does_not_fit_a_survey(fielded: Fielded) -> None:
+    """`-survey` leaves the survey out of the watch, in the library and in `new --json` (the CLI face)."""
+    fits = fielded.fits("diffusion models -survey")
+    assert fits[NEW] >= MIN_FIT
+    assert fits[SURVEY] < MIN_FIT
+    assert fielded.invoke("watch", "add", "diff", "diffusion models -survey year:2025").exit_code == 0
+    try:
+        result = fielded.invoke("new", "-k", "200", "--json")
+        assert result.exit_code == 0, result.output
+        rows = {r["title"]: r for r in json.loads(result.output)}
+        assert "watch:diff" in rows[NEW]["for"]
+        assert "watch:diff" not in rows[SURVEY]["for"]  # a -word
+        assert "watch:diff" not in rows[OLD]["for"]  # a year
+        made = fielded.invoke("digest", "--since", "2000-01-01", "--format", "json", "--no-bookmark")
+        assert made.exit_code == 0, made.output
+        section = next(s for s in json.loads(made.output)["sections"] if s["name"] == "diff")
+        assert [p["title"] for p in section["papers"] if p["title"] in TITLES] == [NEW]
+        with fielded.open() as idx:
+            cards = {c.title: c for c in new_page(idx, since="2000-01-01", k=200).items}
+        assert "watch:diff" in (cards[NEW].why or "")
+        for other in (SURVEY, OLD):  # listed without the watch as a reason, or not on the first page at all
+            assert other not in cards or "watch:diff" not in (cards[other].why or "")
+    finally:
+        assert fielded.invoke("watch", "remove", "diff").exit_code == 0
+
+
+def test_a_watch_with_typos_fits_what_the_spelled_watch_fits_lexically(fielded: Fielded) -> None:
+    """ "difussion modles" is searched by BM25 as "diffusion models" (the dense side reads it as typed)."""
+    from semsearch.reader.watch_reading import read_watch
+
+    with fielded.open() as idx:
+        reading = read_watch(idx, "difussion modles")
+        assert reading.lexical_text == idx.spell("difussion modles").text == "diffusion models"
+        assert reading.dense_text == "difussion modles"
+    typo, spelled = fielded.fits("difussion modles"), fielded.fits("diffusion models")
+    assert {t for t, s in typo.items() if s >= MIN_FIT} == {t for t, s in spelled.items() if s >= MIN_FIT} == TITLES
+
+
+def test_a_watch_of_a_person_fits_their_papers_only(fielded: Fielded) -> None:
+    """`author:"Ben New"` names a person: their paper fits, the others get no fit from the watch."""
+    fits = fielded.fits('diffusion models author:"Ben New"')
+    assert fits[NEW] >= MIN_FIT
+    assert fits[OLD] < MIN_FIT and fits[SURVEY] < MIN_FIT
+    alone = fielded.fits('author:"Ben New"')  # only a person: their papers fit, at the floor of a fit
+    assert alone[NEW] >= MIN_FIT and alone[OLD] < MIN_FIT
+    unknown = fielded.fits("diffusion models author:Nobody")  # no such person: an authors~ filter, none pass
+    assert max(unknown.values()) < MIN_FIT
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("privacy year:>=abc", "year:>=abc is not a year"),
+        ('privacy "unclosed', "unclosed"),
+        ("privacy author:", "author: needs a value"),
+        ("year:>=2024 -survey", "no words to rank by"),
+    ],
+)
+def test_watch_add_refuses_a_malformed_query_when_saved(fielded: Fielded, query: str, says: str) -> None:
+    """`watch add` reads the query as search does and refuses what it cannot read: one line, exit 2, nothing saved."""
+    result = fielded.invoke("watch", "add", "bad", query)
+    assert result.exit_code == 2, result.output
+    assert says in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+    listed = fielded.invoke("watch", "list", "--json")
+    assert "bad" not in [w["name"] for w in json.loads(listed.output)]
+
+
+def test_a_watch_saved_before_the_query_language_is_still_followed(fielded: Fielded) -> None:
+    """A malformed watch saved by an older semsearch reads as plain words: `new` still ranks, never fails."""
+    fits = fielded.fits('diffusion models "unclosed')
+    assert fits[NEW] >= MIN_FIT

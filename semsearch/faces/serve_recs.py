@@ -24,6 +24,7 @@ from semsearch.faces import operations as ops
 from semsearch.faces.http_ops import live_index, route
 from semsearch.query.live import LiveIndex
 from semsearch.reader.recommend import recommend as recommend_papers
+from semsearch.reader.tags import TagStore
 
 MAX_KEYS = ops.MAX_KEYS  # ids or tags per request
 LIKED_TAG = "liked"
@@ -102,11 +103,12 @@ def read_only_reason(request: Request) -> str | None:
     return write_problem(live.path)
 
 
-def tag_list(live: LiveIndex, _: ops.Tags, read_only: str | None) -> dict[str, Any]:
-    from semsearch.reader.tags import TagStore, all_members
+def tag_list(live: LiveIndex, _: ops.Tags, read_only: str | None, store: TagStore | None = None) -> dict[str, Any]:
+    """The tags and their papers; ``store``: the server's own, which parses ``tags.json`` again only once replaced."""
+    from semsearch.reader.tags import all_members
 
     with live.use() as loaded:
-        store = TagStore(loaded.index.path)
+        store = store or TagStore(loaded.index.path)
         found = all_members(loaded.index, store, repoint=False)  # one read of tags.json, however many tags
         polarity = store.polarities()
     return {
@@ -129,9 +131,14 @@ route(router, "new", new)
 
 
 @router.get("/api/tags", summary=ops.operation("tags").help.rstrip("."), response_model=dict[str, Any])
-def tags(live: LiveIndex = Depends(live_index), read_only: str | None = Depends(read_only_reason)) -> JSONResponse:
+def tags(
+    request: Request, live: LiveIndex = Depends(live_index), read_only: str | None = Depends(read_only_reason)
+) -> JSONResponse:
     # json.dumps directly: FastAPI's generic encoder took 0.76 s of 50,000 tags' listing, json 0.25 s.
-    return JSONResponse(tag_list(live, ops.Tags(), read_only))
+    state = request.app.state
+    if getattr(state, "tag_store", None) is None:
+        state.tag_store = TagStore(live.path)  # kept: a listing parses tags.json again only when it was replaced
+    return JSONResponse(tag_list(live, ops.Tags(), read_only, state.tag_store))
 
 
 def writable(request: Request) -> None:

@@ -123,6 +123,9 @@ def add_watch(index_dir: Path, name: str, query: str) -> Watch:
         raise QueryError("the saved query is empty")
     if len(query) > 1000:
         raise QueryError("the saved query is over 1,000 characters")
+    from semsearch.reader.watch_reading import check_watch_query  # numpy: not on the way to `--help`
+
+    check_watch_query(query)  # read now as search reads it: a malformed query is refused when saved, not later
     index_dir = Path(index_dir)
     with locked_state(index_dir):
         data = _read_json(index_dir / WATCHES_FILE)

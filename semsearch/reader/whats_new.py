@@ -11,7 +11,9 @@ over the whole index (0 = an average paper; at ``options.MIN_FIT`` = 2 a paper f
   how far above average the paper's cosine to its nearest disliked paper is. Coverage is the share of the query's
   idf mass the paper holds (``query.evidence``): below ``COVERAGE_FULL`` its BM25 shrinks as the cube, so a paper
   that shares one or two of the query's words ("routing" of "mixture of experts routing and load balancing")
-  does not fit the watch by them (``WATCH_SCORING``).
+  does not fit the watch by them (``WATCH_SCORING``). The query is read as ``semsearch query`` reads it
+  (``watch_reading``): it ranks by its words (BM25 with typos corrected), and a paper its fields (``year:``,
+  ``author:``...), phrases or -words do not admit scores below every paper it does, so it gets no fit from it.
 
 A paper's fit is the best of its interests' scores (``FIT_METHOD``; ``scripts/bench_new.py`` measured it
 against fusing ranks and summing), and its reasons are the interests it reaches ``MIN_FIT`` for, best first.
@@ -133,8 +135,12 @@ def reader_of(index: Index) -> Reader:
     return Reader(interests, resolve_liked(index, negative_tags) if negative_tags else [], negative_tags)
 
 
-def interest_scores(index: Index, reader: Reader, scoring: str = WATCH_SCORING) -> np.ndarray:
-    """One row per interest, one column per vector row of the index: the interest's z-score for the paper."""
+def interest_scores(
+    index: Index, reader: Reader, scoring: str = WATCH_SCORING, rows: np.ndarray | None = None
+) -> np.ndarray:
+    """One row per interest, one column per vector row of the index: the interest's z-score for the paper.
+
+    ``rows`` (vector rows: the papers being ranked) limits a watch's phrase and -word check to them."""
     from semsearch.reader.recommend import DEFAULT_METHOD, _sparse_inputs, method_scores, zscore
     from semsearch.store.layout import doc_num
 
@@ -160,28 +166,56 @@ def interest_scores(index: Index, reader: Reader, scoring: str = WATCH_SCORING) 
         else:
             if lex_rows is None:
                 lex_rows = index.lexical.rows_of(nums)
-            out[i] = watch_scores(index, interest.query, X, lex_rows, scoring) - penalty
+            out[i] = watch_scores(index, interest.query, X, lex_rows, scoring, rows=rows) - penalty
     return out
 
 
 def watch_scores(
-    index: Index, query: str, X: np.ndarray, lex_rows: np.ndarray, scoring: str = WATCH_SCORING
+    index: Index,
+    query: str,
+    X: np.ndarray,
+    lex_rows: np.ndarray,
+    scoring: str = WATCH_SCORING,
+    *,
+    rows: np.ndarray | None = None,
 ) -> np.ndarray:
-    """A saved query's z-score for every vector row (``lex_rows``: each row's row in the lexical index)."""
+    """A saved query's z-score for every vector row (``lex_rows``: each row's row in the lexical index).
+
+    The query is read as search reads it (``watch_reading``): it ranks by its words (BM25 with typos corrected),
+    and a paper its fields, people, phrases or -words do not admit scores below every paper it does (no fit).
+    """
+    from semsearch.reader.watch_reading import admitted, read_watch
+
+    if scoring not in WATCH_SCORINGS:
+        raise ValueError(f"unknown watch scoring {scoring!r} (choose from {', '.join(WATCH_SCORINGS)})")
+    reading = read_watch(index, query)
+    if reading.dense_text:
+        scores = _text_scores(index, reading.dense_text, reading.lexical_text, X, lex_rows, scoring)
+    else:  # only author: (a person): their papers fit the watch, each as much as the floor of a fit
+        scores = np.full(len(X), float(MIN_FIT))
+    if not reading.filtered:
+        return scores
+    ok = admitted(index, reading, index.vectors.ids, only=rows)
+    floor = min(float(scores.min(initial=0.0)), 0.0) - 1.0  # below every admitted paper and any fit
+    return np.where(ok, scores, floor)
+
+
+def _text_scores(
+    index: Index, dense_text: str, lexical_text: str, X: np.ndarray, lex_rows: np.ndarray, scoring: str
+) -> np.ndarray:
+    """0.5·z(cosine to ``dense_text``) + 0.5·z(BM25 of ``lexical_text``), or as ``scoring`` says."""
     from semsearch.query.evidence import covered_bm25
     from semsearch.query.fusion import DEFAULT_DEPTH, FusionPolicy
     from semsearch.reader.recommend import zscore
 
-    if scoring not in WATCH_SCORINGS:
-        raise ValueError(f"unknown watch scoring {scoring!r} (choose from {', '.join(WATCH_SCORINGS)})")
-    dense = np.asarray(X @ index.encode_query(query).reshape(-1), dtype=np.float64)
+    dense = np.asarray(X @ index.encode_query(dense_text).reshape(-1), dtype=np.float64)
     if scoring == "dense":
         return zscore(dense)
     lex = index.lexical
     if scoring == "covered":
-        per_row = covered_bm25(lex, query)
+        per_row = covered_bm25(lex, lexical_text)
     else:
-        bm25, matched = lex.scores(query)
+        bm25, matched = lex.scores(lexical_text)
         per_row = np.where(matched, bm25, 0.0)
     lexical = np.where(lex_rows >= 0, per_row[lex_rows], 0.0)
     alpha = 0.5
@@ -238,9 +272,9 @@ def fitted_arrivals(
     if not len(allowed):
         return []
     reader = reader if reader is not None else reader_of(index)
-    scores = interest_scores(index, reader)
     rows = index.vectors.rows_of(np.asarray(allowed, dtype=np.int64))
     rows = rows[rows >= 0]
+    scores = interest_scores(index, reader, rows=rows)
     nums = index.vectors.ids[rows]
     # With negative tags only there is no interest to fit, but what resembles a disliked paper still goes last.
     fit = combine(scores, rows) if reader.interests else 0.0 - negative_penalty(index, reader)[rows]
@@ -270,7 +304,9 @@ def explain(paper: NewPaper, reader: Reader, index: Index) -> NewPaper:
     best = next((it for it in reader.interests if it.key == top), None)
     terms_of = ""
     if best is not None and best.kind == "watch":
-        terms_of = best.query
+        from semsearch.reader.watch_reading import watch_words
+
+        terms_of = watch_words(best.query)  # its words, not "year:>=2024" or the -words
     elif best is not None and best.papers:
         from semsearch.store.layout import doc_num
 
