@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from semsearch.query.spelling import KNOWN, nearest  # noqa: E402
+from semsearch.query.spelling import KNOWN, Vocabulary, nearest  # noqa: E402
 from semsearch.store.lexical import Analyzer, lexical_text  # noqa: E402
 from semsearch.store.words import count_words  # noqa: E402
 
@@ -61,8 +61,8 @@ def main() -> None:
     for text in texts:
         stems.update(set(analyzer(text)))
     frequent_words = [w for w, c in words.items() if c >= KNOWN and len(w) >= 3]
-    frequent_stems = [s for s, c in stems.items() if c >= KNOWN]
 
+    vocabulary, stem_vocabulary = Vocabulary.of(words), Vocabulary.of(stems)
     rng = random.Random(1)
     common = [w for w, _ in words.most_common(2200)[200:] if len(w) >= 5]
     outcome: Counter[str] = Counter()
@@ -75,7 +75,7 @@ def main() -> None:
             continue
         tried += 1
         began = time.perf_counter()
-        got = nearest(typed, frequent_words, words)
+        got = nearest(typed, vocabulary)
         word_s += time.perf_counter() - began
         right = got is not None and analyzer.stem(got[0]) == analyzer.stem(word)
         outcome["words: right"] += right
@@ -83,7 +83,7 @@ def main() -> None:
         if stems.get(typed_stem, 0) >= KNOWN:
             outcome["stems: right" if typed_stem == analyzer.stem(word) else "stems: typo stem is frequent"] += 1
             continue
-        by_stem = nearest(typed_stem, frequent_stems, stems)
+        by_stem = nearest(typed_stem, stem_vocabulary)
         outcome["stems: right"] += by_stem is not None and by_stem[0] == analyzer.stem(word)
 
     out: dict[str, object] = {

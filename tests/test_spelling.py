@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from semsearch.core.errors import IndexCorruptError
-from semsearch.query.spelling import correct, nearest
+from semsearch.query.spelling import Vocabulary, correct, nearest
 from semsearch.store.lexical import Analyzer
 from semsearch.store.words import WORDS_FILE, count_words, read_words, write_words
 
@@ -40,7 +40,7 @@ def stem_frequency(word: str) -> int:
 
 
 def fix(text: str, counts: Counter[str] | None = COUNTS) -> tuple[str, list[tuple[str, str, int, bool]]]:
-    got = correct(text, stem_frequency, lambda: counts)
+    got = correct(text, stem_frequency, lambda: None if counts is None else Vocabulary.of(counts))
     return got.text, [(c.word, c.to, c.distance, c.kept) for c in got.corrections]
 
 
@@ -68,16 +68,17 @@ def test_a_swap_across_the_stem_is_one_edit() -> None:
 
 
 def test_known_words_short_words_acronyms_and_stop_words_are_left_alone() -> None:
-    # "models" is known; "gan" and "DPOO" are too short or written as an acronym; "with" is a stop word.
-    assert fix("models with gan DPOO") == ("models with gan DPOO", [])
+    # "models" is known; "gan" is too short; "DPOO", "RoMa" and "LoRAs" are written as method names; "with" is a
+    # stop word.
+    assert fix("models with gan DPOO RoMa LoRAs") == ("models with gan DPOO RoMa LoRAs", [])
 
 
 def test_the_more_common_word_wins_a_tie_and_short_words_get_one_edit() -> None:
     # "grpah": one swap from "graph" (25 documents); "grate" would be one edit from "great" and "grape".
     assert fix("grpah")[0] == "graph"
     assert fix("grat")[0] == "great"  # four letters: one edit at most, so not "grape" or "graph" (two)
-    assert nearest("modelx", ["models", "model"], COUNTS) == ("model", 1)  # both one edit: 120 documents beat 90
-    assert nearest("grxxh", ["graph"], COUNTS) is None  # two edits: too many for a five-letter word
+    assert nearest("modelx", Vocabulary.of(COUNTS)) == ("model", 1)  # both one edit: 120 documents beat 90
+    assert nearest("grxxh", Vocabulary.of(COUNTS)) is None  # "graph" is two edits: too many for five letters
 
 
 def test_a_word_nothing_is_near_is_kept_and_no_counts_correct_nothing() -> None:

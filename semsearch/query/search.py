@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,7 +31,7 @@ from semsearch.query.fusion import (
 )
 from semsearch.query.highlight import best_sentences, matched_terms
 from semsearch.query.neighbours import SUBJECT_POOL, subject_order
-from semsearch.query.spelling import Spelling, correct
+from semsearch.query.spelling import Spelling, Vocabulary, correct
 from semsearch.query.syntax import ParsedQuery, admits, parse_query
 from semsearch.store.ann import VECTORS, open_version_vectors
 from semsearch.store.documents import open_documents
@@ -378,15 +377,16 @@ class Index:
         return correct(
             words,
             lambda word: lex.document_frequency(lex.analyzer.stem(word)),
-            lambda: self.memo("spelling.words", self._word_counts),
+            lambda: self.memo("spelling.vocabulary", self._vocabulary),
         )
 
-    def _word_counts(self) -> Counter[str] | None:
+    def _vocabulary(self) -> Vocabulary | None:
         """The words of this version's documents with their document frequencies (None: kept by no segment)."""
         from semsearch.store.lexical import LEXICAL_DIR
         from semsearch.store.words import read_words
 
-        return read_words([s.folder / LEXICAL_DIR for s in self.manifest.version_segments(self.version)])
+        counts = read_words([s.folder / LEXICAL_DIR for s in self.manifest.version_segments(self.version)])
+        return None if counts is None else Vocabulary.of(counts)
 
     def _search_parsed(
         self,

@@ -55,33 +55,53 @@ class Spelling:
         return f"searched for: {self.text}" + (" (--exact to search as typed)" if self.changed else "")
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """The words corrections are drawn from (those at least ``KNOWN`` documents use) by length, and every count."""
+
+    counts: Counter[str]
+    by_length: dict[int, list[str]]
+
+    @classmethod
+    def of(cls, counts: Counter[str]) -> Vocabulary:
+        """Group the frequent words once: an open Index keeps this (40k words at 157k: 4 ms to build)."""
+        by_length: dict[int, list[str]] = {}
+        for word, count in counts.items():
+            if count >= KNOWN and len(word) >= MIN_LETTERS - 1:
+                by_length.setdefault(len(word), []).append(word)
+        return cls(counts, by_length)
+
+    def within(self, word: str, edits: int) -> list[str]:
+        """The frequent words whose length could be ``edits`` edits from ``word``'s (no other could be)."""
+        return [w for n in range(len(word) - edits, len(word) + edits + 1) for w in self.by_length.get(n, ())]
+
+
 def correct(
     text: str,
     stem_frequency: Callable[[str], int],
-    words: Callable[[], Counter[str] | None],
+    vocabulary: Callable[[], Vocabulary | None],
 ) -> Spelling:
     """The query with each word the index barely knows replaced by its nearest frequent word.
 
     Args:
         text: the query as typed.
         stem_frequency: how many documents hold a word's stem (the lexical index's document frequency).
-        words: the index's word counts (``store.words``), loaded only when a word needs correcting; None for
+        vocabulary: the index's words (``store.words``), loaded only when a word needs correcting; None for
             an index built before word counts were kept (nothing is corrected then).
     """
     tokens = TOKEN_PATTERN.finditer(text)
     suspects = [m for m in tokens if _worth_checking(m.group()) and stem_frequency(m.group()) < KNOWN]
     if not suspects:
         return Spelling(text)
-    counts = words()
-    if not counts:
+    words = vocabulary()
+    if words is None:
         return Spelling(text)
-    frequent = _frequent(counts)
     pieces: list[str] = []
     done = 0
     found: list[Correction] = []
     for match in suspects:
         word = match.group().lower()
-        best = nearest(word, frequent, counts)
+        best = nearest(word, words)
         if best is None:
             continue
         to, distance = best
@@ -94,24 +114,29 @@ def correct(
     return Spelling("".join(pieces) + text[done:], tuple(found))
 
 
-def nearest(word: str, frequent: list[str], counts: Counter[str]) -> tuple[str, int] | None:
+def nearest(word: str, vocabulary: Vocabulary) -> tuple[str, int] | None:
     """The frequent word nearest ``word`` (at most 1 edit for short words, else 2), the most common on a tie."""
     from rapidfuzz import process
     from rapidfuzz.distance import OSA
 
     cutoff = 1 if len(word) <= SHORT else 2
-    found = process.extract(word, frequent, scorer=OSA.distance, score_cutoff=cutoff, limit=None)
+    candidates = vocabulary.within(word, cutoff)
+    found = process.extract(word, candidates, scorer=OSA.distance, score_cutoff=cutoff, limit=None)
     if not found:
         return None
+    counts = vocabulary.counts
     to, distance, _ = min(found, key=lambda f: (f[1], -counts[f[0]], f[0]))
     return str(to), int(distance)
 
 
 def _worth_checking(token: str) -> bool:
-    """Letters only, long enough, not a stop word, and not written as an acronym (all capitals)."""
-    return len(token) >= MIN_LETTERS and token.isalpha() and not token.isupper() and token.lower() not in STOPWORDS
+    """Letters only, long enough, not a stop word, and not written as an acronym or a name of mixed case.
 
-
-def _frequent(counts: Counter[str]) -> list[str]:
-    """The words that may be offered as corrections: those at least ``KNOWN`` documents use."""
-    return [w for w, c in counts.items() if c >= KNOWN and len(w) >= MIN_LETTERS - 1]
+    "DPO", "LoRA" and "RoMa" are method names the index may not hold: capitals after the first letter say so.
+    """
+    return (
+        len(token) >= MIN_LETTERS
+        and token.isalpha()
+        and token[1:].islower()
+        and token.lower() not in STOPWORDS
+    )
