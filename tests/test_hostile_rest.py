@@ -396,3 +396,24 @@ def test_the_cap_holds_for_every_format(tmp_path: Path) -> None:
     result = read_sources([str(seed)], skip_bad=True)
     assert [r.text for r in result.records] == [PAPERS["rl"]]
     assert result.files[0].records == 1 and len(result.skipped) == 1
+
+
+def test_an_unreadable_encoder_file_is_not_called_damage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Permissions or an I/O error on the model file: one line naming it, and no "rebuild" (nothing is damaged)."""
+    import errno
+
+    from semsearch.core.errors import IndexReadError
+    from semsearch.encode import onnx_backend
+
+    model = tmp_path / "model.int8.onnx"
+    model.write_bytes(b"onnx")
+
+    def refuse(self: Path) -> bytes:
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    with pytest.raises(IndexReadError) as caught:
+        onnx_backend._listed_bytes(tmp_path, model.name, {"size": 4})
+    assert str(caught.value) == f"cannot read the ONNX encoder file {model}: Permission denied"
+    assert "rebuild" not in str(caught.value)
+

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from semsearch.core.errors import ExportUnsupportedError, IndexCorruptError, ModelLoadError
+from semsearch.core.errors import ExportUnsupportedError, IndexCorruptError, IndexReadError, ModelLoadError
 from semsearch.core.fileio import atomic_path, file_sha256, write_bytes_atomic
 from semsearch.core.options import DEFAULT_PRECISION, ONNX_REGIME, PRECISIONS
 from semsearch.encode.embedder import fingerprint_folder, normalize_rows
@@ -711,8 +711,8 @@ def _listed_bytes(folder: Path, name: str, entry: dict[str, Any]) -> bytes:
     _check_size(path, int(entry["size"]))
     try:
         return path.read_bytes()
-    except OSError as exc:
-        raise IndexCorruptError(f"ONNX encoder file {path} is not readable: {exc.strerror or exc}") from exc
+    except OSError as exc:  # permissions or an I/O error: nothing is damaged, so no rebuild is offered
+        raise IndexReadError(f"cannot read the ONNX encoder file {path}: {exc.strerror or exc}") from exc
 
 
 def _check_digest(path: Path, digest: str, entry: dict[str, Any]) -> None:
