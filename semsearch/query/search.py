@@ -15,7 +15,7 @@ from semsearch.core import options
 from semsearch.core.errors import IndexCorruptError, QueryError, UnknownDocumentError
 from semsearch.core.limits import check_finite, check_k, check_text
 from semsearch.core.options import MODES
-from semsearch.core.paperinfo import authors_of, year_of
+from semsearch.core.paperinfo import year_of
 from semsearch.core.records import Document, Hit, SourceFile
 from semsearch.dedup.duplicates import same_paper, text_hash
 from semsearch.encode.embedder import Embedder
@@ -32,7 +32,7 @@ from semsearch.query.fusion import (
 from semsearch.query.highlight import best_sentences, matched_terms
 from semsearch.query.neighbours import SUBJECT_POOL, subject_order
 from semsearch.query.spelling import Spelling, Vocabulary, correct
-from semsearch.query.syntax import ParsedQuery, admits, parse_query
+from semsearch.query.syntax import ParsedQuery, admits, parse_query, searchable
 from semsearch.store.ann import VECTORS, open_version_vectors
 from semsearch.store.documents import open_documents
 from semsearch.store.filter_columns import FilterColumns
@@ -109,6 +109,16 @@ class Ranking:
     text: str  # the query text ("" for related)
     mode: str
     fusion: FusionChoice | None = None  # hybrid only: the weight its two sides got, and why
+
+
+@dataclass(frozen=True)
+class QueryReading:
+    """A parsed query read against an index (``Index.read_query``)."""
+
+    where: tuple[str, ...]  # --where clauses: its year:/title:/venue: and the author: values that name no one
+    authored: dict[int, str]  # papers of the people author: names, each with the name as the paper gives it
+    people: np.ndarray | None  # those papers' numbers, in every author: value's (None: no author: names someone)
+    rank_text: str  # the words to rank by: the text, else the title:/venue: values and the unresolved names
 
 
 @dataclass(frozen=True)
@@ -366,8 +376,38 @@ class Index:
         A word whose stem at least ``spelling.KNOWN`` documents hold is never changed; ``exact`` changes none.
         """
         parsed = parse_query(check_text(text))
-        named = bool(parsed.text) and not parsed.phrases and bool(self.store.people(parsed.text))
-        return self._corrected(parsed.text, exact or named)  # a person's name is no misspelling of a word
+        return self.spell_words(parsed.text, exact=exact, phrases=bool(parsed.phrases))
+
+    def spell_words(self, words: str, *, exact: bool = False, phrases: bool = False) -> Spelling:
+        """``spell`` for words already read out of a query (``phrases``: whether it quoted any).
+
+        A person's name is no misspelling of a word: words that name someone, with no phrase, stay as they are.
+        """
+        named = bool(words) and not phrases and bool(self.store.people(words))
+        return self._corrected(words, exact or named)
+
+    def read_query(self, parsed: ParsedQuery) -> QueryReading:
+        """A parsed query read against this index: its filters, the people ``author:`` names, its words to rank by.
+
+        An ``author:`` value that names someone in the index narrows to their papers; one that names no one is an
+        ``authors~`` filter and, with the fielded ``title:``/``venue:`` values, ranks when the query has no words.
+        """
+        where = list(parsed.where)
+        authored: dict[int, str] = {}
+        unresolved: list[str] = []
+        people: np.ndarray | None = None
+        for value in parsed.authors:
+            found = self.store.people(value)
+            if not found:
+                where.append(f"authors~{value}")
+                unresolved.append(value)
+                continue
+            nums = {n: name for name, ns in found.items() for n in ns}
+            authored.update(nums)
+            mine = np.array(sorted(nums), dtype=np.int64)
+            people = mine if people is None else np.intersect1d(people, mine)
+        fielded = [v for f in ("title", "venue") for v in parsed.fields.get(f, [])]
+        return QueryReading(tuple(where), authored, people, parsed.text or " ".join([*fielded, *unresolved]))
 
     def _corrected(self, words: str, exact: bool) -> Spelling:
         """``words`` (a query's words to rank by, already parsed) as BM25 searches them."""
@@ -402,25 +442,11 @@ class Index:
         ``author:`` values that name people narrow the candidates to their papers (else they are ``authors~``
         filters); phrases and -words are applied to every hit, lexical and dense alike.
         """
-        where = [*where, *parsed.where]
-        authored: dict[int, str] = {}  # papers of the people author: named, each with the name it gives
-        unresolved: list[str] = []
-        narrowed: np.ndarray | None = None
-        for value in parsed.authors:
-            found = self.store.people(value)
-            if not found:
-                where.append(f"authors~{value}")
-                unresolved.append(value)
-                continue
-            nums = {n: name for name, ns in found.items() for n in ns}
-            authored.update(nums)
-            mine = np.array(sorted(nums), dtype=np.int64)
-            narrowed = mine if narrowed is None else np.intersect1d(narrowed, mine)
-        allowed = self.allowed_rows(where)
-        if narrowed is not None:
-            allowed = narrowed if allowed is None else np.intersect1d(allowed, narrowed)
-        fielded = [v for f in ("title", "venue") for v in parsed.fields.get(f, [])]
-        rank_text = parsed.text or " ".join([*fielded, *unresolved])
+        reading = self.read_query(parsed)
+        authored, rank_text = reading.authored, reading.rank_text
+        allowed = self.allowed_rows([*where, *reading.where])
+        if reading.people is not None:
+            allowed = reading.people if allowed is None else np.intersect1d(allowed, reading.people)
         # A name query: the text (after any fields) is, as a whole, the name of someone in the index.
         named = self.store.people(parsed.text) if parsed.text and not parsed.phrases else {}
         if not named and not rank_text and authored:
@@ -449,7 +475,7 @@ class Index:
             ranked = [(n, s) for n, s in ranking.ranked if n not in placed]  # no paper twice
             if filtered:
                 docs = self.store.get_many([n for n, _ in ranked])
-                ranked = [(n, s) for n, s in ranked if admits(parsed, _searchable(docs[n]))]
+                ranked = [(n, s) for n, s in ranked if admits(parsed, searchable(docs[n]))]
             ranking = replace(ranking, ranked=ranked)
         # The person's papers are placed by name, not score: each keeps the score the ranking gave it (0 when it
         # was no candidate), and opens with its abstract (a sentence matching a name says nothing).
@@ -475,7 +501,7 @@ class Index:
         if allowed is not None:
             nums = np.intersect1d(np.array(nums, dtype=np.int64), allowed).tolist()
         docs = self.store.get_many(nums[:MAX_NAMED])
-        kept = [n for n in nums[:MAX_NAMED] if admits(parsed, _searchable(docs[n]))]
+        kept = [n for n in nums[:MAX_NAMED] if admits(parsed, searchable(docs[n]))]
         kept.sort(key=lambda n: (-int(year_of(docs[n].metadata) or 0), n))
         return kept[:k]
 
@@ -800,11 +826,6 @@ class Index:
                 terms = analyzer(text) if terms is None else terms
                 hit.highlights = best_sentences(hit.text, terms, n=1, analyzer=analyzer)
         return hits
-
-
-def _searchable(doc: Document) -> str:
-    """What phrases and -words are looked for in: the title, the abstract and the authors' names."""
-    return " ".join([doc.title or "", doc.text, *authors_of(doc.metadata)])
 
 
 def _pool_size(k: int) -> int:

@@ -20,6 +20,8 @@ from typing import Any
 
 from semsearch.core.errors import QueryError
 from semsearch.core.names import fold
+from semsearch.core.paperinfo import authors_of
+from semsearch.core.records import Document
 
 FIELDS = ("author", "title", "venue", "year")
 ALIASES = {"authors": "author", "intitle": "title", "allintitle": "title"}
@@ -145,3 +147,8 @@ def admits(parsed: ParsedQuery, text: str) -> bool:
     return all(text_terms(p) in terms for p in parsed.phrases) and not any(
         text_terms(x) in terms for x in parsed.exclude
     )
+
+
+def searchable(doc: Document) -> str:
+    """What phrases and -words are looked for in (``admits``): the title, the abstract and the authors' names."""
+    return " ".join([doc.title or "", doc.text, *authors_of(doc.metadata)])

@@ -15,9 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from semsearch.core.errors import QueryError
-from semsearch.core.paperinfo import authors_of
-from semsearch.core.records import Document
-from semsearch.query.syntax import ParsedQuery, admits, parse_query
+from semsearch.query.syntax import ParsedQuery, admits, parse_query, searchable
 
 if TYPE_CHECKING:
     from semsearch.query.search import Index
@@ -54,31 +52,17 @@ def read_watch(index: Index, query: str) -> WatchReading:
     """A saved query as search reads it; one saved before the query language is read as plain words."""
     try:
         parsed = parse_query(query)
-        spelt = query
+        legacy = False
     except QueryError:  # saved before `watch add` checked the syntax: keep following it as plain words
         parsed = ParsedQuery(raw=query, text=" ".join(query.split()))
-        spelt = ""
-    where: list[str] = list(parsed.where)
-    unresolved: list[str] = []
-    people: np.ndarray | None = None
-    for value in parsed.authors:
-        found = index.store.people(value)
-        if not found:  # not a person the index knows: an authors~ filter, as search does
-            where.append(f"authors~{value}")
-            unresolved.append(value)
-            continue
-        mine = np.array(sorted({n for ns in found.values() for n in ns}), dtype=np.int64)
-        people = mine if people is None else np.intersect1d(people, mine)
-    fielded = [v for f in ("title", "venue") for v in parsed.fields.get(f, [])]
-    rank_text = parsed.text or " ".join([*fielded, *unresolved])
+        legacy = True
+    read = index.read_query(parsed)  # author: people, filters and the words to rank by, as search reads them
+    rank_text = read.rank_text
     # Typos are corrected for BM25 only (a person's name is none), as search does; the dense side reads the words.
-    lexical = ""
-    if rank_text:
-        try:
-            lexical = index.spell(spelt if parsed.text and spelt else rank_text).text
-        except QueryError:
-            lexical = rank_text
-    return WatchReading(parsed, rank_text, lexical, tuple(where), people)
+    lexical = rank_text
+    if rank_text and not legacy:
+        lexical = index.spell_words(rank_text, phrases=bool(parsed.phrases)).text
+    return WatchReading(parsed, rank_text, lexical, read.where, read.people)
 
 
 def watch_words(query: str) -> str:
@@ -112,8 +96,3 @@ def admitted(
         docs = index.store.get_many(check)
         ok[at] = [admits(parsed, searchable(docs[n])) for n in check]
     return ok
-
-
-def searchable(doc: Document) -> str:
-    """What phrases and -words are looked for in, as search does: the title, the abstract and the authors."""
-    return " ".join([doc.title or "", doc.text, *authors_of(doc.metadata)])
