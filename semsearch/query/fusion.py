@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -21,7 +20,7 @@ from semsearch.core.options import (
     ADAPTIVE_TYPO_SHARE,
     FUSIONS,
 )
-from semsearch.store.lexical import LexicalIndex
+from semsearch.store.lexical import LexicalIndex, lucene_idf_of
 
 NORMS = ("minmax", "zscore", "none")
 # Hybrid defaults, tuned on SciFact train with all-MiniLM-L6-v2 + BM25 (scripts/study_fusion.py): convex zscore
@@ -199,7 +198,7 @@ class QuerySignal:
         """Share of the query's idf mass that BM25's best match holds (None: no query stem is in any document)."""
         if not self.dfs or len(self.held) != len(self.dfs):
             return None
-        idf = [_idf(d, self.n_docs) for d in self.dfs]
+        idf = [lucene_idf_of(d, self.n_docs) for d in self.dfs]
         total = sum(idf)
         return sum(v for v, h in zip(idf, self.held, strict=True) if h) / total if total > 0 else 0.0
 
@@ -232,11 +231,6 @@ def _identifier_shaped(word: str) -> bool:
     """A capital after the first letter ("ViT", "DPO", "LoRA") or letters with digits ("Metric3D", "GPT-4")."""
     letters = [c for c in word if c.isalpha()]
     return any(c.isupper() for c in word[1:]) or (bool(letters) and any(c.isdigit() for c in word))
-
-
-def _idf(df: int, n_docs: int) -> float:
-    """Lucene's idf, as the BM25 index weighs a stem (store.lexical.lucene_idf)."""
-    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
 @dataclass(frozen=True)

@@ -159,13 +159,18 @@ _METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 # from the statistics of all its live documents: one copy, so the two cannot drift apart by a bit.
 
 
+def lucene_idf_of(df: int, n_docs: int) -> float:
+    """Lucene's idf of one term held by ``df`` of ``n_docs`` documents, in a Python float (0 for a term none holds)."""
+    return math.log(1 + (n_docs - df + 0.5) / (df + 0.5)) if df else 0.0
+
+
 def lucene_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
     """float32 Lucene idf of terms with document frequencies ``df`` in a corpus of ``n_docs`` documents."""
     if not len(df):
         return np.zeros(0, dtype=np.float32)
     # per distinct document frequency, in Python floats as bm25s does (numpy's log may differ in the last bit)
     distinct, which = np.unique(np.asarray(df), return_inverse=True)
-    per_df = [math.log(1 + (n_docs - d + 0.5) / (d + 0.5)) if d else 0.0 for d in distinct.tolist()]
+    per_df = [lucene_idf_of(d, n_docs) for d in distinct.tolist()]
     return np.asarray(per_df, dtype=np.float32)[which.reshape(-1)]
 
 
