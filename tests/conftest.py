@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import shutil
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -144,3 +145,18 @@ def export_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("onnx") / "encoder"
     export_onnx("all-MiniLM-L6-v2", folder)
     return folder
+
+
+@pytest.fixture
+def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder on sys.path for a plugin distribution; the registry is looked up afresh in and after the test."""
+    from semsearch.ingest.registry import installed_formats
+
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    sys.modules.pop("toyfmt", None)
+    installed_formats.cache_clear()
+    yield site
+    sys.modules.pop("toyfmt", None)  # each test writes its own toyfmt.py
+    installed_formats.cache_clear()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,19 +51,6 @@ def _install_plugin(site: Path, target: str) -> None:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyfmt\nVersion: 0.1\n", encoding="utf-8")
     (info / "entry_points.txt").write_text(f"[semsearch.formats]\nlines = {target}\n", encoding="utf-8")
     importlib.invalidate_caches()
-
-
-@pytest.fixture
-def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A folder on sys.path for a plugin distribution; the registry is looked up afresh in and after the test."""
-    site = tmp_path / "site"
-    site.mkdir()
-    monkeypatch.syspath_prepend(str(site))
-    sys.modules.pop("toyfmt", None)
-    installed_formats.cache_clear()
-    yield site
-    sys.modules.pop("toyfmt", None)  # each test writes its own toyfmt.py
-    installed_formats.cache_clear()
 
 
 def test_a_plugin_format_is_walked_read_indexed_and_refreshed(tmp_path: Path, plugin_site: Path) -> None:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import sys
 import typing
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,6 @@ from semsearch.core.errors import IndexCorruptError, IndexReadError, QueryError,
 from semsearch.core.options import MAX_KEY_CHARS
 from semsearch.faces.operations import CLI, FACES, HTTP, OPERATIONS
 from semsearch.ingest.guards import MAX_ABSTRACT_CHARS
-from semsearch.ingest.registry import installed_formats
 from semsearch.ingest.sources import read_sources
 
 
@@ -123,19 +120,6 @@ class BadSniffer(Lines):
         raise ValueError("sniffing broke")
 """
 )
-
-
-@pytest.fixture
-def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A folder on sys.path for a plugin distribution (as test_formats' fixture); the registry looked up afresh."""
-    site = tmp_path / "site"
-    site.mkdir()
-    monkeypatch.syspath_prepend(str(site))
-    sys.modules.pop("toyfmt", None)
-    installed_formats.cache_clear()
-    yield site
-    sys.modules.pop("toyfmt", None)
-    installed_formats.cache_clear()
 
 
 def _plugin(site: Path, target: str, module: str = FAILING_MODULE) -> None:

@@ -16,12 +16,12 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 from conftest import SEEDS, FakeEmbedder
+from test_reader_loop import Loop
 
 from semsearch import Index, build_index
 from semsearch.core.options import MIN_FIT
@@ -58,27 +58,15 @@ SEED_UNLEARNING = "Machine unlearning updates"  # a seed abstract on machine unl
 SEED_DP = "Differential privacy (DP) limi"  # a seed abstract on differential privacy: the neighbour field
 
 
-class Reading:
+class Reading(Loop):
     """The seeds with a file of arrivals, indexed with the fake encoder; a CLI bound to it."""
 
     def __init__(self, root: Path) -> None:
-        self.seeds = root / "seeds"
-        shutil.copytree(SEEDS, self.seeds)
-        self.index = root / "idx"
-        self.embedder = FakeEmbedder()
-        build_index([str(self.seeds)], self.index, BuildOptions(progress=False), embedder=self.embedder)
+        super().__init__(root, FakeEmbedder())
         self.run("watch", "add", "moe", WATCH)
         text = "Arrivals\n\n" + "\n\n".join([MOE, ROUTING, SOURCE, UNLEARNING]) + "\n"
         (self.seeds / "zz_arrivals.txt").write_text(text, encoding="utf-8")
-        build_index(None, self.index, BuildOptions(progress=False), embedder=self.embedder)
-
-    def run(self, *args: str) -> Result:
-        result = CliRunner().invoke(cli, [*args, "--index", str(self.index)], obj={"embedder": self.embedder})
-        assert result.exit_code == 0, result.output
-        return result
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.run(*args).output)
+        self.rebuild()
 
     def open(self) -> Index:
         return Index.open(self.index, embedder=self.embedder)
