@@ -1,9 +1,12 @@
-"""MkDocs hook: the reference pages read the code itself (OpenAPI document, MCP tool list, index layout)."""
+"""MkDocs hook: generated text from the code and its records (click tree, OpenAPI, MCP tools, layout, measured.json)."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
+import textwrap
+from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
@@ -13,6 +16,8 @@ MARKERS = (
     "<!-- semsearch:mcp-tools -->",
     "<!-- semsearch:layout -->",
     "<!-- semsearch:measured -->",
+    "<!-- semsearch:cli -->",
+    "<!-- semsearch:measured-modes -->",
 )
 
 
@@ -166,16 +171,134 @@ def measured_markdown() -> str:
     return "\n".join(rows) + "\n"
 
 
+def measured_modes_markdown() -> str:
+    """The default model's recorded SciFact test figures per mode, as the head of a table (measured.json)."""
+    from semsearch.encode.models import DEFAULT_MODEL, recorded_figures
+
+    entry = recorded_figures()[DEFAULT_MODEL]
+    test = entry["scifact_test"]
+    rows = [
+        f"Recorded {entry.get('measured', '')} by `{entry.get('command', '')}`:",
+        "",
+        "| system (SciFact test, 300 queries) | nDCG@10 | Recall@100 | MRR@10 |",
+        "|---|---|---|---|",
+    ]
+    labels = {
+        "hybrid": "**semsearch hybrid (default)**, MiniLM int8 + BM25, adaptive weight",
+        "dense": f"semsearch dense, MiniLM int8 ONNX, `{entry.get('reading', '')}` reading",
+        "lexical": "semsearch lexical, bm25s Lucene k1 1.5 b 0.75, stemmed",
+    }
+    for mode, label in labels.items():
+        cells = [f"{test[mode][metric]:.4f}" for metric in ("ndcg@10", "recall@100", "mrr@10")]
+        if mode == "hybrid":
+            cells = [f"**{cell}**" for cell in cells]
+        rows.append(f"| {label} | {' | '.join(cells)} |")
+    return "\n".join(rows)
+
+
+def _help_blocks(text: str) -> Iterator[str]:
+    """A command's help as Markdown, kept as ``--help`` lays it out.
+
+    click rewraps a paragraph but keeps the lines of one that opens with ``\\b``: there, unindented lines are
+    prose (a paragraph) and indented ones are examples, which stay one a line in a text block.
+    """
+    for paragraph in inspect.cleandoc(text).partition("\f")[0].split("\n\n"):
+        lines = paragraph.splitlines()
+        if not lines:
+            continue
+        if lines[0].strip() != "\b":
+            yield " ".join(line.strip() for line in lines)
+            yield ""
+            continue
+        run: list[str] = []
+        for line in lines[1:] + [""]:
+            indented = line.startswith(" ")
+            if run and (not line or indented != run[0].startswith(" ")):
+                if run[0].startswith(" "):
+                    yield "```text"
+                    yield from textwrap.dedent("\n".join(run)).splitlines()
+                    yield "```"
+                else:
+                    yield " ".join(part.strip() for part in run)
+                yield ""
+                run = []
+            if line:
+                run.append(line)
+
+
+def _option_row(option: Any, ctx: Any) -> str:
+    """One option as ``--help`` lists it: its flags and metavar, its help, bounds and default as click words them."""
+    names, _ = option.get_help_record(ctx)
+    extra = option.get_help_extra(ctx)
+    notes = [f"env var: {', '.join(extra['envvars'])}"] if extra.get("envvars") else []
+    notes += [str(extra[key]) for key in ("range", "required") if extra.get(key)]
+    described = " ".join(inspect.cleandoc(option.help or "").split())
+    if notes:
+        described += f" [{'; '.join(notes)}]"
+    default = f"`{' '.join(str(extra['default']).split())}`" if extra.get("default") else ""
+    # A pipe inside a code span does not split a table row; outside one it is escaped.
+    return f"| `{' '.join(names.split())}` | {_cell(described)} | {default} |"
+
+
+def _command_markdown(ctx: Any, depth: int) -> Iterator[str]:
+    """One command's section: heading, help, usage, options; then its subcommands' sections."""
+    import click
+
+    command = ctx.command
+    anchor = ctx.command_path.replace(" ", "-")
+    yield f"{'#' * (depth + 1)} {ctx.command_path} {{ #{anchor} data-toc-label='{ctx.info_name}' }}"
+    yield ""
+    yield "```text"
+    yield ctx.get_usage()
+    yield "```"
+    yield ""
+    yield from _help_blocks(command.help or command.short_help or "")
+    rows = [_option_row(p, ctx) for p in command.get_params(ctx) if isinstance(p, click.Option) and not p.hidden]
+    if rows:
+        yield from ("| option | meaning | default |", "|---|---|---|", *rows, "")
+    if isinstance(command, click.Group):
+        children = [(name, command.get_command(ctx, name)) for name in command.list_commands(ctx)]
+        visible = [(name, child) for name, child in children if child is not None and not child.hidden]
+        yield "Commands:"
+        yield ""
+        for name, child in visible:
+            yield f"- [{name}](#{anchor}-{name}): {child.get_short_help_str(limit=200)}"
+        yield ""
+        for name, child in visible:
+            yield from _command_markdown(
+                click.Context(child, info_name=name, parent=ctx, **child.context_settings), depth + 1
+            )
+
+
+def cli_markdown() -> str:
+    """Every command of the ``semsearch`` click group: help, usage and options, worded as ``--help`` words them."""
+    import click
+
+    from semsearch.faces.cli import cli
+
+    ctx = click.Context(cli, info_name="semsearch", **cli.context_settings)
+    return "\n".join(_command_markdown(ctx, 1))
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     """Replace each marker with the text generated from the code."""
-    if MARKERS[0] in markdown:
-        markdown = markdown.replace(MARKERS[0], openapi_markdown(openapi_document()))
-    if MARKERS[1] in markdown:
-        markdown = markdown.replace(MARKERS[1], mcp_markdown(mcp_tools()))
-    if MARKERS[2] in markdown:
-        markdown = markdown.replace(MARKERS[2], layout_markdown())
-    if MARKERS[3] in markdown:
-        markdown = markdown.replace(MARKERS[3], measured_markdown())
+    generators = dict(
+        zip(
+            MARKERS,
+            (
+                lambda: openapi_markdown(openapi_document()),
+                lambda: mcp_markdown(mcp_tools()),
+                layout_markdown,
+                measured_markdown,
+                cli_markdown,
+                measured_modes_markdown,
+            ),
+            strict=True,
+        )
+    )
+    for marker, generate in generators.items():
+        if marker in markdown:
+            markdown = markdown.replace(marker, generate())
     return markdown
 
 

@@ -211,6 +211,7 @@ def diff(a: dict[str, float], b: dict[str, float]) -> list[float]:
 def policy_of(
     rare: float, common: float, lead: float, one: float, typo: float = 1.0, typo_share: float = 0.0
 ) -> FusionPolicy:
+    """Adaptive fusion with these signal parameters; the later dense-alone rule (study_plain_fusion.py) off."""
     return FusionPolicy(
         "adaptive",
         rare_df=rare,
@@ -219,6 +220,7 @@ def policy_of(
         one_term_alpha=one,
         typo_alpha=typo,
         typo_share=typo_share,
+        alone_share=0.0,
     )
 
 

@@ -189,7 +189,7 @@ def test_bad_page_arguments_are_one_line_errors(index: Index, k: int, offset: in
 def test_other_bad_input_is_one_line_errors(index: Index, tmp_path: Path) -> None:
     with pytest.raises(QueryError, match="at least 1000"):
         check_budget(999)
-    with pytest.raises(QueryError, match="1001 characters; the limit is 1000"):
+    with pytest.raises(QueryError, match="1,001 characters; the limit is 1,000 "):
         search_page(index, "x" * 1001)
     with pytest.raises(QueryError, match="malformed --where"):
         search_page(index, "privacy", where=["year>"])

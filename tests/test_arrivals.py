@@ -197,7 +197,7 @@ def test_digest_formats(arrived: tuple[Path, Path, list[str]], tmp_path: Path, f
     elif fmt == "md":
         assert "## Saved query: soil" in text
     else:
-        assert text.startswith("<!doctype html>") and "<h2>Saved query: soil</h2>" in text
+        assert text.startswith("<!doctype html>") and ">Saved query: soil</h2>" in text
 
 
 @pytest.mark.parametrize(

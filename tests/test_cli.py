@@ -68,7 +68,7 @@ def test_index_json_summary(tmp_path: Path, small_corpus: Path, fake: FakeEmbedd
 def test_index_plain_summary(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> None:
     result = run(["index", str(small_corpus), "--index", str(tmp_path / "idx")], fake)
     assert result.exit_code == 0, result.output
-    assert "read 6 abstracts from 1 files: 5 documents (1 duplicates" in result.output
+    assert "read 6 abstracts from 1 file: 5 documents (1 duplicate," in result.output
     assert "encoded: 5" in result.output
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
 from conftest import PAPERS, FakeEmbedder
 from test_cli import assert_one_line_error, run, snapshot
 
-from semsearch import BuildOptions, Index, build_index
+from semsearch import BuildOptions, Index, NoMatchWarning, build_index
 from semsearch.core.errors import QueryError
 from semsearch.core.records import Document, Provenance
 from semsearch.store.filters import evaluate, parse_where
@@ -67,9 +68,11 @@ def test_no_warning_when_something_matches(dated: Path, fake: FakeEmbedder) -> N
 
 def test_a_clause_that_matches_nothing_and_clauses_that_exclude_each_other(dated: Path, fake: FakeEmbedder) -> None:
     with Index.open(dated, embedder=fake) as index:
-        assert index.search("privacy", 3, where=["year>=2030"]) == []
+        with pytest.warns(NoMatchWarning):
+            assert index.search("privacy", 3, where=["year>=2030"]) == []
         assert index.where_warnings(["year>=2030"]) == ["--where year>=2030 matches none of the 5 documents"]
-        assert index.search("privacy", 3, where=["year<=2020", "year>=2024"]) == []
+        with pytest.warns(NoMatchWarning):
+            assert index.search("privacy", 3, where=["year<=2020", "year>=2024"]) == []
         (line,) = index.where_warnings(["year<=2020", "year>=2024"])
         assert "each match some documents, but none meets them all" in line
         assert index.where_warnings(["venue=neurips"]) == []
@@ -153,3 +156,48 @@ def test_each_face_words_the_field_for_its_users(dated: Path) -> None:
     assert "in where 'year=>2024'" in str(caught.value) and "--where" not in str(caught.value)
     result = run(["query", "privacy", "--index", str(index), "--where", "year=>2024"], FakeEmbedder())
     assert_one_line_error(result, "unknown operator '=>' in --where 'year=>2024'")
+
+
+# ---------------------------------------------------------------- the library says why too
+
+
+def test_the_library_warns_why_a_filter_matched_nothing(plain: Path, dated: Path, fake: FakeEmbedder) -> None:
+    with Index.open(plain, embedder=fake) as index:
+        with pytest.warns(NoMatchWarning) as caught:
+            assert index.search("privacy", 3, where=["year>=2024"]) == []
+        (warned,) = caught
+        assert str(warned.message).startswith("where year>=2024 matches nothing: no document has a field 'year'")
+        assert "fields: collection, file, id, title" in str(warned.message)
+        assert warned.filename == __file__  # the caller's line, not the library's
+        some = index.search("privacy", 1)[0].id
+        with pytest.warns(NoMatchWarning, match="no document has a field 'venue'") as caught:
+            assert index.related(some, 3, where=["venue=neurips"]) == []
+        assert caught[0].filename == __file__
+        with pytest.warns(NoMatchWarning, match="no document has a field 'venue'"):
+            assert index.related_to_text(PAPERS["fed"], 3, where=["venue=neurips"]) == []
+        # A field in the query's text is a filter too.
+        with pytest.warns(NoMatchWarning, match="no document has a field 'year'"):
+            assert index.search("privacy year:2024", 3) == []
+    with Index.open(dated, embedder=fake) as index:
+        with pytest.warns(NoMatchWarning) as caught:
+            assert index.search("privacy", 3, where=["year<=2020", "year>=2024"]) == []
+        assert [str(w.message) for w in caught] == [
+            "the where clauses year<=2020; year>=2024 each match some documents, but none meets them all"
+        ]
+
+
+def test_no_warning_when_the_filter_matches(dated: Path, fake: FakeEmbedder) -> None:
+    with Index.open(dated, embedder=fake) as index, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(index.search("privacy", 3, where=["year>=2023"])) == 2
+        assert index.search("privacy", 3)  # no filter at all
+
+
+def test_the_command_line_says_it_once(plain: Path, fake: FakeEmbedder) -> None:
+    """The CLI's own stderr line, and no Python warning on top of it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run(["query", "privacy", "--index", str(plain), "--where", "year>=2024"], fake)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("no document has a field 'year'") == 1
+    assert [w for w in caught if issubclass(w.category, NoMatchWarning)] == []

@@ -11,16 +11,20 @@ from conftest import FakeEmbedder
 
 from semsearch import BuildOptions, Index, build_index
 from semsearch.core.options import (
+    ADAPTIVE_ALONE_SHARE,
     ADAPTIVE_COMMON_SHARE,
     ADAPTIVE_DENSE_ALPHA,
     ADAPTIVE_ONE_TERM_ALPHA,
     ADAPTIVE_TYPO_ALPHA,
     fusion_entry,
 )
-from semsearch.query.fusion import FusionPolicy, QuerySignal
+from semsearch.query.fusion import FusionPolicy, QuerySignal, convex_arrays
 from semsearch.store.lexical import LexicalIndex
 
 QUESTION = "how can you tell whether a photo was made by a computer"
+# Five words, each in one abstract of its own (sensor, robots, proof, planar, museums): BM25's best match holds a
+# fifth of the query's idf mass, so its list says nothing about what the whole query asks for.
+SCATTERED = "a sensor on robots giving proof of planar museums"
 ACRONYM = "LoRA"
 
 # Each question word is in a few abstracts and no abstract holds more than two of them: BM25's best match then
@@ -180,3 +184,54 @@ def test_the_posting_scan_and_the_score_path_agree_on_what_the_best_match_holds(
             one = np.array([best], dtype=np.int64)
             fast, slow = QuerySignal.measure(lexical, text, one), QuerySignal.measure(_Segmented(lexical), text, one)
             assert fast.held == slow.held and any(fast.held), text
+
+
+def test_a_query_whose_best_match_holds_little_of_it_is_ranked_by_dense_alone() -> None:
+    lexical = _lexical()
+    dense, best, bm25 = _lists(lexical, SCATTERED, dense_head=1.0)
+    signal = QuerySignal.measure(lexical, SCATTERED, best)
+    share = signal.best_share()
+    assert share is not None and share == pytest.approx(0.2) and share < ADAPTIVE_ALONE_SHARE
+    choice = FusionPolicy("adaptive").choose(dense, bm25, len(ABSTRACTS), signal)
+    assert choice.alpha == 1.0
+    assert f"dense alone, lexical ignored: even its best match holds only {share:.2f}" in choice.reason
+    # Without the rule the dense side only leads, and BM25's matches still move the ranking.
+    led = FusionPolicy("adaptive", alone_share=0.0).choose(dense, bm25, len(ABSTRACTS), signal)
+    assert led.alpha == pytest.approx(ADAPTIVE_DENSE_ALPHA) and "dense alone" not in led.reason
+    dense_ids = np.arange(len(ABSTRACTS), dtype=np.int64)[::-1]  # dense's order: the BM25 matches come last
+    ranked = np.linspace(0.6, 0.3, len(ABSTRACTS))
+    alone, _ = convex_arrays(dense_ids, ranked, best, bm25, alpha=choice.alpha, lexical_depth=choice.lexical_depth)
+    mixed, _ = convex_arrays(dense_ids, ranked, best, bm25, alpha=led.alpha, lexical_depth=led.lexical_depth)
+    assert alone.tolist() == dense_ids.tolist()
+    assert mixed.tolist() != dense_ids.tolist()  # a fusion that only leads still moves BM25's matches up
+
+
+def test_the_dense_alone_share_is_recorded_and_an_entry_before_it_keeps_fusing_as_it_did() -> None:
+    lexical = _lexical()
+    dense, best, bm25 = _lists(lexical, SCATTERED, dense_head=1.0)
+    signal = QuerySignal.measure(lexical, SCATTERED, best)
+    entry = fusion_entry("adaptive")
+    assert entry["alone_share"] == ADAPTIVE_ALONE_SHARE
+    assert FusionPolicy.from_entry(entry).choose(dense, bm25, len(ABSTRACTS), signal).alpha == 1.0
+    before = {k: v for k, v in entry.items() if k != "alone_share"}  # an index built before the rule
+    policy = FusionPolicy.from_entry(before)
+    assert policy.method == "adaptive" and policy.alone_share == 0.0
+    assert policy.choose(dense, bm25, len(ABSTRACTS), signal).alpha == pytest.approx(ADAPTIVE_DENSE_ALPHA)
+    for bad in (-0.1, 1.5, "half"):
+        unreadable = FusionPolicy.from_entry({**entry, "alone_share": bad})
+        assert unreadable.method == "fixed" and "unreadable" in unreadable.note
+
+
+def test_a_search_whose_bm25_match_is_weak_ranks_as_dense_does_and_says_why(tmp_path: Path, fake: FakeEmbedder) -> None:
+    corpus = tmp_path / "papers.jsonl"
+    rows = [{"id": f"p{i}", "title": f"Paper {i}", "abstract": t} for i, t in enumerate(ABSTRACTS)]
+    corpus.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    build_index([str(corpus)], tmp_path / "idx", BuildOptions(progress=False), embedder=fake)
+    with Index.open(tmp_path / "idx", embedder=fake) as index:
+        hybrid = index.search(SCATTERED, k=len(ABSTRACTS))
+        dense = index.search(SCATTERED, k=len(ABSTRACTS), mode="dense")
+    assert hybrid[0].fusion is not None and hybrid[0].fusion["alpha"] == 1.0
+    assert "dense alone" in hybrid[0].fusion["reason"]
+    # The dense order (papers of equal cosine may come in either order): BM25's matches moved nothing.
+    assert [h.scores["dense"] for h in hybrid] == pytest.approx([h.score for h in dense], abs=1e-5)
+    assert any(h.scores.get("lexical", 0.0) > 0 for h in hybrid)  # BM25 matched some, and was ignored

@@ -196,7 +196,7 @@ def test_unchanged_refresh_writes_nothing(tmp_path: Path, corpus: Path, fake: Fa
     os.utime(corpus / "a.txt", ns=(1, 1))
     assert index_json(fake, index, str(corpus))["unchanged"] is True
     text = run(["index", "--index", str(index)], fake).output
-    assert text.startswith("up to date: 5 documents from 1 files") and "nothing written" in text
+    assert text.startswith("up to date: 5 documents from 1 file,") and "nothing written" in text
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import ssl
 import threading
 from collections.abc import Iterator
 from email.message import Message
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,41 @@ def run(index: Path, args: list[str], env: dict[str, str]) -> Result:
     return CliRunner(env=env).invoke(cli, [*args, "--index", str(index)], obj={"embedder": FakeEmbedder()})
 
 
+class _Styles(HTMLParser):
+    """Every element of an HTML document's body that carries no style of its own, and any <style> or class."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_body = False
+        self.problems: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        given = dict(attrs)
+        if tag == "style" or "class" in given:
+            self.problems.append(f"<{tag}> relies on a style sheet")
+        self.in_body = self.in_body or tag == "body"
+        if self.in_body and tag != "br" and not (given.get("style") or "").strip():
+            self.problems.append(f"<{tag}> has no inline style")
+
+
+def unstyled(page: str) -> list[str]:
+    """What mail clients that drop <head> styles would show unstyled (empty: every element is styled inline)."""
+    parser = _Styles()
+    parser.feed(page)
+    assert parser.in_body, "no <body>"
+    return parser.problems
+
+
+def test_the_style_check_finds_what_a_mail_client_would_drop() -> None:
+    styled = '<html><head></head><body style="a:b"><p style="c:d">x<br>y</p></body></html>'
+    assert unstyled(styled) == []
+    assert unstyled('<html><head><style>p{}</style></head><body style="a:b"><p>x</p></body></html>') == [
+        "<style> relies on a style sheet",
+        "<p> has no inline style",
+    ]
+    assert unstyled('<body style="a:b"><i class="x" style="e:f">z</i></body>') == ["<i> relies on a style sheet"]
+
+
 def mail_args(port: int, security: str, cert: tuple[Path, Path] | None) -> list[str]:
     args = ["digest", "--name", "daily", "--mail-to", "me@example.org", "--smtp-host", "127.0.0.1"]
     args += ["--smtp-port", str(port), "--smtp-security", security, "--smtp-user", USER]
@@ -167,7 +203,8 @@ def test_digest_is_mailed_as_text_and_html(
     }
     assert set(parts) == {"text/plain", "text/html"}
     assert parts["text/plain"].startswith("# semsearch digest: daily")
-    assert "<h2>Saved query: fed</h2>" in parts["text/html"]
+    assert ">Saved query: fed</h2>" in parts["text/html"]
+    assert unstyled(parts["text/html"]) == []
     assert "daily" in json.loads((index / BOOKMARKS_FILE).read_text(encoding="utf-8"))
 
 
@@ -339,7 +376,7 @@ def test_a_digest_of_the_real_seeds_is_mailed(
     msg = inbox.messages[-1]
     html_part = next(p for p in msg.walk() if p.get_content_type() == "text/html")
     text = html_part.get_payload(decode=True).decode("utf-8")
-    assert "19 papers arrived" in text and "<h2>Saved query: dp</h2>" in text
+    assert "19 papers arrived" in text and ">Saved query: dp</h2>" in text
     saved = os.environ.get("SEMSEARCH_SAVE_MAIL_HTML")
     if saved:
         Path(saved).write_text(text, encoding="utf-8")

@@ -27,6 +27,7 @@ from semsearch.core.errors import QueryError  # noqa: E402
 from semsearch.faces import operations as ops  # noqa: E402
 from semsearch.faces import serve_routes  # noqa: E402
 from semsearch.faces.cli import Group, cli  # noqa: E402
+from semsearch.faces.cli_ops import BoundedText  # noqa: E402
 from semsearch.faces.http_ops import route  # noqa: E402
 from semsearch.faces.mcp_tools import HANDLERS, create_server, make_tool  # noqa: E402
 from semsearch.faces.operations import CLI, FACES, HTTP, MCP, OPERATIONS, REQUIRED, Operation, Param  # noqa: E402
@@ -37,7 +38,7 @@ from semsearch.query.live import LiveIndex  # noqa: E402
 Observed = dict[str, Any]
 # Routes that carry no operation of the table (the server's own: liveness, the map, the page's tag buttons).
 FACE_ONLY_ROUTES = {("/api/health", "get"), ("/api/map", "get"), ("/api/tags/{name}", "post")}
-NETWORK = (HTTP, MCP)  # the faces whose lengths are bounded (a terminal's user is not a remote caller)
+NETWORK = (HTTP, MCP)  # the faces that bound how many items a list has (a terminal's user is not a remote caller)
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +125,8 @@ def observe_cli(op: Operation) -> dict[str, Observed]:
             "maximum": kind.max if isinstance(kind, click.IntRange) else None,
             "enum": list(kind.choices) if isinstance(kind, click.Choice) else None,
             "default": REQUIRED if given.required else _plain(given.default, param),
-            "min_length": None,
-            "max_length": None,
+            "min_length": kind.min_length if isinstance(kind, BoundedText) else None,
+            "max_length": kind.max_length if isinstance(kind, BoundedText) else None,
         }
     return seen
 
@@ -158,13 +159,18 @@ def expected(param: Param) -> Observed:
         "maximum": spec.le if spec.lt is None else spec.lt - 1,
         "enum": list(param.choices) or None,
         "default": REQUIRED if spec.required else _plain(spec.default, param),
-        "min_length": spec.min_length if param.face in NETWORK else None,
-        "max_length": spec.max_length if param.face in NETWORK else None,
+        "min_length": spec.min_length if _length_bounded(param.face, param.is_list) else None,
+        "max_length": spec.max_length if _length_bounded(param.face, param.is_list) else None,
     }
     if param.face == HTTP:  # what the API's schema states beyond its validation (api_schema)
         more = {"minLength": "min_length", "maxLength": "max_length", "enum": "enum"}
         facts.update({ours: spec.schema[theirs] for theirs, ours in more.items() if theirs in spec.schema})
     return facts
+
+
+def _length_bounded(face: str, is_list: bool) -> bool:
+    """A text's length is bounded on every face; a list's number of items on the network faces only."""
+    return face in NETWORK or not is_list
 
 
 def disagreements(op: Operation, seen: dict[str, dict[str, Observed]]) -> list[str]:
@@ -181,22 +187,23 @@ def disagreements(op: Operation, seen: dict[str, dict[str, Observed]]) -> list[s
     names = {p.field for face in seen for p in op.params(face)}
     for name in sorted(names):
         on = {face: fields[name] for face, fields in seen.items() if name in fields}
-        specs = {face: next(p.spec for p in op.params(face) if p.field == name) for face in on}
+        params = {face: next(p for p in op.params(face) if p.field == name) for face in on}
         for key in ("minimum", "maximum", "enum", "default", "min_length", "max_length"):
-            faces = [f for f in on if _compared(key, f, specs[f])]
+            faces = [f for f in on if _compared(key, f, params[f])]
             values = {f: on[f][key] for f in faces}
             if len({repr(v) for v in values.values()}) > 1:
                 problems.append(f"{op.name}.{name}: {key} differs between faces: {values}")
     return problems
 
 
-def _compared(key: str, face: str, spec: ops.Spec) -> bool:
-    """Whether a face's value of ``key`` must equal the other faces': lengths on network faces only, choices
-    stated by type only, and no value the table replaces for that face on purpose."""
+def _compared(key: str, face: str, param: Param) -> bool:
+    """Whether a face's value of ``key`` must equal the other faces': a text's length on every face, a list's
+    on network faces only, choices stated by type only, and no value the table replaces for that face on purpose."""
+    spec = param.spec
     own = {CLI: spec.cli, HTTP: spec.http, MCP: spec.mcp}[face]
     if key in ("min_length", "max_length"):
         stated = {"min_length": "minLength", "max_length": "maxLength"}[key] in spec.schema  # HTTP's schema says
-        return face in NETWORK and key not in own and not (face == HTTP and stated)
+        return _length_bounded(face, param.is_list) and key not in own and not (face == HTTP and stated)
     if key == "enum":
         return "enum" not in spec.schema
     return key not in own
@@ -363,3 +370,54 @@ def test_an_agent_reads_the_field_by_its_argument_name(index: Path) -> None:
 
     anyio.run(go)
     assert lines[0].startswith("search: unknown operator '=>' in where 'year=>2024'"), lines
+
+
+# ---------------------------------------------------------------- one query length on every face
+
+
+def test_the_query_has_one_length_bound_on_every_face(openapi: dict[str, Any], tools: dict[str, Any]) -> None:
+    search = ops.operation("search")
+    seen = observe_all(search, openapi, tools)
+    assert {face: seen[face]["query"]["max_length"] for face in FACES} == dict.fromkeys(FACES, ops.MAX_QUERY_CHARS)
+    watch = ops.operation("watch")
+    assert observe_cli(watch)["query"]["max_length"] == ops.MAX_QUERY_CHARS  # a saved query is a query
+    # A CLI that stated no bound (as it did before) is caught.
+    seen[CLI]["query"]["max_length"] = None
+    found = disagreements(search, seen)
+    assert f"search.query on cli: max_length None, table {ops.MAX_QUERY_CHARS}" in found
+    # A list's number of items stays a network bound: the CLI's --where takes any number.
+    assert seen[CLI]["where"]["max_length"] is None and seen[HTTP]["where"]["max_length"] == ops.MAX_WHERE
+
+
+def test_a_query_too_long_is_refused_by_every_face(index: Path) -> None:
+    limit = ops.MAX_QUERY_CHARS
+    fits, long = "privacy " + "x" * (limit - 8), "privacy " + "x" * (1500 - 8)
+    obj = {"embedder": FakeEmbedder()}
+    for args, given in ((["query", long], None), (["query", "-"], long), (["watch", "add", "w", long], None)):
+        result = CliRunner().invoke(cli, [*args, "--index", str(index)], input=given, obj=obj)
+        assert result.exit_code == 2, (args[:2], result.output)
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in result.output, result.output
+        assert lines[0].endswith(f" is 1,500 characters; the limit is {limit:,}"), lines[0]
+    assert CliRunner().invoke(cli, ["query", fits, "--index", str(index)], obj=obj).exit_code == 0
+    assert CliRunner().invoke(cli, ["query", "-", "--index", str(index)], input=fits + "\n", obj=obj).exit_code == 0
+
+    client = TestClient(create_app(index, embedder=FakeEmbedder()), base_url="http://127.0.0.1")
+    assert client.get("/api/search", params={"q": fits}).status_code == 200
+    refused = client.get("/api/search", params={"q": long})
+    assert refused.status_code == 422 and f"at most {limit} characters" in refused.json()["error"]
+
+    answers: list[Any] = []
+
+    async def go() -> None:
+        live = LiveIndex(index, embedder=FakeEmbedder())
+        try:
+            async with Client(create_server(live)) as agent:
+                answers.append(await agent.call_tool("search", {"query": fits}))
+                answers.append(await agent.call_tool("search", {"query": long}))
+        finally:
+            live.close()
+
+    anyio.run(go)
+    assert not answers[0].is_error
+    assert answers[1].is_error and f"at most {limit} characters" in answers[1].content[0].text

@@ -23,7 +23,7 @@ NEURIPS = {
         ("**Non-Equilibrium Dynamics**, and", "Non-Equilibrium Dynamics, and"),
         (r"we propose $\texttt{Mozart}$, a", "we propose Mozart, a"),
         (r"rate $\tilde{\mathcal{O}}(1/N)$ in $O(\log n)$", "rate Õ(1/N) in O(log n)"),
-        (r"$n \gtrsim \sqrt d \cdot \frac 1 {\alpha\epsilon}$", "n ≳ √d · 1/(αε)"),
+        (r"$n \gtrsim \sqrt d \cdot \frac 1 {\alpha\epsilon}$", "n ≳ √d · 1/(αϵ)"),  # \epsilon is lunate ϵ
         (r"R\'{e}nyi and M{\"u}ller, 55.3\% \textbf{M}erging \emph{cross-fluctuations}",
          "Rényi and Müller, 55.3% Merging cross-fluctuations"),
         (r"code at \url{https://github.com/x/y} or \href{https://a.org}{our page}",

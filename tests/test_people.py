@@ -72,6 +72,14 @@ def test_middle_names_may_be_left_out_not_first_names() -> None:
     assert not matches(name_parts("Lin"), name_parts("Zhouchen Lin"))  # one word is never a name
 
 
+def test_a_generational_suffix_is_no_end_of_the_name(people_index: Path) -> None:
+    assert name_parts("Hal Daumé III") == ["hal", "daume"]
+    assert name_parts("King, Jr., Martin") == ["king", "jr", "martin"]  # BibTeX's "Last, Jr, First": ends kept
+    assert name_parts("Li Ii") == ["li", "ii"]  # two parts: a name, not a suffix
+    for typed in ("Hal Daume", "Hal Daumé III", "Daumé, Hal"):
+        assert by_of(people_index, typed, k=1) == [("Hal Daumé III", "Search-based structured prediction")]
+
+
 def test_every_mode_puts_the_person_first(people_index: Path) -> None:
     for mode in ("dense", "lexical", "hybrid"):
         assert [t for b, t in by_of(people_index, "Lin Zhouchen", k=3, mode=mode) if b] == LIN, mode

@@ -69,7 +69,7 @@ def test_defaults_create_negative_and_old_files(index: Path) -> None:
     assert listed["boring"] == {"papers": 0, "dangling": 0, "polarity": "negative"}
     assert run(index, "tag", "add", "boring", a).exit_code == 0
     assert TagStore(index).polarity("boring") == "negative"
-    assert "boring (negative: not for me): 1 papers" in run(index, "tag", "list").output
+    assert "boring (negative: not for me): 1 paper\n" in run(index, "tag", "list").output
     assert "(unchanged)" in run(index, "tag", "create", "boring", "--negative").output
     assert run(index, "tag", "create", "reading", "--negative").exit_code == 0
     assert TagStore(index).negative_names() == ["boring", "not-for-me", "reading"]

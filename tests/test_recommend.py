@@ -119,6 +119,27 @@ def test_negatives_push_their_topic_down(index: Path, fake: FakeEmbedder) -> Non
     assert vis_steered < vis_plain
 
 
+def test_like_and_not_take_several_ids_as_the_docs_write_them(index: Path, fake: FakeEmbedder) -> None:
+    """`--like A B --not C D` (the docs' form) means what `--like A --like B --not C --not D` does."""
+    with Index.open(index, embedder=fake) as idx:
+        TagStore(index).add("robots", [idx.get("rl-1")])
+        want = [r.hit.id for r in recommend(idx, ["priv-0", "robots", "vis-0"], 6, not_like=["vis-1", "vis-2"])]
+    base = ["recommend", "--index", str(index), "-k", "6", "--json"]
+    forms = [
+        ["--like", "priv-0", "robots", "vis-0", "--not", "vis-1", "vis-2"],
+        ["--like", "priv-0", "--like", "robots", "--like", "vis-0", "--not", "vis-1", "--not", "vis-2"],
+        ["--like=priv-0", "robots", "--not", "vis-1", "--like", "vis-0", "--not=vis-2"],
+        ["--not", "vis-1", "vis-2", "-k", "6", "--like", "priv-0", "robots", "vis-0"],
+    ]
+    for form in forms:
+        result = run([*base, *form], fake)
+        assert result.exit_code == 0, (form, result.output)
+        assert [row["id"] for row in json.loads(result.stdout)] == want, form
+    # A bare word after another option's value is still no id: click refuses it as before.
+    stray = run([*base, "--like", "priv-0", "-k", "6", "vis-0"], fake)
+    assert stray.exit_code == 2 and "unexpected extra argument (vis-0)" in stray.output
+
+
 def test_where_and_since_restrict_candidates(index: Path, tmp_path: Path, fake: FakeEmbedder) -> None:
     with Index.open(index, embedder=fake) as idx:
         recs = recommend(idx, ["priv-0"], 5, where=["year>=2025"])

@@ -71,7 +71,7 @@ def test_add_by_id_prefix_external_id_and_doi(index: Path, fake: FakeEmbedder) -
     assert all(not e["dangling"] for e in entries)
     # Adding again changes nothing; the file lives beside the index, not in a version.
     again = run(["tag", "add", "liked", fed, "--index", str(index)], fake)
-    assert "tagged 0 papers (1 were already)" in again.output
+    assert "tagged 0 papers (1 was already)" in again.output
     assert (index / TAGS_FILE).is_file()
     assert not list(index.glob(f"v-*/{TAGS_FILE}"))
 

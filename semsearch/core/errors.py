@@ -99,6 +99,14 @@ class NotTaggedError(TagError, UnknownDocumentError):
     """A key to untag names no entry of the tag."""
 
 
+class NoMatchWarning(UserWarning):
+    """A search's filters match no document, so it found nothing; the message says why (a field no document has,
+    naming the fields that exist; a clause that matches nothing; clauses that exclude each other).
+
+    Not an error: an empty answer is a true answer, as on the command line, which says the same on stderr.
+    """
+
+
 class MailError(SemsearchError):
     """The digest could not be sent (settings, connection, TLS, login or refusal)."""
 

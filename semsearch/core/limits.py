@@ -1,5 +1,5 @@
-"""The bounds every face applies to what a caller asks (library, CLI, server, MCP): k, non-blank text, finite
-numbers."""
+"""The bounds every face applies to what a caller asks (library, CLI, server, MCP): k, non-blank text, a text's
+length, finite numbers."""
 
 from __future__ import annotations
 
@@ -22,6 +22,12 @@ def check_text(text: str, what: str = "query") -> str:
     if not isinstance(text, str) or not text.strip():
         raise QueryError(f"the {what} is empty")
     return text.strip()
+
+
+def check_length(text: str, limit: int, what: str, hint: str = "") -> None:
+    """Raise QueryError when ``text`` is longer than ``limit`` characters; ``what`` names it as the face does."""
+    if len(text) > limit:
+        raise QueryError(f"{what} is {len(text):,} characters; the limit is {limit:,}{hint}")
 
 
 def check_finite(value: float | None, field: str) -> None:

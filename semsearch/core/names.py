@@ -4,8 +4,10 @@ One folding serves the index (each author's parts, written with the documents) a
 combining marks dropped, casefolded, and the few Latin letters NFKD leaves whole (ł, ø, đ, æ, œ, ı, ß) spelled
 as ASCII, so "Łukasz Kaiser", "lukasz kaiser" and "LUKASZ KAISER" are one name. Hyphens, dots and commas
 separate parts ("Jean-Pierre" is "jean" "pierre", "Z.Lin" is "z" "lin"); apostrophes join ("O'Brien" is
-"obrien"). A part of one letter is an initial. unidecode would transliterate more scripts, but a name typed in
-Latin letters never matches one stored in another script either way, and this needs no dependency.
+"obrien"). A part of one letter is an initial. A generational suffix at the end ("Jr.", "III") is no part of
+the name's ends: "Hal Daumé III" is found as "Hal Daumé", as he is cited. unidecode would transliterate more
+scripts, but a name typed in Latin letters never matches one stored in another script either way, and this
+needs no dependency.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ _COMBINING = re.compile(r"[\u0300-\u036f]")
 _LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "æ": "ae", "œ": "oe", "ı": "i", "ð": "d", "þ": "th"})
 _JOINERS = re.compile(r"['’`´]")
 _SEPARATORS = re.compile(r"[^\w]+|_")
+_SUFFIXES = frozenset(("jr", "sr", "ii", "iii", "iv"))  # "v" is as often an initial
 
 
 def fold(text: str) -> str:
@@ -29,7 +32,10 @@ def fold(text: str) -> str:
 
 def name_parts(name: str) -> list[str]:
     """A name's folded parts in order: ``Lin, Zhouchen`` -> ``["lin", "zhouchen"]``; initials are one letter."""
-    return [p for p in _SEPARATORS.split(_JOINERS.sub("", fold(name))) if p]
+    parts = [p for p in _SEPARATORS.split(_JOINERS.sub("", fold(name))) if p]
+    if len(parts) > 2 and parts[-1] in _SUFFIXES:
+        parts.pop()
+    return parts
 
 
 def name_ends(name: str) -> list[tuple[str, str]]:

@@ -22,9 +22,10 @@ ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_LEXICAL_SCALE = 1, 1.0, 1.5
 # best match holds less than COMMON_SHARE of the query's idf mass, dense leads with at least DENSE_ALPHA; a query of
 # one typed word, shaped like an acronym or in at most RARE_DF of the documents, gives dense at most ONE_TERM_ALPHA,
 # and a query whose words spelling corrected for BM25 (query/spelling.py), at least TYPO_SHARE of its typed words,
-# at most TYPO_ALPHA: the dense side reads the typos.
+# at most TYPO_ALPHA: the dense side reads the typos. When the best match holds less than ALONE_SHARE, BM25's list
+# rests on a few common words and dense ranks alone (scripts/study_plain_fusion.py chose it on train splits only).
 ADAPTIVE_RARE_DF, ADAPTIVE_COMMON_SHARE, ADAPTIVE_DENSE_ALPHA, ADAPTIVE_ONE_TERM_ALPHA = 0.005, 0.6, 0.75, 0.3
-ADAPTIVE_TYPO_ALPHA, ADAPTIVE_TYPO_SHARE = 0.3, 0.25
+ADAPTIVE_TYPO_ALPHA, ADAPTIVE_TYPO_SHARE, ADAPTIVE_ALONE_SHARE = 0.3, 0.25, 0.35
 
 
 def fusion_entry(method: str = DEFAULT_FUSION) -> dict[str, object]:
@@ -41,6 +42,7 @@ def fusion_entry(method: str = DEFAULT_FUSION) -> dict[str, object]:
             "one_term_alpha": ADAPTIVE_ONE_TERM_ALPHA,
             "typo_alpha": ADAPTIVE_TYPO_ALPHA,
             "typo_share": ADAPTIVE_TYPO_SHARE,
+            "alone_share": ADAPTIVE_ALONE_SHARE,
         }
     return {"method": "fixed", "alpha": FIXED_ALPHA}
 

@@ -1,18 +1,18 @@
 """What a person reads about a paper: its authors, a short author line, a link, and markup-free text.
 
 Everything here reads a document's title, metadata and external ids as stored (catalogue join, BibTeX,
-JSON fields) and never changes them: readable text is for display only. Pure functions, no imports
-beyond the standard library and ``safe_text``, so the query path stays fast. ``web/app.js`` mirrors
-``plain_text`` (function ``readable``) for the page. Links are only ever http(s) (``safe_text.safe_url``).
+JSON fields) and never changes them: readable text is for display only. Pure functions; LaTeX is decoded by
+``latex`` (pylatexenc, imported only when a text has markup), so the query path stays fast. ``web/app.js``
+has its own ``readable`` for the page. Links are only ever http(s) (``safe_text.safe_url``).
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from semsearch.core.latex import latex_to_text
 from semsearch.core.safe_text import clean_text, doi_url, safe_url
 
 MAX_AUTHORS_SHOWN = 2  # "Hao Wang, Licheng Pan, … · NeurIPS 2025"; three authors are all shown
@@ -65,6 +65,8 @@ VENUE_NAMES = {
 _WORKSHOP_SUFFIX = "w"  # cvprw, iclrw, ...: the venue's workshops
 
 AUTHOR_KEYS = ("authors", "author", "creators")
+# A CSL-JSON name's parts, and Zotero's firstName/lastName, in the order people write them.
+_NAME_PART_KEYS = ("given", "firstName", "dropping-particle", "non-dropping-particle", "family", "lastName", "suffix")
 VENUE_KEYS = ("venue", "booktitle", "journal", "container-title", "publication")
 YEAR_KEYS = ("year", "date", "issued")
 # Where a person would go to read the paper, best first.
@@ -96,15 +98,19 @@ def authors_of(metadata: Mapping[str, Any]) -> list[str]:
             if isinstance(item, str) and item.strip():
                 names.append(item.strip())
             elif isinstance(item, dict):
-                name = (
-                    item.get("name")
-                    or item.get("literal")
-                    or " ".join(str(item[k]) for k in ("given", "firstName", "family", "lastName") if item.get(k))
-                )
+                name = name_of(item)
                 if name:
-                    names.append(str(name))
+                    names.append(name)
         return names
     return []
+
+
+def name_of(item: Mapping[str, Any]) -> str:
+    """A name given as a mapping (CSL-JSON, Zotero, APIs) as people write it: ``Teun van der Weij``; "" if none."""
+    whole = item.get("name") or item.get("literal")
+    if whole:
+        return str(whole)
+    return " ".join(str(item[k]) for k in _NAME_PART_KEYS if item.get(k))
 
 
 def _first_last(name: str) -> str:
@@ -181,107 +187,21 @@ def paper_fields(title: str | None, metadata: Mapping[str, Any]) -> dict[str, An
 
 # ------------------------------------------------------------------------------------------- markup
 
-_SYMBOLS = {
-    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε", "zeta": "ζ",
-    "eta": "η", "theta": "θ", "kappa": "κ", "lambda": "λ", "mu": "μ", "nu": "ν", "xi": "ξ", "pi": "π",
-    "rho": "ρ", "sigma": "σ", "tau": "τ", "phi": "φ", "varphi": "φ", "chi": "χ", "psi": "ψ", "omega": "ω",
-    "Gamma": "Γ", "Delta": "Δ", "Theta": "Θ", "Lambda": "Λ", "Sigma": "Σ", "Phi": "Φ", "Psi": "Ψ", "Omega": "Ω",
-    "times": "×", "cdot": "·", "leq": "≤", "le": "≤", "geq": "≥", "ge": "≥", "neq": "≠", "approx": "≈",
-    "sim": "~", "gtrsim": "≳", "lesssim": "≲", "ll": "≪", "gg": "≫", "in": "∈", "notin": "∉", "subset": "⊂",
-    "subseteq": "⊆", "infty": "∞", "pm": "±", "to": "→", "rightarrow": "→", "leftarrow": "←", "mapsto": "↦",
-    "sum": "∑", "prod": "∏", "int": "∫", "partial": "∂", "nabla": "∇", "forall": "∀", "exists": "∃",
-    "ell": "ℓ", "cdots": "⋯", "ldots": "…", "dots": "…", "|": "‖", "mid": "|", "star": "⋆", "circ": "∘",
-    "log": "log", "exp": "exp", "min": "min", "max": "max", "sup": "sup", "inf": "inf", "lim": "lim",
-    "uparrow": "↑", "downarrow": "↓",
-    "cup": "∪", "cap": "∩", "propto": "∝", "top": "⊤", "prime": "′", "%": "%", "&": "&", "_": "_", "#": "#",
-    "$": "$", "{": "{", "}": "}", ",": " ", ";": " ", "quad": " ", "qquad": " ", "!": "", " ": " ",
-}  # fmt: skip
-# Accent commands (text and math) and the combining mark each puts on its letter.
-_ACCENTS = {
-    "'": "\u0301", "`": "\u0300", "^": "\u0302", '"': "\u0308", "~": "\u0303", "=": "\u0304", ".": "\u0307",
-    "c": "\u0327", "v": "\u030c", "u": "\u0306", "H": "\u030b", "k": "\u0328", "r": "\u030a",
-    "tilde": "\u0303", "widetilde": "\u0303", "hat": "\u0302", "widehat": "\u0302", "bar": "\u0304",
-    "overline": "\u0305", "dot": "\u0307", "vec": "\u20d7",
-}  # fmt: skip
-_LETTER_ACCENT = re.compile(r"\\(['`^\"~=.]|[cvuHkr](?=[\s{]))\s*(?:\{\s*([A-Za-z])\s*\}|([A-Za-z]))")
-_MATH_ACCENT = re.compile(r"\\(tilde|widetilde|hat|widehat|bar|overline|dot|vec)\s*(?:\{([^{}]*)\}|([A-Za-z]))")
-# Commands whose one braced argument is the text to show: \textbf{x}, \emph{x}, \mathcal{O}, \text{th}, ...
-_WRAPPER = re.compile(
-    r"\\(?:text(?:bf|it|tt|sc|sf|rm|normal|up|sl)?|emph|underline|mathrm|mathbf|mathit|mathcal|mathbb|mathsf|"
-    r"mathtt|mathfrak|boldsymbol|bm|operatorname|mbox|textsuperscript|textsubscript|url)\s*\{([^{}]*)\}"
-)
-_ARG = r"(?:\{([^{}]*)\}|\s([\w.]))"  # a braced argument, or a single character after a space
-_FRAC = re.compile(r"\\[dt]?frac\s*" + _ARG + r"\s*" + _ARG.replace("\\s(", "\\s?("))
-_SQRT = re.compile(r"\\sqrt\s*" + _ARG)
-_HREF = re.compile(r"\\href\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
-_SYMBOL = re.compile(r"\\([A-Za-z]+|[|%&_#${},;! ])")
-_SIZING = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)[lr]?\s*(?=[()\[\]|.\\])\.?")
-_MATH = re.compile(r"(?<!\\)\$([^$]+)(?<!\\)\$")
-_SCRIPT_GROUP = re.compile(r"([_^])\{([^{}]*)\}")
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
 _EMPHASIS = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*]+?)(?<=[^\s*])\*(?![\w*])")
 _CODE = re.compile(r"`([^`\n]+)`")
-_BRACES = re.compile(r"(?<!\\)[{}]")
 
 
 def plain_text(text: str) -> str:
-    """Text a person reads: Markdown emphasis and LaTeX markup resolved (``$\\texttt{Mozart}$`` -> ``Mozart``).
+    """Text a person reads: LaTeX and Markdown emphasis resolved (``$\\texttt{Mozart}$`` -> ``Mozart``).
 
-    ``*emphasis*`` and ``**bold**`` lose their asterisks, ``\\textbf{x}``/``\\emph{x}`` their commands,
-    accents become letters (``R\\'{e}nyi`` -> ``Rényi``), and inline math keeps its content with common
-    commands as symbols (``$\\tilde{\\mathcal{O}}(1/N)$`` -> ``Õ(1/N)``, ``$\\geq$`` -> ``≥``).
-    Terminal escapes, control characters and bidi overrides are dropped (``safe_text.clean_text``).
+    LaTeX is decoded by ``latex.latex_to_text`` (accents as letters, ``\\emph{x}`` as ``x``, inline math as
+    symbols: ``$\\tilde{\\mathcal{O}}(1/N)$`` -> ``Õ(1/N)``); ``*emphasis*``, ``**bold**`` and ```code```
+    lose their marks. Terminal escapes, control characters and bidi overrides are dropped (``safe_text.clean_text``).
     """
-    text = clean_text(text)
-    if "*" not in text and "\\" not in text and "$" not in text and "`" not in text and "{" not in text:
+    text = latex_to_text(clean_text(text))
+    if "*" not in text and "`" not in text:
         return text
-    out = _MATH.sub(lambda m: _latex(m.group(1), math=True), text)
-    out = _latex(out, math=False)
-    out = _BOLD.sub(r"\1", out)
+    out = _BOLD.sub(r"\1", text)
     out = _EMPHASIS.sub(r"\1", out)
-    if "``" in out:
-        out = out.replace("``", "“").replace("''", "”")
-    out = _CODE.sub(r"\1", out)
-    return unicodedata.normalize("NFC", out)
-
-
-def _latex(text: str, *, math: bool) -> str:
-    """LaTeX commands of one stretch of text (or of inline math) turned into what they show."""
-    if "\\" not in text and "{" not in text and not math:
-        return text
-    out = _LETTER_ACCENT.sub(lambda m: (m.group(2) or m.group(3)) + _ACCENTS[m.group(1)], text)
-    for _ in range(4):  # nested wrappers: \tilde{\mathcal{O}}, \textbf{\emph{x}}
-        before = out
-        out = _WRAPPER.sub(r"\1", out)
-        out = _HREF.sub(lambda m: m.group(2).strip() or m.group(1), out)
-        out = _MATH_ACCENT.sub(lambda m: _accent_each(_arg(m, 2), _ACCENTS[m.group(1)]), out)
-        out = _FRAC.sub(lambda m: f"{_group(_arg(m, 1))}/{_group(_arg(m, 3))}", out)
-        out = _SQRT.sub(lambda m: "√" + _group(_arg(m, 1)), out)
-        if out == before:
-            break
-    out = _SIZING.sub("", out)
-    out = _SYMBOL.sub(lambda m: _SYMBOLS.get(m.group(1), m.group(0)), out)
-    if math:
-        out = _SCRIPT_GROUP.sub(lambda m: m.group(1) + _group(m.group(2)), out)
-        out = out.replace("~", " ")
-    out = _BRACES.sub("", out)
-    return out
-
-
-def _arg(match: re.Match[str], group: int) -> str:
-    """The argument that matched: braced (group, possibly empty) or a bare character (group + 1)."""
-    braced = match.group(group)
-    return braced if braced is not None else match.group(group + 1) or ""
-
-
-def _group(inner: str) -> str:
-    """A fraction part or script: bare when one token, else parenthesized."""
-    inner = inner.strip()
-    if not inner:
-        return ""
-    return inner if re.fullmatch(r"√?[\w.]+|.", inner) else f"({inner})"
-
-
-def _accent_each(inner: str, mark: str) -> str:
-    """An accent over a group: on its one letter, or after the group when it is longer."""
-    return inner + mark if len(inner) == 1 else inner
+    return _CODE.sub(r"\1", out)

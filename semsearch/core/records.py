@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from semsearch.core.latex import latex_to_text
 from semsearch.core.paperinfo import paper_fields
 
 
@@ -112,10 +113,35 @@ class Document:
     texts: list[str] = field(default_factory=list)  # hashes of the other texts merged into it (not text_hash)
     aliases: list[str] = field(default_factory=list)  # former ids of this document that still resolve to it
     added: Arrival | None = None  # first entered the index (carried forward by every build; see arrivals.py)
+    # (title, text, decoded title, decoded text) when decoding changed them: a build reads them twice (encoder, BM25).
+    _decoded: tuple[str | None, str, str | None, str] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def embedding_text(self) -> str:
-        """The text given to the encoder: title and abstract, as BEIR/MTEB join them (the title alone once)."""
-        return f"{self.title} {self.text}" if self.title and not self.title_only else self.text
+        """The text given to the encoder: title and abstract, as BEIR/MTEB join them (the title alone once).
+
+        LaTeX is decoded (``R\\'{e}nyi`` is read as ``Rényi``); the stored text, which the id comes from, is not.
+        """
+        return self.embedding_parts()[0]
+
+    def embedding_parts(self) -> tuple[str, str, str]:
+        """(embedding text, its title or "" when it has none or is its title, its abstract), LaTeX decoded."""
+        title, text = self.readable_title_and_text()
+        if title and not self.title_only:
+            return f"{title} {text}", title, text
+        return text, "", text
+
+    def readable_title_and_text(self) -> tuple[str | None, str]:
+        """The title and text with LaTeX decoded (``latex.latex_to_text``); the stored ones are not changed."""
+        held = self._decoded
+        if held is not None and held[0] is self.title and held[1] is self.text:
+            return held[2], held[3]
+        title = latex_to_text(self.title) if self.title else self.title
+        text = latex_to_text(self.text)
+        if title is not self.title or text is not self.text:  # only documents with markup hold a second copy
+            self._decoded = (self.title, self.text, title, text)
+        return title, text
 
     def to_dict(self) -> dict[str, Any]:
         """The document as the API and ``--json`` show it."""

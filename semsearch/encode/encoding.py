@@ -56,8 +56,8 @@ class CachePlan:
         every: bool = False,
         sentences: bool = False,
     ) -> CachePlan:
-        texts = [d.embedding_text() for d in documents]
-        items = [(t, d.title or "" if not d.title_only else "", d.text) for t, d in zip(texts, documents, strict=True)]
+        items = [d.embedding_parts() for d in documents]
+        texts = [full for full, _, _ in items]
         windows: list[list[int]] = []
         read = [sentence_text(*item) for item in items] if sentences else []
         if sentences:

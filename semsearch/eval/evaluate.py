@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from semsearch.core.errors import IndexNotFoundError, InputError
+from semsearch.core.wording import count
 from semsearch.encode.embedder import Embedder
 from semsearch.eval.beir import read_qrels, read_queries
 from semsearch.eval.metrics import mean_scores, per_query
@@ -115,7 +116,9 @@ def run_eval(
         )
         if progress and summary.skipped:
             print(
-                f"semsearch: skipped {len(summary.skipped)} corpus entries, e.g. {summary.skipped[0]}", file=sys.stderr
+                f"semsearch: skipped {count(len(summary.skipped), 'corpus entry', 'corpus entries')}, "
+                f"e.g. {summary.skipped[0]}",
+                file=sys.stderr,
             )
     results: dict[str, Any] = {}
     with Index.open(index_dir, embedder=embedder) as index:

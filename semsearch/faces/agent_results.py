@@ -17,6 +17,7 @@ from typing import Any
 
 from semsearch.core import paperinfo
 from semsearch.core.errors import QueryError, UnknownDocumentError
+from semsearch.core.limits import check_length
 from semsearch.core.options import MAX_K, MODES
 from semsearch.core.records import Document, Hit
 from semsearch.faces.operations import MAX_QUERY_CHARS
@@ -277,10 +278,8 @@ def search_page(
     the first ranks do not depend on k, so consecutive pages neither repeat nor skip a paper.
     """
     check_page(k, offset)
-    if isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
-        raise QueryError(
-            f"the query is {len(query)} characters; the limit is {MAX_QUERY_CHARS} (use related for a paper)"
-        )
+    if isinstance(query, str):
+        check_length(query, MAX_QUERY_CHARS, "the query", " (use related for a paper)")
     hits = index.search(
         query, min(offset + k + 1, MAX_K), mode=mode, where=_clauses(where), diverse=diverse, exact=exact
     )

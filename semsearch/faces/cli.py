@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,18 +14,21 @@ from typing import Any
 import click
 
 from semsearch.core import options
-from semsearch.core.errors import SemsearchError
+from semsearch.core.errors import NoMatchWarning, SemsearchError
 from semsearch.core.version import __version__
-from semsearch.faces.cli_ops import request_options
+from semsearch.core.wording import count
+from semsearch.faces.cli_ops import check_read_text, request_options
 from semsearch.faces.cli_options import SemsearchCliError, embedder_of, index_option, output_options
 from semsearch.faces.operations import CLI, OPERATIONS, face_name
 
 HELP_SCORES = (
     "Scores by --mode: dense is the cosine similarity of unit-length embeddings (-1..1; about 0.5+ is usually on "
     "topic for all-MiniLM-L6-v2); lexical is the BM25 score (0 up, unbounded, grows with rare matching words); "
-    "hybrid (the default) is 0.5·z(cosine) + 0.5·z(BM25), each z-scored over this query's top 1000 candidates: "
-    "about 0 is average for the query, 2+ stands out. Compare hybrid scores within one query only; --json shows "
-    "the cosine and BM25 parts of every hit."
+    "hybrid (the default) is alpha·z(cosine) + (1-alpha)·z(BM25), each z-scored over this query's top 1000 "
+    f"candidates, alpha as the index's fusion says: {options.DEFAULT_FUSION} by default (chosen per query from how "
+    "far each side's best candidates stand out and what the query's words are), one alpha when `eval --tune` "
+    "recorded it, 0.5 with --fusion fixed. About 0 is average for the query, 2+ stands out. Compare hybrid scores "
+    "within one query only; --json shows the cosine and BM25 parts of every hit, and alpha with its reason."
 )
 
 
@@ -41,7 +45,11 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                # A command says why a filter matched nothing in its own line (``_warn_where``; the server in its
+                # answers' warnings): the library's NoMatchWarning would say it a second time, as a Python warning.
+                warnings.simplefilter("ignore", NoMatchWarning)
+                return super().invoke(ctx)
         except SemsearchError as exc:
             # A message about a request field names it as this command's flag (--where, -k, --not).
             command = _operation_of(ctx.invoked_subcommand)
@@ -372,7 +380,8 @@ def index(
         return
     if summary.unchanged:
         click.echo(
-            f"up to date: {summary.documents} documents from {summary.files} files, no source or setting changed "
+            f"up to date: {count(summary.documents, 'document')} from {count(summary.files, 'file')}, "
+            f"no source or setting changed "
             f"since {summary.version}; nothing written ({summary.seconds:.1f} s). --full rebuilds anyway."
         )
         if list_uncatalogued:
@@ -383,8 +392,9 @@ def index(
             _echo_uncatalogued(summary.catalogue, uncatalogued)
         return
     click.echo(
-        f"read {summary.read} abstracts from {summary.files} files: {summary.documents} documents "
-        f"({summary.duplicates} duplicates, {summary.near_duplicates} near-duplicates merged)"
+        f"read {count(summary.read, 'abstract')} from {count(summary.files, 'file')}: "
+        f"{count(summary.documents, 'document')} "
+        f"({count(summary.duplicates, 'duplicate')}, {count(summary.near_duplicates, 'near-duplicate')} merged)"
     )
     click.echo(
         f"encoded: {summary.encoded}, from cache: {summary.cached}, added: {summary.added}, removed: {summary.removed}"
@@ -471,6 +481,8 @@ def query(
     from semsearch.query.syntax import parse_query
 
     text = _read_text_arg(query)
+    if query == "-":
+        check_read_text(ctx, "query", text)  # as bounded as one typed on the command line
     with Index.open(index_dir, embedder=embedder_of(ctx), model=model) as idx:
         hits = idx.search(
             text, k, mode=mode, where=where, min_score=min_score, diverse=diverse, fusion=fusion, exact=exact
@@ -592,7 +604,7 @@ def export(ids: tuple[str, ...], where: tuple[str, ...], format: str, index_dir:
     from semsearch.core.fileio import write_output
 
     write_output(out, text)  # the one --out writer: never replaces a link, a FIFO or a device
-    click.echo(f"exported {len(docs)} documents to {out} ({fmt})", err=True)
+    click.echo(f"exported {count(len(docs), 'document')} to {out} ({fmt})", err=True)
 
 
 @cli.command()
@@ -651,7 +663,10 @@ def map_(index_dir: Path, out: Path, open_: bool) -> None:
     from semsearch.faces.map_page import write_map_html
 
     data = write_map_html(index_dir, out)
-    click.echo(f"map: {out} ({data['documents']} documents, {len(data['clusters'])} clusters, {data['method']})")
+    click.echo(
+        f"map: {out} ({count(data['documents'], 'document')}, {count(len(data['clusters']), 'cluster')}, "
+        f"{data['method']})"
+    )
     if open_:
         import webbrowser
 

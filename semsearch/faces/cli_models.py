@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from semsearch.core.wording import count
+
 # semsearch.encode.models is imported inside the commands: `semsearch query` loads this module and must stay quick.
 
 
@@ -88,6 +90,6 @@ def install(name: str, source_dir: Path | None, no_pip: bool, force: bool, as_js
         click.echo(f"{result.name} is already installed: {result.path}")
     else:
         click.echo(
-            f"installed {result.name}: {result.files} files, {result.bytes / 1e6:,.0f} MB checked, "
+            f"installed {result.name}: {count(result.files, 'file')}, {result.bytes / 1e6:,.0f} MB checked, "
             f"in {result.path} ({result.seconds:.1f} s)"
         )

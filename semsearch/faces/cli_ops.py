@@ -12,7 +12,9 @@ from typing import Any
 
 import click
 
-from semsearch.faces.cli_options import FINITE_FLOAT
+from semsearch.core.errors import QueryError
+from semsearch.core.limits import check_length
+from semsearch.faces.cli_options import FINITE_FLOAT, SemsearchCliError
 from semsearch.faces.operations import CLI, Param, operation
 
 
@@ -26,15 +28,55 @@ class Bounded(click.IntRange):
         return click.INT.convert(value, param, ctx)
 
 
+class BoundedText(click.ParamType):
+    """A text whose length the table bounds on every face: a longer one is one line naming the field, not a
+    usage screen. A blank one is left to the library, whose line also covers text that is only spaces."""
+
+    name = "text"
+
+    def __init__(self, min_length: int | None, max_length: int | None) -> None:
+        self.min_length = min_length
+        self.max_length = max_length
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            self.check(value, param)
+        return value
+
+    def check(self, value: str, param: click.Parameter | None) -> None:
+        """Raise the one-line error when ``value`` is longer than the table allows."""
+        if self.max_length is None:
+            return
+        if param is None:
+            name = "the value"
+        elif isinstance(param, click.Argument):  # "the query TEXT", as the usage line names it
+            name = f"the {param.name} {(param.metavar or '').strip('[].')}".rstrip()
+        else:
+            name = param.opts[0]
+        try:
+            check_length(value, self.max_length, name)
+        except QueryError as exc:
+            raise SemsearchCliError(str(exc)) from None
+
+
 def click_type(param: Param) -> Any:
-    """The click type of a field: a Choice, a Bounded integer, a finite float, or the plain type."""
+    """The click type of a field: a Choice, a Bounded integer, a BoundedText, a finite float, or the plain type."""
     if param.choices:
         return click.Choice(param.choices)
     base = param.base
+    spec = param.spec
     if base is int:
-        spec = param.spec
         return Bounded(min=spec.ge, max=spec.le if spec.lt is None else spec.lt - 1)
+    if base is str and (spec.min_length is not None or spec.max_length is not None):
+        return BoundedText(spec.min_length, spec.max_length)
     return {float: FINITE_FLOAT, str: str, bool: bool}.get(base, str)
+
+
+def check_read_text(ctx: click.Context, field: str, text: str) -> None:
+    """Hold a text the command read itself (a query from stdin for '-') to the bound of the field it stands for."""
+    for param in ctx.command.params:
+        if param.name == field and isinstance(param.type, BoundedText):
+            param.type.check(text.strip(), param)
 
 
 def click_parameter(param: Param) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -80,3 +80,45 @@ def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def embedder_of(ctx: click.Context) -> Any:
     """An encoder injected by the caller of the CLI (tests), else None to load the index's own."""
     return (ctx.obj or {}).get("embedder")
+
+
+class SeveralValues(click.Command):
+    """A command whose repeatable options each take several values in a row: ``--like A B --not C`` reads as
+    ``--like A --like B --not C``, and the repeated form still works.
+
+    click has no option that takes a variable number of values; this spreads them before click parses. Only for
+    a command with no positional argument, where a bare word after an option's value has no other meaning (click
+    would refuse it as an unexpected extra argument).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if any(isinstance(p, click.Argument) for p in self.params):
+            raise TypeError(f"{self.name}: a command with arguments cannot spread option values")
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, spread_values(args, self.params))
+
+
+def spread_values(args: list[str], params: list[click.Parameter]) -> list[str]:
+    """``args`` with every bare word after a repeatable option's value given that option again."""
+    several = {name for p in params if isinstance(p, click.Option) and p.multiple for name in p.opts}
+    out: list[str] = []
+    current: str | None = None  # the repeatable option the last value went to
+    waiting: str | None = None  # the repeatable option whose value comes next
+    rest = iter(args)
+    for token in rest:
+        if waiting is not None:  # an option's own value, whatever it looks like
+            out.append(token)
+            current, waiting = waiting, None
+        elif token == "--":
+            out += [token, *rest]
+        elif token.startswith("-") and token != "-":  # an option ("-" alone is a value: stdin)
+            name, inline, _ = token.partition("=")
+            repeatable = name in several
+            current = name if repeatable and inline else None
+            waiting = name if repeatable and not inline else None
+            out.append(token)
+        else:
+            out += [current, token] if current is not None else [token]
+    return out

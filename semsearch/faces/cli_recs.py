@@ -14,8 +14,9 @@ from typing import Any
 import click
 
 from semsearch.core.safe_text import clean_text, json_text
+from semsearch.core.wording import count
 from semsearch.faces.cli_ops import request_options
-from semsearch.faces.cli_options import SemsearchCliError, embedder_of, index_option
+from semsearch.faces.cli_options import SemsearchCliError, SeveralValues, embedder_of, index_option
 
 BECAUSE_CHARS = 60  # of the liked paper's title in a "because" line
 FOR_YOU_HELP = "Tag names or paper ids (ids, external ids such as citation keys, unambiguous prefixes, DOIs)."
@@ -85,7 +86,8 @@ def tag_add(name: str, ids: tuple[str, ...], index_dir: Path) -> None:
     with Index.open(index_dir) as idx:
         docs = resolve_papers(idx, ids)
     added = TagStore(index_dir).add(name, docs)
-    click.echo(f"{name}: tagged {added} papers ({len(docs) - added} were already)")
+    already = len(docs) - added
+    click.echo(f"{name}: tagged {count(added, 'paper')} ({already} {'was' if already == 1 else 'were'} already)")
 
 
 @tag.command(name="create")
@@ -117,7 +119,7 @@ def tag_remove(name: str, ids: tuple[str, ...], index_dir: Path) -> None:
     from semsearch.reader.tags import TagStore
 
     removed = TagStore(index_dir).remove(name, ids)
-    click.echo(f"{name}: untagged {removed} papers")
+    click.echo(f"{name}: untagged {count(removed, 'paper')}")
 
 
 @tag.command(name="import")
@@ -147,7 +149,7 @@ def tag_import(name: str, file: Path, skip_unknown: bool, index_dir: Path) -> No
     for key in unknown:
         click.echo(f"semsearch: not in the index: {key}", err=True)
     added = TagStore(index_dir).add(name, docs)
-    click.echo(f"{name}: tagged {added} papers from {file} ({len(unknown)} not found)")
+    click.echo(f"{name}: tagged {count(added, 'paper')} from {file} ({len(unknown)} not found)")
 
 
 @tag.command(name="list")
@@ -183,7 +185,8 @@ def tag_list(name: str | None, index_dir: Path, as_json: bool) -> None:
         dangling = sum(m.dangling for m in ms)
         sign = " (negative: not for me)" if polarities.get(n) == "negative" else ""
         click.echo(
-            f"{n}{sign}: {len(ms)} papers" + (f", {dangling} dangling (not in the live index)" if dangling else "")
+            f"{n}{sign}: {count(len(ms), 'paper')}"
+            + (f", {dangling} dangling (not in the live index)" if dangling else "")
         )
         if name:
             for m in ms:
@@ -195,7 +198,7 @@ def tag_list(name: str | None, index_dir: Path, as_json: bool) -> None:
 # ---------------------------------------------------------------- recommend
 
 
-@click.command()
+@click.command(cls=SeveralValues)
 @request_options("recommend")
 @click.option(
     "--like-text",
@@ -226,7 +229,7 @@ def recommend(
 
     \b
       semsearch recommend --like liked                       # a tag's papers
-      semsearch recommend --like 6a24ce769ac8 --like 447e10ab --not 4fec9eb5
+      semsearch recommend --like 6a24ce769ac8 447e10ab --not 4fec9eb5    # several ids after one flag
       semsearch recommend --like-text my_abstract.txt --since 2026-12-01 --format bibtex
     The default method is the one scripts/bench_recommend.py measured best (docs: Explanations, Quality).
     """
@@ -501,7 +504,7 @@ def digest(
             from semsearch.reader.arrivals import live_seq, set_bookmark
 
             set_bookmark(idx.path, name, live_seq(idx))
-    summary = f"digest {name}: {made.arrived} arrived, {papers} in {len(made.sections)} sections"
+    summary = f"digest {name}: {made.arrived} arrived, {papers} in {count(len(made.sections), 'section')}"
     if quiet:
         click.echo(f"{summary}, nothing arrived: no mail sent (--mail-empty sends it anyway)", err=True)
     elif settings is not None:

@@ -15,6 +15,7 @@ from typing import Any
 from semsearch.core.errors import SemsearchError
 from semsearch.core.fileio import write_output
 from semsearch.core.paperinfo import plain_text
+from semsearch.core.wording import count
 from semsearch.store.corpus_map import load_map
 from semsearch.store.documents import open_documents
 from semsearch.store.layout import current_version
@@ -36,7 +37,8 @@ def map_html(data: dict[str, Any], *, title: str = "semsearch map", texts: dict[
     blob = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
     script = MAP_JS.read_text(encoding="utf-8")
     clusters = len(data["clusters"])
-    subtitle = f"{data['documents']:,} documents · {clusters} clusters · {data['method'].upper()} layout"
+    documents = count(data["documents"], "document", grouped=True)
+    subtitle = f"{documents} · {count(clusters, 'cluster')} · {data['method'].upper()} layout"
     if isinstance(data.get("laid_out_at"), str):  # maps from before incremental layouts do not say
         subtitle += f" of {data.get('laid_out_documents', 0):,} laid out {data['laid_out_at'][:10]}"
     slots = {

@@ -52,10 +52,11 @@ class Spec:
     """How one request field is bounded, explained and named on each face.
 
     Integer bounds and choices hold on every face (HTTP and MCP validate them; the CLI states them and the
-    library enforces them, with its one-line errors). Lengths (a text's characters, a list's items) bound the
-    network faces, HTTP and MCP, whose callers are remote. ``cli``, ``http`` and ``mcp`` replace attributes on
-    that face only (a default, a name, the help an agent reads; never an integer bound, which a test checks):
-    every difference between faces is written here.
+    library enforces them, with its one-line errors). A text's length holds on every face too (the CLI refuses
+    a longer one in one line: a query typed in a terminal is the same query as one sent to the server); the
+    number of a list's items bounds the network faces, HTTP and MCP, whose callers are remote. ``cli``,
+    ``http`` and ``mcp`` replace attributes on that face only (a default, a name, the help an agent reads;
+    never an integer bound, which a test checks): every difference between faces is written here.
     """
 
     help: str
@@ -200,7 +201,8 @@ def _paper_id() -> Any:
         min_length=1,
         path=True,
         http={"name": "doc_id", "min_length": None, "help": ""},  # an empty path segment matches no route
-        cli={"name": "DOC_ID", "default": None},  # or --text / --file
+        # or --text / --file; any id the store holds (MAX_KEY_CHARS, more than a URL carries), blank is the library's
+        cli={"name": "DOC_ID", "default": None, "min_length": None, "max_length": None},
     )
 
 
@@ -320,8 +322,8 @@ class Recommend:
         metavar="TAG|ID",
         cli={
             "default": (),  # --like-text is the other way to name what you like
-            "help": "Papers you liked (repeatable). Tag names or paper ids (ids, external ids such as citation "
-            "keys, unambiguous prefixes, DOIs).",
+            "help": "Papers you liked: tag names or paper ids (ids, external ids such as citation keys, "
+            "unambiguous prefixes, DOIs); several after one --like, or --like repeated.",
         },
         mcp="Paper ids or positive tag names the user likes (e.g. the tag 'liked'); never a negative tag.",
     )
@@ -330,7 +332,7 @@ class Recommend:
         required=False,
         metavar="TAG|ID",
         http={"name": "not"},
-        cli={"name": "--not", "help": "Papers you do not want more of."},
+        cli={"name": "--not", "help": "Papers you do not want more of (several after one --not, as for --like)."},
         mcp="Paper ids or tag names to steer away from; the negative tags (e.g. 'not-for-me') always are.",
     )
     k: int = _k()
@@ -437,7 +439,7 @@ class Watch:
     """Save a query under a name: `new` and `digest` rank what arrived for it."""
 
     name: str = arg(help="The saved query's name.", faces=(CLI,), name="NAME")
-    query: str = arg(help="The query.", faces=(CLI,), name="QUERY")
+    query: str = arg(help="The query.", faces=(CLI,), name="QUERY", max_length=MAX_QUERY_CHARS)
 
 
 # ---------------------------------------------------------------- the table

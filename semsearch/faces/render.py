@@ -12,6 +12,7 @@ from typing import Any
 from semsearch.core.paperinfo import byline, link_of, plain_text
 from semsearch.core.records import Hit
 from semsearch.core.safe_text import clean_text, json_text
+from semsearch.core.wording import count
 from semsearch.query.highlight import highlight
 from semsearch.query.search import IndexInfo
 
@@ -97,8 +98,8 @@ def eval_table(results: dict[str, Any]) -> str:
                 f"{mode:<8} {m['ndcg@10']:>8.4f} {m['recall@100']:>7.4f} {m['mrr@10']:>7.4f} {m['seconds']:>8.1f}"
             )
     skipped = results.get("skipped_documents", 0)
-    note = f"; {skipped} corpus entries skipped: no text and no title" if skipped else ""
-    lines.append(f"({results.get('queries', 0)} judged queries{note})")
+    note = f"; {count(skipped, 'corpus entry', 'corpus entries')} skipped: no text and no title" if skipped else ""
+    lines.append(f"({count(results.get('queries', 0), 'judged query', 'judged queries')}{note})")
     if "tune" in results:
         lines += ["", tune_table(results["tune"])]
     return "\n".join(lines)
@@ -123,7 +124,12 @@ def _reading_line(info: IndexInfo) -> str:
     if info.reading == "pooled":
         return "pooled (each vector averages the abstract's windows past the model's first)"
     what = "sentence" if info.reading == "sentences" else "window"
-    return f"{info.reading} ({info.windows} {what} vectors beside the documents' own)"
+    return f"{info.reading} ({count(info.windows, what + ' vector')} beside the documents' own)"
+
+
+def _verb(n: int, verb: str) -> str:
+    """The verb agreeing with a count of ``n`` things: "resolves" for one, "resolve" otherwise."""
+    return verb + "s" if n == 1 else verb
 
 
 def info_text(info: IndexInfo) -> str:
@@ -135,17 +141,18 @@ def info_text(info: IndexInfo) -> str:
         ("reading", _reading_line(info)),
         ("fusion", info.fusion),
         ("documents", f"{info.documents}" + (f" ({info.title_only} title-only)" if info.title_only else "")),
-        ("aliases", f"{info.aliases} former ids resolve to current documents"),
+        ("aliases", f"{count(info.aliases, 'former id')} {_verb(info.aliases, 'resolve')} to current documents"),
         (
             "read",
-            f"{info.read} abstracts ({info.exact_duplicates} duplicates, {info.near_duplicates} near-duplicates)",
+            f"{count(info.read, 'abstract')} ({count(info.exact_duplicates, 'duplicate')}, "
+            f"{count(info.near_duplicates, 'near-duplicate')})",
         ),
         ("vectors", f"{info.faiss}, inner product on unit vectors (score = cosine)"),
         ("ann", info.ann),
         ("size on disk", human_bytes(info.size_bytes)),
         ("built at", f"{info.built_at} in {info.build_seconds:.1f} s"),
         ("format", str(info.format_version)),
-        ("sources", f"{len(info.sources)} files"),
+        ("sources", count(len(info.sources), "file")),
     ]
     if info.catalogue:
         c = info.catalogue
@@ -153,7 +160,7 @@ def info_text(info: IndexInfo) -> str:
             len(rows) - 1,
             (
                 "catalogue",
-                f"{c['catalogued']} of {c['of']} documents ({c['exact']} exact, {c['near']} near) "
+                f"{c['catalogued']} of {count(c['of'], 'document')} ({c['exact']} exact, {c['near']} near) "
                 f"from {', '.join(c['files'])}",
             ),
         )
@@ -164,13 +171,13 @@ def info_text(info: IndexInfo) -> str:
             len(rows) - 1,
             (
                 "segments",
-                f"base + {info.segments} appended, {info.hidden} rows hidden "
+                f"base + {info.segments} appended, {count(info.hidden, 'row')} hidden "
                 "(semsearch index --optimize writes one base)",
             ),
         )
     width = max(len(k) for k, _ in rows)
     lines = [f"{k + ':':<{width + 1}} {v}" for k, v in rows]
-    lines += [f"  {s.path}  ({s.format}, {s.records} abstracts, {s.encoding})" for s in info.sources]
+    lines += [f"  {s.path}  ({s.format}, {count(s.records, 'abstract')}, {s.encoding})" for s in info.sources]
     return clean_text("\n".join(lines))  # file names are anyone's bytes
 
 
@@ -178,9 +185,10 @@ def map_line(entry: dict[str, Any]) -> str:
     """The manifest's map entry in words: 'umap, 40 clusters, laid out <when> on 5,823 documents (22 changed since)'."""
     if entry.get("method") in (None, "off"):
         return "none (built with SEMSEARCH_MAP=off)"
-    line = f"{entry['method']}, {entry.get('clusters', 0)} clusters"
+    line = f"{entry['method']}, {count(entry.get('clusters', 0), 'cluster')}"
     if entry.get("laid_out_at"):
-        line += f", laid out {entry['laid_out_at']} on {entry.get('laid_out_documents', 0):,} documents"
+        laid_out = count(entry.get("laid_out_documents", 0), "document", grouped=True)
+        line += f", laid out {entry['laid_out_at']} on {laid_out}"
         changed = entry.get("changed_since_layout") or 0
         line += f" ({changed:,} added or removed since)" if changed else ""
     return line

@@ -23,10 +23,16 @@ from semsearch.ingest.formats import TextFormat
 
 PERSON_FIELDS = ("author", "editor")
 VENUE_FIELDS = ("booktitle", "journal")  # the first one present is also the entry's "venue"
+# Read as written, as BibTeX styles print them ("10.5555/x_y", "https://e.org/~me/a%20b"), unless escaped.
+VERBATIM_FIELDS = ("doi", "url", "eprint")
+_ESCAPED = re.compile(r"\\")
 # The macros every BibTeX style defines (plain.bst): jan is "January", ...
 MONTHS = "January February March April May June July August September October November December"
 MONTH_MACROS = {name[:3].lower(): name for name in MONTHS.split()}
 _DELIMITERS = re.compile(r'[{}"]')
+# Escapes of characters that are markup themselves, and the ligature breaks of "--" and ``x'' (see _decode).
+_KEPT = re.compile(r"\\[{}$]|\\textbackslash\{\}|(?<=-)\{\}(?=-)|(?<=`)\{\}(?=`)|(?<=')\{\}(?=')")
+_KEPT_MARK = "\ue000"  # a private-use character holds each kept escape's place while the rest is decoded
 
 
 class BibTeX(TextFormat):
@@ -45,11 +51,17 @@ def bibtex_items(text: str, display: str) -> Iterator[Item]:
     try:
         import bibtexparser
         from bibtexparser import middlewares as mw
-        from pylatexenc.latex2text import LatexNodes2Text
+        from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
     except ImportError as exc:
         raise ExtraNotInstalledError("bibtex", f"{display}: reading BibTeX", exc.name) from None
 
-    decoder = LatexNodes2Text(math_mode="verbatim", strict_latex_spaces=True)
+    context = get_default_latex_context_db()
+    # pylatexenc shows \textasciicircum as U+02C6, a modifier letter; the character meant (and exported) is "^".
+    # How export spells "^" and an unmatched brace; a brace stays escaped, as _KEPT keeps "\{".
+    shown = {"textasciicircum": "^", "textbraceleft": r"\{", "textbraceright": r"\}"}
+    macros = [MacroTextSpec(name, simplify_repl=char) for name, char in shown.items()]
+    context.add_context_category("export", prepend=True, macros=macros)
+    decoder = LatexNodes2Text(latex_context=context, math_mode="verbatim", strict_latex_spaces=True)
     # bibtexparser logs a warning per unreadable block; each is reported as a bad record instead.
     logger = logging.getLogger("bibtexparser")
     level = logger.level
@@ -190,7 +202,12 @@ def _entry_object(entry: Any, decoder: Any) -> dict[str, Any]:
             names = [_name(parts, decoder) for parts in fld.value]
             obj["authors" if key == "author" else key] = [n for n in names if n]
         else:
-            obj[key] = _decode(str(fld.value), decoder)
+            value = str(fld.value)
+            obj[key] = (
+                " ".join(value.split())
+                if key in VERBATIM_FIELDS and not _ESCAPED.search(value)
+                else _decode(value, decoder)
+            )
     obj["entry_type"] = str(entry.entry_type).lower()
     venue = next((obj[f] for f in VENUE_FIELDS if obj.get(f)), None)
     if venue and "venue" not in obj:
@@ -199,18 +216,26 @@ def _entry_object(entry: Any, decoder: Any) -> dict[str, Any]:
 
 
 def _name(parts: Any, decoder: Any) -> str:
-    """bibtexparser's NameParts as "First von Last, Jr", decoded."""
-    words = [*parts.first, *parts.von, *parts.last]
-    name = " ".join(_decode(w, decoder) for w in words if w)
-    jr = " ".join(_decode(w, decoder) for w in parts.jr if w)
-    return f"{name}, {jr}" if jr else name
+    """bibtexparser's NameParts as "First von Last Jr" (``Hal Daumé III``, as records and CSL write it), decoded."""
+    words = [*parts.first, *parts.von, *parts.last, *parts.jr]
+    return " ".join(_decode(w, decoder) for w in words if w)
 
 
 def _decode(value: str, decoder: Any) -> str:
-    """LaTeX to Unicode text with whitespace runs collapsed; the raw value when it cannot be decoded."""
+    """LaTeX to Unicode text with whitespace runs collapsed; the raw value when it cannot be decoded.
+
+    Escapes of characters that are markup themselves (``\\{``, ``\\$``, ``-{}-``) stay as written: what is shown
+    is decoded again (``core.latex``), and a bare ``{`` or ``$`` there would be taken for a group or math.
+    """
     if "\\" not in value and "{" not in value and "~" not in value:
         return " ".join(value.split())
+    kept = _KEPT.findall(value)
+    marked = _KEPT.sub(_KEPT_MARK, value) if kept else value
     try:
-        return " ".join(decoder.latex_to_text(value).split())
+        decoded = decoder.latex_to_text(marked)
     except Exception:  # pylatexenc raises assorted errors on odd input; the raw text is still useful
         return " ".join(value.split())
+    if kept:
+        escapes = iter(kept)
+        decoded = re.sub(_KEPT_MARK, lambda _: next(escapes), decoded)
+    return " ".join(decoded.split())

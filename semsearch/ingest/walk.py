@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from semsearch.core.errors import InputError
+from semsearch.core.wording import count
 from semsearch.ingest.formats import FormatRegistry
 from semsearch.ingest.guards import check_link
 
@@ -85,7 +86,7 @@ def unreadable_notes(walk: Walk, recorded: Iterable[str], *, drop: bool) -> list
         inside = where.path + os.sep
         held = sum(1 for p in paths if p.startswith(inside))
         name = display(where.path)
-        files = f"{held} file{'s' if held != 1 else ''}"
+        files = count(held, "file")
         if held and not drop:
             raise InputError(
                 f"{name}: cannot read this folder ({where.why}); the index keeps the papers of its {files} "

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from semsearch.core.options import (
+    ADAPTIVE_ALONE_SHARE,
     ADAPTIVE_COMMON_SHARE,
     ADAPTIVE_DENSE_ALPHA,
     ADAPTIVE_LEXICAL_SCALE,
@@ -267,6 +268,7 @@ class FusionPolicy:
     one_term_alpha: float = ADAPTIVE_ONE_TERM_ALPHA  # the most weight dense gets when the query is one rare word
     typo_alpha: float = ADAPTIVE_TYPO_ALPHA  # the most weight dense gets when spelling corrected words for BM25
     typo_share: float = ADAPTIVE_TYPO_SHARE  # ... at least this share of the typed words
+    alone_share: float = ADAPTIVE_ALONE_SHARE  # BM25's best match holds less of the query's idf mass: dense alone
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any] | None) -> FusionPolicy:
@@ -294,6 +296,7 @@ class FusionPolicy:
                 rare, common = float(entry.get("rare_df", 0.0)), float(entry.get("common_share", 0.0))
                 lead, one = float(entry.get("dense_alpha", 0.5)), float(entry.get("one_term_alpha", 1.0))
                 typo, typos = float(entry.get("typo_alpha", 1.0)), float(entry.get("typo_share", 0.0))
+                alone = float(entry.get("alone_share", 0.0))
                 if (
                     top >= 1
                     and 0.0 <= power <= 16.0
@@ -304,9 +307,12 @@ class FusionPolicy:
                     and 0.0 <= one <= 1.0
                     and 0.0 <= typo <= 1.0
                     and 0.0 <= typos <= 1.0
+                    and 0.0 <= alone <= 1.0
                 ):
                     note = "adaptive in the manifest"
-                    return cls("adaptive", DEFAULT_ALPHA, top, power, scale, note, rare, common, lead, one, typo, typos)
+                    return cls(
+                        "adaptive", DEFAULT_ALPHA, top, power, scale, note, rare, common, lead, one, typo, typos, alone
+                    )
         except (TypeError, ValueError, KeyError):
             pass
         return cls(note=f"unreadable fusion entry {dict(entry)!r} in the manifest")
@@ -364,6 +370,8 @@ class FusionPolicy:
 
         BM25's top stands out as far when it repeats a few common words of a longer question ("whether", "AI") as
         when it holds the query's rare words; what its best match holds of the query's idf mass tells them apart.
+        When even its best match holds little of it, BM25's list says nothing about what the query asks for, and
+        any weight on it pushes down papers that dense alone finds (a question in everyday words): dense ranks alone.
         """
         if signal is None:
             return None
@@ -375,6 +383,9 @@ class FusionPolicy:
             said = f"lexical leads: the query is one {kind} (in {min(signal.dfs)} of {signal.n_docs} documents)"
             return self.one_term_alpha, said
         share = signal.best_share()
+        if share is not None and share < self.alone_share:
+            said = f"dense alone, lexical ignored: even its best match holds only {share:.2f} of the query's idf mass"
+            return 1.0, said
         if self.common_share > 0.0 and share is not None and share < self.common_share and self.dense_alpha > 0.5:
             said = f"dense leads, lexical damped: its matches rest on common words (its best match holds {share:.2f}"
             return self.dense_alpha, said + " of the query's idf mass)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,7 +13,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from semsearch.core import options
-from semsearch.core.errors import IndexCorruptError, QueryError, UnknownDocumentError
+from semsearch.core.errors import IndexCorruptError, NoMatchWarning, QueryError, UnknownDocumentError
+from semsearch.core.latex import latex_to_text
 from semsearch.core.limits import check_finite, check_k, check_text
 from semsearch.core.options import MODES
 from semsearch.core.paperinfo import year_of
@@ -350,7 +352,8 @@ class Index:
             mode: "hybrid" (default: BM25 and embeddings fused), "dense" (embeddings only; score = cosine)
                 or "lexical" (BM25 only; score = BM25).
             where: metadata filters such as ``year>=2024`` (see ``semsearch.store.filters``); k hits are returned
-                whenever k documents match.
+                whenever k documents match. Filters (with the query's own year:, venue:, title:) that match no
+                document warn NoMatchWarning, saying why (say, a field no document has), and return [].
             min_score: drop hits scoring below this (in the mode's score units).
             diverse: re-rank with maximal marginal relevance so near-identical papers do not crowd the list.
             diversity: MMR λ (1 = relevance only; the default 0.6 was chosen on SciFact train).
@@ -444,7 +447,9 @@ class Index:
         """
         reading = self.read_query(parsed)
         authored, rank_text = reading.authored, reading.rank_text
-        allowed = self.allowed_rows([*where, *reading.where])
+        filters = [*where, *reading.where]
+        allowed = self.allowed_rows(filters)
+        self._say_why_nothing_matched(filters, allowed, stacklevel=3)  # this, search, its caller
         if reading.people is not None:
             allowed = reading.people if allowed is None else np.intersect1d(allowed, reading.people)
         # A name query: the text (after any fields) is, as a whole, the name of someone in the index.
@@ -643,6 +648,17 @@ class Index:
         """Why ``where`` matches no document (a field none has, a clause matching nothing); empty when it matches."""
         return self._filter(where)[1] if where else []
 
+    def _say_why_nothing_matched(self, where: Sequence[str], allowed: np.ndarray | None, *, stacklevel: int) -> None:
+        """A NoMatchWarning per reason when ``where`` matches no document: what the command line says on stderr.
+
+        ``stacklevel``, counted from the method that calls this one, points the warning at the library caller's line.
+        """
+        if allowed is None or len(allowed):
+            return
+        for line in self.where_warnings(where):
+            # The caller passed where=[...], not the --where flag the shared wording names.
+            warnings.warn(line.replace("--where", "where"), NoMatchWarning, stacklevel=stacklevel + 1)
+
     def _filter(self, where: Sequence[str]) -> tuple[np.ndarray, list[str]]:
         key = tuple(where)
         with self._filters_lock:
@@ -697,7 +713,7 @@ class Index:
             hit.fusion = ranking.fusion.to_dict() if ranking.fusion is not None else None
             if analyzer is not None:
                 hit.highlights = best_sentences(
-                    doc.text, terms, ranking.vector, sentence_vecs.get(num), n=1, analyzer=analyzer
+                    doc.embedding_parts()[2], terms, ranking.vector, sentence_vecs.get(num), n=1, analyzer=analyzer
                 )
                 hit.matched_terms = matched_terms(doc.embedding_text(), ranking.text, analyzer=analyzer)
             hits.append(hit)
@@ -756,6 +772,7 @@ class Index:
         num = doc_num(doc.id)
         vector = self.vectors.get_one(num).reshape(1, -1)
         allowed = self.allowed_rows(where)
+        self._say_why_nothing_matched(where, allowed, stacklevel=2)
         shape = Shape(k, min_score, diverse, diversity, explain=False)
         # Nearest by cosine, the first SUBJECT_POOL held to the paper's own subject words (query.neighbours).
         ranking = self._rank("", vector, "dense", allowed, max(shape.want, SUBJECT_POOL), frozenset([num]))
@@ -791,6 +808,7 @@ class Index:
         text = check_text(text, "text")
         vector = self.encode_abstracts([text])
         allowed = self.allowed_rows(where)
+        self._say_why_nothing_matched(where, allowed, stacklevel=2)
         own = text_hash(text)
         shape = Shape(k, min_score, diverse, diversity, explain=False)
         # Copies of the given abstract rank first: look a little deeper, and deeper still if that was not enough.
@@ -821,10 +839,10 @@ class Index:
         for hit, num in zip(hits, nums, strict=True):
             vecs = sentence_vecs.get(num)
             if vecs is not None:
-                hit.highlights = best_sentences(hit.text, [], vector, vecs, n=1, analyzer=analyzer)
+                hit.highlights = best_sentences(latex_to_text(hit.text), [], vector, vecs, n=1, analyzer=analyzer)
             else:
                 terms = analyzer(text) if terms is None else terms
-                hit.highlights = best_sentences(hit.text, terms, n=1, analyzer=analyzer)
+                hit.highlights = best_sentences(latex_to_text(hit.text), terms, n=1, analyzer=analyzer)
         return hits
 
 

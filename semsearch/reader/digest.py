@@ -24,6 +24,7 @@ from semsearch.core.limits import check_finite
 from semsearch.core.options import ALSO_NEW_CAP, MIN_FIT
 from semsearch.core.paperinfo import authors_of, link_of, plain_text
 from semsearch.core.safe_text import clean_text, json_text, markdown_text, markdown_url
+from semsearch.core.wording import count
 from semsearch.reader.arrivals import live_seq, new_since, set_bookmark
 from semsearch.reader.whats_new import NewPaper, Section, explain, fitted_arrivals, grouped, reader_of
 
@@ -170,7 +171,8 @@ def to_markdown(digest: Digest) -> str:
     m = markdown_text
     lines = [f"# semsearch digest: {m(digest.name)}", ""]
     lines.append(
-        f"{digest.arrived} papers arrived in {m(digest.index)} since {m(digest.since)} (now {m(digest.version)})."
+        f"{count(digest.arrived, 'paper')} arrived in {m(digest.index)} since {m(digest.since)} "
+        f"(now {m(digest.version)})."
     )
     note = _note(digest)
     if note:
@@ -195,38 +197,68 @@ def to_markdown(digest: Digest) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Each element carries its own style: many mail clients drop or rewrite a <style> in <head> (and class names with
+# it), so the HTML part is styled inline, in properties mail clients keep (no CSS variables, grid or web fonts).
+_FONT = "-apple-system,'Segoe UI',Helvetica,Arial,sans-serif"
+STYLES = {
+    "body": f"margin:0;padding:0;background:#ffffff;color:#1f2328;font-family:{_FONT};font-size:15px;line-height:1.5",
+    "div": "max-width:720px;margin:0 auto;padding:16px",
+    "h1": "margin:0 0 8px;font-size:20px;font-weight:600;color:#1f2328",
+    "h2": "margin:24px 0 8px;padding-bottom:4px;border-bottom:1px solid #d0d7de;font-size:17px;font-weight:600;"
+    "color:#1f2328",
+    "p": "margin:0 0 12px;color:#59636e",
+    "ol": "margin:0;padding-left:24px",
+    "ul": "margin:0;padding-left:24px;color:#59636e",
+    "li": "margin:0 0 14px",
+    "b": "font-weight:600;color:#1f2328",
+    "a": "color:#0969da;text-decoration:none",
+    "span": "color:#59636e;font-size:13px",
+    "i": "color:#1f2328",
+    "code": "font-family:Consolas,Menlo,monospace;font-size:12px;color:#59636e;background:#f6f8fa;padding:1px 4px",
+}
+
+
+def _open(tag: str, attrs: str = "") -> str:
+    """An opening tag with the element's inline style (``STYLES``) and any other attributes."""
+    return f'<{tag}{attrs} style="{STYLES[tag]}">'
+
+
 def to_html(digest: Digest) -> str:
     def e(text: str) -> str:
         return html.escape(clean_text(text))
 
+    def code(text: str) -> str:
+        return f"{_open('code')}{e(text)}</code>"
+
     parts = [
         '<!doctype html><html><head><meta charset="utf-8">',
-        f"<title>semsearch digest: {e(digest.name)}</title></head><body>",
-        f"<h1>semsearch digest: {e(digest.name)}</h1>",
-        f"<p>{digest.arrived} papers arrived in {e(digest.index)} since {e(digest.since)}"
+        f"<title>semsearch digest: {e(digest.name)}</title></head>{_open('body')}{_open('div')}",
+        f"{_open('h1')}semsearch digest: {e(digest.name)}</h1>",
+        f"{_open('p')}{count(digest.arrived, 'paper')} arrived in {e(digest.index)} since {e(digest.since)}"
         f" (now {e(digest.version)}).</p>",
     ]
     note = _note(digest)
     if note:
-        parts.append(f"<p>{e(note)}</p>")
+        parts.append(f"{_open('p')}{e(note)}</p>")
     for section in digest.sections:
-        parts.append(f"<h2>{e(_heading(section))}</h2><ol>")
+        parts.append(f"{_open('h2')}{e(_heading(section))}</h2>{_open('ol')}")
         for paper in section.papers:
             title = e(_title(paper))
             url = link(paper)
-            head = f'<a href="{e(url)}">{title}</a>' if url else title
-            parts.append(
-                f"<li><b>{head}</b><br>{e(authors(paper))}<br><i>{e(_sentence(paper))}</i>"
-                f" <code>{e(paper.hit.id)}</code></li>"
-            )
+            href = f' href="{e(url)}"'
+            head = f"{_open('a', href)}{title}</a>" if url else title
+            who = authors(paper)
+            byline = f"<br>{_open('span')}{e(who)}</span>" if who else ""
+            sentence = f"<br>{_open('i')}{e(_sentence(paper))}</i>" if paper.best_sentence else ""
+            parts.append(f"{_open('li')}{_open('b')}{head}</b>{byline}{sentence} {code(paper.hit.id)}</li>")
         parts.append("</ol>")
     if digest.also_new_count:
-        parts.append(f"<h2>{e(_also_heading(digest))}</h2><ul>")
-        parts += [f"<li>{e(_title(p))} <code>{e(p.hit.id)}</code></li>" for p in digest.also_new]
+        parts.append(f"{_open('h2')}{e(_also_heading(digest))}</h2>{_open('ul')}")
+        parts += [f"{_open('li')}{e(_title(p))} {code(p.hit.id)}</li>" for p in digest.also_new]
         if digest.also_new_more:
-            parts.append(f"<li>… and {digest.also_new_more} more</li>")
+            parts.append(f"{_open('li')}… and {digest.also_new_more} more</li>")
         parts.append("</ul>")
-    parts.append("</body></html>")
+    parts.append("</div></body></html>")
     return "\n".join(parts) + "\n"
 
 

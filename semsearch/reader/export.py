@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from semsearch.core.errors import QueryError
+from semsearch.core.latex import text_to_bibtex
+from semsearch.core.name_parts import NameParts, author_parts, parse_name
 from semsearch.core.paperinfo import authors_of, link_of, plain_text, venue_of, year_of
 from semsearch.core.paperinfo import field as meta_field
 from semsearch.core.safe_text import bare_doi, clean_text, csv_cell
+from semsearch.core.wording import count
 from semsearch.store.filters import matcher, parse_where
 
 FORMATS = ("bibtex", "ris", "csljson", "csv")
@@ -40,22 +43,9 @@ _STOP_WORDS = frozenset(
     ("a", "an", "the", "on", "of", "in", "for", "to", "and", "with", "from", "by", "at", "via", "is", "are")
     + ("do", "does", "towards", "toward")
 )
-# BibTeX's special characters and how a value spells them; bibtexparser + LaTeX decoding read them back.
-_BIBTEX_ESCAPES = {
-    "\\": r"\textbackslash{}",
-    "{": r"\{",
-    "}": r"\}",
-    "%": r"\%",
-    "&": r"\&",
-    "#": r"\#",
-    "_": r"\_",
-    "$": r"\$",
-    "~": r"\textasciitilde{}",
-    "^": r"{\string^}",
-}
-_BIBTEX_SPECIAL = re.compile("|".join(re.escape(c) for c in _BIBTEX_ESCAPES))
-# TeX ligatures ("--" is an en dash, ``x'' are curly quotes, !` is ¡): "{}" between the characters keeps them.
-_LIGATURE = re.compile(r"(?<=-)(?=-)|(?<=[`!?])(?=`)|(?<=')(?=')")
+_VERBATIM_UNSAFE = re.compile(r"[{}\\]")
+# A title's words, hyphenated and with apostrophes ("R-KV", "Q-learning", "Bayes'"), for brace protection.
+_TITLE_WORD = re.compile(r"\w+(?:[-'\u2019]\w+)*")
 
 
 class Paper(Protocol):
@@ -84,6 +74,7 @@ class Citation:
     url: str | None = None
     eprint: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # rank and score of a hit
+    names: list[NameParts] = field(default_factory=list)  # the authors in parts, one for each of ``authors``
 
 
 def citations(papers: Sequence[Paper]) -> list[Citation]:
@@ -140,6 +131,7 @@ def _citation(paper: Paper) -> Citation:
         url=link_of(meta),
         eprint=_one_line(str(eprint)) if eprint else None,
         extra=extra,
+        names=author_parts(meta),
     )
 
 
@@ -159,8 +151,11 @@ def own_key(paper: Paper) -> str | None:
 
 def derived_key(authors: Sequence[str], year: str | None, title: str | None) -> str | None:
     """``wang2025timeo1``: first author's family name, year, first significant title word (ASCII)."""
-    first_author = authors[0].partition(",")[0].split() if authors else []  # "John Smith, Jr" -> smith
-    family = _ascii_word(first_author[-1]) if first_author else ""
+    name = parse_name(authors[0]) if authors else None
+    # The family name's last word ("Vallée Poussin" -> poussin; "John Smith, Jr" -> smith, "Hal Daumé III" ->
+    # daume); an organisation's last word before any comma ("ACME, Inc." -> acme).
+    words = (name.family or name.literal.partition(",")[0]).split() if name else []
+    family = _ascii_word(words[-1]) if words else ""
     words = [_ascii_word(w) for w in (title or "").split()]
     first = next((w for w in words if w and w not in _STOP_WORDS), "")
     if not family and not first:
@@ -191,7 +186,7 @@ def untitled_notice(papers: Sequence[Paper], catalogued: bool) -> str | None:
     untitled = sum(1 for p in papers if not p.title)
     if not untitled:
         return None
-    head = f"{untitled} of {len(papers)} entries have no title"
+    head = f"{untitled} of {count(len(papers), 'entry', 'entries')} {'has' if untitled == 1 else 'have'} no title"
     if not catalogued:
         return f"{head}: the index has no catalogue; join one with semsearch index --catalogue FILE"
     return f"{head}: no catalogue record matched them (semsearch index --list-uncatalogued lists them)"
@@ -231,15 +226,74 @@ def export(papers: Sequence[Paper], fmt: str) -> str:
 
 
 def bibtex_escape(value: str) -> str:
-    """A value BibTeX and bibtexparser read back as the same text (one line, specials escaped)."""
-    escaped = _BIBTEX_SPECIAL.sub(lambda m: _BIBTEX_ESCAPES[m.group(0)], " ".join(value.split()))
-    return _LIGATURE.sub("{}", escaped)
+    """A value BibTeX and bibtexparser read back as the same text: one line, specials escaped, non-ASCII as LaTeX."""
+    return text_to_bibtex(" ".join(value.split()))
 
 
-def _bibtex_name(name: str) -> str:
-    """A name for the author field; names BibTeX would split wrongly ("A, Inc.", "X and Y Lab") are braced."""
-    escaped = bibtex_escape(name)
-    return f"{{{escaped}}}" if "," in name or re.search(r"\sand\s", name, re.IGNORECASE) else escaped
+def bibtex_verbatim(value: str) -> str:
+    """A DOI, URL or eprint as BibTeX styles and readers take it: as it is (they print it raw), one line.
+
+    Only a brace or backslash, which would end or break the value, is escaped (then the whole value is).
+    """
+    value = " ".join(value.split())
+    return bibtex_escape(value) if _VERBATIM_UNSAFE.search(value) else value
+
+
+def bibtex_title(title: str) -> str:
+    """A title as ``bibtex_escape`` writes it, with acronyms and other capitals braced: ``{R-KV}``, ``{LLMs}``.
+
+    Bibliography styles set titles in sentence case; a braced word keeps its case, so "R-KV: … KV Cache …
+    LLMs" is not printed "R-kv: … kv cache … llms". Plainly capitalised words ("Cache", "Self-Supervised")
+    are left to the style.
+    """
+    title = " ".join(title.split())
+    out: list[str] = []
+    last = 0
+    for match in _TITLE_WORD.finditer(title):
+        out.append(text_to_bibtex(title[last : match.start()]))
+        word = text_to_bibtex(match.group())
+        out.append(f"{{{word}}}" if _keeps_case(match.group()) else word)
+        last = match.end()
+    out.append(text_to_bibtex(title[last:]))
+    return "".join(out)
+
+
+def _keeps_case(word: str) -> bool:
+    """Whether a title word has capitals a sentence-case style would lose: any but a plain capitalised word's."""
+    parts = re.split(r"[-'\u2019]", word)
+    return any(c.isupper() for c in word) and not all(p.islower() or not p or _capitalised(p) for p in parts)
+
+
+def _capitalised(part: str) -> bool:
+    """One capital, then lowercase letters or digits: "Cache", "Müller", "Model2"."""
+    return len(part) > 1 and part[0].isupper() and not any(c.isupper() for c in part[1:])
+
+
+def bibtex_name(name: NameParts) -> str:
+    """A name as BibTeX's "von Last, Jr, First": ``van der Weij, Teun``, ``King, Jr., Martin Luther``.
+
+    BibTeX, pybtex and citation-js split it back into the same parts: the particle stays bare (a lower-case
+    von part), a family name of several words or hyphenated is braced (``{Le Cun}, Yann``,
+    ``{d'Alché-Buc}, Florence``: BibTeX and citation-js split at spaces and hyphens and take a piece they read as
+    lower case, such as ``d'Alché`` or an accented capital written as a LaTeX command, for a particle), and an
+    organisation is braced whole (``{The MLPerf Consortium}``).
+    """
+    if name.literal:
+        return f"{{{bibtex_escape(name.literal)}}}"
+    family = bibtex_escape(name.family)
+    if re.search(r"[\s,-]", name.family):
+        family = f"{{{family}}}"
+    last = " ".join(p for p in (_bibtex_part(name.particle), family) if p)
+    if not name.given and not name.suffix:
+        return last
+    given = _bibtex_part(name.given)
+    return f"{last}, {_bibtex_part(name.suffix)}, {given}" if name.suffix else f"{last}, {given}"
+
+
+def _bibtex_part(part: str) -> str:
+    """A part of a name, braced when a comma or an "and" in it would split the name or the author list."""
+    escaped = bibtex_escape(part)
+    return f"{{{escaped}}}" if "," in part or re.search(r"(?:^|\s)and(?:\s|$)", part, re.IGNORECASE) else escaped
 
 
 def to_bibtex(cites: Sequence[Citation]) -> str:
@@ -247,9 +301,9 @@ def to_bibtex(cites: Sequence[Citation]) -> str:
     for c in cites:
         fields: list[tuple[str, str]] = []
         if c.title:
-            fields.append(("title", bibtex_escape(c.title)))
-        if c.authors:
-            fields.append(("author", " and ".join(_bibtex_name(a) for a in c.authors)))
+            fields.append(("title", bibtex_title(c.title)))
+        if c.names:
+            fields.append(("author", " and ".join(bibtex_name(n) for n in c.names)))
         if c.year:
             fields.append(("year", c.year))
         if c.venue:
@@ -261,7 +315,7 @@ def to_bibtex(cites: Sequence[Citation]) -> str:
             )
         for name, value in (("doi", c.doi), ("url", c.url), ("eprint", c.eprint)):
             if value:
-                fields.append((name, bibtex_escape(value)))
+                fields.append((name, bibtex_verbatim(value)))
         fields.append(("abstract", bibtex_escape(c.abstract)))
         body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields)
         entries.append(f"@{c.kind}{{{c.key},\n{body}\n}}\n")
@@ -276,7 +330,7 @@ def to_ris(cites: Sequence[Citation]) -> str:
     lines: list[str] = []
     for c in cites:
         rows: list[tuple[str, str | None]] = [("TY", _RIS_TYPES[c.kind]), ("ID", c.key), ("TI", c.title)]
-        rows += [("AU", a) for a in c.authors]
+        rows += [("AU", ris_name(n)) for n in c.names]
         rows += [("PY", c.year), ("T2", c.venue), ("DO", c.doi), ("UR", c.url), ("AB", c.abstract)]
         lines += [f"{tag}  - {' '.join(value.split())}" for tag, value in rows if value]
         lines += ["ER  - ", ""]
@@ -286,12 +340,27 @@ def to_ris(cites: Sequence[Citation]) -> str:
 _CSL_TYPES = {"inproceedings": "paper-conference", "article": "article-journal", "misc": "article"}
 
 
-def csl_name(name: str) -> dict[str, str]:
-    """A CSL name: family and given split at the last space, or a literal for one-word and organisation names."""
-    given, _, family = name.rpartition(" ")
-    if not given or "," in name:
-        return {"literal": name}
-    return {"family": family, "given": given}
+def ris_name(name: NameParts) -> str:
+    """A name as RIS writes it, "Last, First, Suffix": ``van der Weij, Teun``; an organisation as it is."""
+    if name.literal:
+        return name.literal
+    last = " ".join(p for p in (name.particle, name.family) if p)
+    if name.suffix:
+        return f"{last}, {name.given}, {name.suffix}"
+    return f"{last}, {name.given}" if name.given else last
+
+
+def csl_name(name: NameParts) -> dict[str, str]:
+    """A CSL name: ``{"family": "Weij", "given": "Teun", "non-dropping-particle": "van der"}``, or a literal."""
+    if name.literal:
+        return {"literal": name.literal}
+    fields = (
+        ("family", name.family),
+        ("given", name.given),
+        ("non-dropping-particle", name.particle),
+        ("suffix", name.suffix),
+    )
+    return {key: value for key, value in fields if value}
 
 
 def to_csl(cites: Sequence[Citation]) -> list[dict[str, Any]]:
@@ -301,8 +370,8 @@ def to_csl(cites: Sequence[Citation]) -> list[dict[str, Any]]:
         item: dict[str, Any] = {"id": c.key, "type": _CSL_TYPES[c.kind]}
         if c.title:
             item["title"] = c.title
-        if c.authors:
-            item["author"] = [csl_name(a) for a in c.authors]
+        if c.names:
+            item["author"] = [csl_name(n) for n in c.names]
         if c.year:
             item["issued"] = {"date-parts": [[int(c.year)]]}
         if c.venue:

@@ -87,6 +87,9 @@ class AnnKind:
     removes_ids: ClassVar[bool] = True  # whether an update can drop ids in place (an HNSW graph cannot)
     mappable: ClassVar[bool] = False  # whether FAISS can memory-map the file (IO_FLAG_MMAP: inverted lists)
     drifts: ClassVar[bool] = False  # a trained structure whose recall drifts as arrivals come (retrain then)
+    # Whether its last tuning step is an exact search (every IVF list probed, exact scores): recall 1 there,
+    # so tuning need not measure what the most effort reaches before aiming below it.
+    exact_at_last_step: ClassVar[bool] = False
 
     def plan(self, spec: AnnSpec, n: int, dimension: int) -> None:
         """Fill in the fresh parameters of this kind for n vectors of a dimension."""
@@ -144,6 +147,7 @@ class Ivf(AnnKind):
     name = "ivf"
     mappable = True
     drifts = True
+    exact_at_last_step = True
 
     def plan(self, spec: AnnSpec, n: int, dimension: int) -> None:
         # ~4·sqrt(n) lists, but never fewer than ~39 training points per centroid (FAISS warns below that).
@@ -176,6 +180,7 @@ class IvfPq(Ivf):
     """An inverted file of product-quantized codes; candidates are re-ranked by their exact cosines."""
 
     name = "ivfpq"
+    exact_at_last_step = False  # probing every list still ranks by the codes: the re-rank depth caps recall
 
     def plan(self, spec: AnnSpec, n: int, dimension: int) -> None:
         super().plan(spec, n, dimension)

@@ -367,7 +367,7 @@ def cluster_terms(
     cluster_docs = np.zeros(k, dtype=np.int64)
     for row in rows:
         doc = documents[int(row)]
-        text = f"{doc.title} {doc.text}" if doc.title else doc.text
+        text = doc.embedding_text()  # LaTeX decoded: "$\\omega \\cdot$" gives no words "omega", "cdot"
         words = {
             w
             for w in LABEL_TOKEN.findall(text.lower())

@@ -10,6 +10,7 @@ from typing import Any
 
 from semsearch.core.errors import QueryError
 from semsearch.core.records import Document
+from semsearch.core.wording import count as counted
 
 # Longest operators first so that ">=" is not read as ">".
 _CLAUSE = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|!=|=|>|<|~)\s*(.*?)\s*$", re.DOTALL)
@@ -257,7 +258,7 @@ def nothing_matched(clauses: Sequence[Clause], alone: Sequence[int], survey: Sur
                 f"--where {clause} matches nothing: no document has a field {clause.field!r} (fields: {survey.names()})"
             )
         else:
-            warnings.append(f"--where {clause} matches none of the {survey.documents} documents")
+            warnings.append(f"--where {clause} matches none of the {counted(survey.documents, 'document')}")
     if not warnings:
         warnings.append(
             f"the --where clauses {'; '.join(map(str, clauses))} each match some documents, but none meets them all"

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from semsearch.core.errors import IndexCorruptError
+from semsearch.core.records import Document
 from semsearch.store.lexical import (
     ANALYZER_NAME,
     DEFAULT_PARAMS,
@@ -190,8 +191,11 @@ def write_lexical(
     ``previous`` is the live version's lexical folder, whose postings of unchanged documents are reused;
     ``params`` default to the current settings (``lexical.bm25_settings``). Returns the manifest's "lexical" entry.
     """
-    # A title-only document's text is its title: index it once.
-    texts = [lexical_text(None if d.title_only else d.title, d.text) for d in documents]
+    # A title-only document's text is its title: index it once. A Document's decoded text is the one it embeds.
+    texts = [
+        d.embedding_text() if isinstance(d, Document) else lexical_text(None if d.title_only else d.title, d.text)
+        for d in documents
+    ]
     lexical, extras, analysed = build_lexical(ids, texts, params or bm25_settings(), previous=previous)
     lexical.save(folder)
     for name, array in extras.items():

@@ -18,6 +18,7 @@ from typing import Any
 
 from semsearch.core.errors import InputError
 from semsearch.core.records import Document, Record, SourceFile
+from semsearch.core.wording import count
 from semsearch.dedup.duplicates import DEFAULT_THRESHOLD, near_duplicate_pairs, normalize_text
 from semsearch.ingest.sources import read_sources
 
@@ -82,7 +83,7 @@ def summary_line(report: dict[str, Any]) -> str:
     files = len(report["files"])
     return (
         f"catalogued: {report['catalogued']} of {report['of']} ({report['exact']} exact, {report['near']} near; "
-        f"{len(report['ties'])} ties) from {report['records']} records in {files} file{'s' if files != 1 else ''}"
+        f"{count(len(report['ties']), 'tie')}) from {count(report['records'], 'record')} in {count(files, 'file')}"
     )
 
 

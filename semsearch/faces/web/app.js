@@ -53,13 +53,14 @@
 
   // ------------------------------------------------------------------ readable text
   // Markup in titles and abstracts shown as a person reads it: *emphasis*, **bold**, \textbf{x}, accents,
-  // inline math with common commands as symbols. Mirrors semsearch/core/paperinfo.py plain_text (display only).
+  // inline math with common commands as symbols. A small twin of semsearch/core/paperinfo.py plain_text (which
+  // decodes with pylatexenc): it reads the seed abstracts alike (tests/test_paperinfo.py).
   const SYMBOLS = {
-    alpha: "α", beta: "β", gamma: "γ", delta: "δ", epsilon: "ε", varepsilon: "ε", zeta: "ζ", eta: "η",
+    alpha: "α", beta: "β", gamma: "γ", delta: "δ", epsilon: "ϵ", varepsilon: "ε", zeta: "ζ", eta: "η",
     theta: "θ", kappa: "κ", lambda: "λ", mu: "μ", nu: "ν", xi: "ξ", pi: "π", rho: "ρ", sigma: "σ", tau: "τ",
     phi: "φ", varphi: "φ", chi: "χ", psi: "ψ", omega: "ω", Gamma: "Γ", Delta: "Δ", Theta: "Θ", Lambda: "Λ",
     Sigma: "Σ", Phi: "Φ", Psi: "Ψ", Omega: "Ω", times: "×", cdot: "·", leq: "≤", le: "≤", geq: "≥", ge: "≥",
-    neq: "≠", approx: "≈", sim: "~", gtrsim: "≳", lesssim: "≲", ll: "≪", gg: "≫", in: "∈", notin: "∉",
+    neq: "≠", approx: "≈", sim: "∼", gtrsim: "≳", lesssim: "≲", ll: "≪", gg: "≫", in: "∈", notin: "∉",
     subset: "⊂", subseteq: "⊆", infty: "∞", pm: "±", to: "→", rightarrow: "→", leftarrow: "←", mapsto: "↦",
     sum: "∑", prod: "∏", int: "∫", partial: "∂", nabla: "∇", forall: "∀", exists: "∃", ell: "ℓ", cdots: "⋯",
     ldots: "…", dots: "…", "|": "‖", mid: "|", star: "⋆", circ: "∘", log: "log", exp: "exp", min: "min",
@@ -119,6 +120,12 @@
   // overrides dropped; links only http(s), as the browser serialises them (quotes and spaces escaped).
   const ESCAPES = /\x1b\[[0-?]*[ -/]*[@-~]?|\x9b[0-?]*[ -/]*[@-~]?|[\x1b\x9d]\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[@-_]?/g;
   const UNSAFE = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+  // The twin of semsearch.core.wording.count: "1 paper", "2 papers".
+  function count(n, noun, plural) {
+    const number = typeof n === "number" ? n.toLocaleString() : String(n);
+    return `${number} ${n === 1 ? noun : plural || noun + "s"}`;
+  }
+
   function cleanText(text) {
     return String(text || "").replace(ESCAPES, "").replace(/\r\n?/g, "\n").replace(UNSAFE, "");
   }
@@ -135,10 +142,10 @@
 
   function readable(text) {
     text = cleanText(text);
-    if (!/[*\\$`{]/.test(text)) return text;
+    if (!/[*\\$`{]|--|''/.test(text)) return text;
     let out = text.replace(RE.math, (_, inner) => latex(inner, true));
     out = latex(out, false).replace(RE.bold, "$1").replace(RE.emphasis, "$1");
-    if (out.includes("``")) out = out.replace(/``/g, "“").replace(/''/g, "”");
+    out = out.replace(/---/g, "—").replace(/--/g, "–").replace(/``/g, "“").replace(/''/g, "”");
     return out.replace(RE.code, "$1").normalize("NFC");
   }
   window.semsearchReadable = readable; // for tests
@@ -333,7 +340,7 @@
     }
     if (token !== pending) return;
     show(el("p", { className: "status", id: "status" },
-      `For you: ${data.hits.length} papers like the ${tagState.tags[LIKED].papers} you liked · ${data.method} · ${data.version}`),
+      `For you: ${count(data.hits.length, "paper")} like the ${tagState.tags[LIKED].papers} you liked · ${data.method} · ${data.version}`),
     el("div", { id: "hits" }, data.hits.map(hitCard)));
     highlightMap(data.hits.map((h) => h.id));
   }
@@ -350,7 +357,7 @@
     if (token !== pending) return;
     document.title = "New · semsearch";
     const since = params.get("since") ? `since ${params.get("since")}` : "in the latest build";
-    show(el("p", { className: "status", id: "status" }, `New ${since}: ${data.hits.length} papers · ${data.version}`),
+    show(el("p", { className: "status", id: "status" }, `New ${since}: ${count(data.hits.length, "paper")} · ${data.version}`),
       data.hits.length ? el("div", { id: "hits" }, data.hits.map(hitCard)) : el("p", { className: "hint" }, "Nothing new."));
     highlightMap(data.hits.map((h) => h.id));
   }
@@ -402,7 +409,7 @@
     if (token !== pending) return;
     document.title = `${data.query} · semsearch`;
     const status = el("p", { className: "status", id: "status" },
-      `${data.hits.length} hit${data.hits.length === 1 ? "" : "s"} · ${data.mode} · ${data.took_ms} ms · ${data.version}`);
+      `${count(data.hits.length, "hit")} · ${data.mode} · ${data.took_ms} ms · ${data.version}`);
     // Typos corrected for BM25: say what was searched, and offer the words as typed.
     const asTyped = new URLSearchParams(params);
     asTyped.set("exact", "1");
@@ -458,7 +465,9 @@
     if (Array.isArray(value)) return value.map(factText).join(", ");
     if (typeof value === "object") {
       if (value.name || value.literal) return readable(value.name || value.literal);
-      if (value.family || value.given) return readable([value.given, value.family].filter(Boolean).join(" "));
+      // As paperinfo.name_of writes a CSL name: "Teun van der Weij", "Martin Luther King Jr.".
+      const parts = ["given", "dropping-particle", "non-dropping-particle", "family", "suffix"].map((k) => value[k]);
+      if (value.family || value.given) return readable(parts.filter(Boolean).join(" "));
       return Object.entries(value).map(([k, v]) => `${k}: ${typeof v === "object" && v !== null
         ? JSON.stringify(v) : cleanText(String(v))}`).join(" · ");
     }
@@ -536,7 +545,7 @@
     try {
       const info = await api("/api/info");
       $("index-info").textContent =
-        `${info.documents.toLocaleString()} papers · ${info.model} · ${info.version}`;
+        `${count(info.documents, "paper")} · ${info.model} · ${info.version}`;
     } catch (error) {
       $("index-info").textContent = `index unavailable: ${error.message}`;
     }

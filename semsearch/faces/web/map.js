@@ -76,7 +76,8 @@
     if (getComputedStyle(container).position === "static") container.style.position = "relative";
     var canvas = document.createElement("canvas");
     canvas.setAttribute("role", "img");
-    canvas.setAttribute("aria-label", "Map of " + n + " documents in " + clusters.length + " clusters");
+    canvas.setAttribute("aria-label", "Map of " + n + (n === 1 ? " document" : " documents") + " in " + clusters.length +
+      (clusters.length === 1 ? " cluster" : " clusters"));
     canvas.style.cssText = "position:absolute;inset:0;width:100%;height:100%;display:block;cursor:grab;";
     var tip = document.createElement("div");
     tip.style.cssText = "position:absolute;pointer-events:none;display:none;max-width:360px;padding:6px 9px;" +
