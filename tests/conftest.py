@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -95,6 +97,16 @@ def small_corpus(tmp_path: Path) -> Path:
     paragraphs = list(PAPERS.values()) + [PAPERS["fed"]]
     path.write_text("Test Papers\n\n" + "\n\n".join(paragraphs) + "\n", encoding="utf-8")
     return path
+
+
+def load_script(name: str) -> ModuleType:
+    """A module of scripts/ (``bench_typed``), imported by path: scripts/ is no package."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
 
 
 def requires_shared(*parts: str) -> Path:

@@ -11,34 +11,22 @@ the same comparison as shares.
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import FakeEmbedder, requires_shared
+from conftest import FakeEmbedder, load_script, requires_shared
 
 from semsearch.faces.cli import cli
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_citations", REPO / "scripts" / "bench_citations.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_citations", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
+bench = load_script("bench_citations")
 ENTRIES = bench.load_fixture()
 FIELDS: tuple[str, ...] = bench.FIELDS
 

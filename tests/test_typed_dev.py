@@ -3,31 +3,19 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import re
-import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import requires_shared
+from conftest import load_script, requires_shared
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_typed", REPO / "scripts" / "bench_typed.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_typed", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
+bench = load_script("bench_typed")
 DEV: list[dict[str, Any]] = bench.read_dev(bench.DEV)
 
 

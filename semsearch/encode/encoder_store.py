@@ -36,6 +36,8 @@ from semsearch.encode.models import find_spec, models_dir
 ENCODERS_DIR_ENV = "SEMSEARCH_ENCODERS_DIR"
 # The libraries whose versions shape the exported bytes: another version exports afresh rather than reuse.
 EXPORTER_PACKAGES = ("torch", "onnx", "onnxruntime", "transformers", "sentence-transformers", "tokenizers")
+# How semsearch itself makes an export; a new recipe exports afresh, as a new library version does.
+EXPORT_RECIPE = "int8-per-channel-reduce-range"
 # Measured: all-MiniLM-L6-v2 (92 MB) exports in ~25 s on two cores; the estimate scales with the model's size.
 _EXPORT_SECONDS_PER_MB = 25 / 92
 Notify = Callable[[str], None]
@@ -56,7 +58,7 @@ def store_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 def exporter_digest() -> str:
     """A short digest of semsearch's version and the exporter libraries' versions (read without importing them)."""
-    parts = [f"semsearch={__version__}"]
+    parts = [f"semsearch={__version__}", f"recipe={EXPORT_RECIPE}"]
     for package in EXPORTER_PACKAGES:
         try:
             parts.append(f"{package}={importlib.metadata.version(package)}")

@@ -5,13 +5,13 @@ Export (needs torch + sentence-transformers) writes a folder:
     encoder.json        plain JSON spec (source model, fingerprint, pooling, files + sha256, versions)
     tokenizer.json      the model's fast tokenizer (Hugging Face ``tokenizers`` format)
     model.fp32.onnx     the transformer, float32 (inputs: input_ids, attention_mask[, token_type_ids])
-    model.int8.onnx     the same, weights dynamically quantized to int8 (per-channel)
+    model.int8.onnx     the same, weights dynamically quantized to int8 (per-channel, 7-bit range)
 
 Loading and encoding (``OnnxEmbedder``) imports only onnxruntime, tokenizers and numpy.
 
 One text, one vector: every text is encoded on its own (one ORT run, unpadded), so its vector is a function
-of its text alone, bit for bit, whatever it is encoded with, in which order, on how many threads, locally or
-on Ray. Batches could not promise that: int8 dynamic quantization scales each MatMul's activations per run
+of its text alone, bit for bit on one machine, whatever it is encoded with, in which order, on how many
+threads, locally or on Ray (other CPU families round fp32 differently in the last bits). Batches could not promise that: int8 dynamic quantization scales each MatMul's activations per run
 (measured: cosine down to 0.982 between a short text alone and in a batch of 32 abstracts), and padding
 changes reduction lengths. Unpadded single texts are also faster on abstracts than padded batches were
 (1.3-1.6x, scripts/bench_one_vector.py).
@@ -262,6 +262,10 @@ def quantize_int8(src: Path, dst: Path, *, keep_fp32: Sequence[str] = (), per_ch
                 weight_type=QuantType.QInt8,
                 # Per-tensor weights lose too much here (cosine ~0.88 on abstracts); per-channel keeps ~0.99.
                 per_channel=per_channel,
+                # 7-bit weights: x86 CPUs without VNNI multiply u8 x s8 pairs into int16, which saturates with
+                # full-range weights and gives those machines other (wrong) vectors; with 7 bits every kernel
+                # computes the exact product, so one export scores alike on every CPU.
+                reduce_range=True,
                 nodes_to_exclude=list(keep_fp32),
             )
     finally:
