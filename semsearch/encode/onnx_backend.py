@@ -11,10 +11,10 @@ Loading and encoding (``OnnxEmbedder``) imports only onnxruntime, tokenizers and
 
 One text, one vector: every text is encoded on its own (one ORT run, unpadded), so its vector is a function
 of its text alone, bit for bit on one machine, whatever it is encoded with, in which order, on how many
-threads, locally or on Ray (other CPU families round fp32 differently in the last bits). Batches could not promise that: int8 dynamic quantization scales each MatMul's activations per run
-(measured: cosine down to 0.982 between a short text alone and in a batch of 32 abstracts), and padding
-changes reduction lengths. Unpadded single texts are also faster on abstracts than padded batches were
-(1.3-1.6x, scripts/bench_one_vector.py).
+threads, locally or on Ray (other CPU families round fp32 differently in the last bits). Batches could not
+promise that: int8 dynamic quantization scales each MatMul's activations per run (a short text alone and in a
+batch of abstracts get other vectors), and padding changes reduction lengths. Unpadded single texts are also
+faster on abstracts than padded batches were (scripts/bench_one_vector.py).
 """
 
 from __future__ import annotations
