@@ -130,3 +130,11 @@ def test_a_bib_file_as_catalogue(tmp_path: Path, small_corpus: Path, fake: FakeE
     doc = json.loads(run(["query", "oversmoothing graph", "-k", "1", "--index", str(index), "--json"], fake).output)[0]
     assert doc["title"] == "Oversmoothing in Deep Graph Networks" and doc["byline"] == "Jane Doe · JMLR 2024"
     assert doc["external_ids"] == ["graph2024"]
+
+
+def test_a_value_holding_the_private_placeholder_still_decodes(tmp_path: Path) -> None:
+    """The reader marks kept escapes with U+E000 while decoding; a value that holds one itself is decoded whole."""
+    path = tmp_path / "odd.bib"
+    path.write_text("@article{k, title={A \ue000 B \\{x\\}}, abstract={text}}\n", encoding="utf-8")
+    (record,) = read_sources([str(path)]).records
+    assert record.title is not None and "\ue000" in record.title and "x" in record.title

@@ -397,3 +397,11 @@ def test_citeproc_prints_particles_and_suffixes_where_apa_puts_them() -> None:
     assert printed[0].startswith("The MLPerf Consortium. (2025)")
     # Not "Weij, T. van . der ." as when the particle was read as given names.
     assert printed[1].startswith("van der Weij, T.") and "King, M. L., Jr." in printed[1]
+
+
+def test_a_name_with_nothing_to_show_is_left_out_of_bibtex_and_csl() -> None:
+    doc = Document(id="00000000000000e1", text="t", title="T", sources=[], metadata={"authors": ["{}", "John Smith"]})
+    bib = export([doc], "bibtex")
+    assert "author = {Smith, John}" in bib
+    (item,) = json.loads(export([doc], "csljson"))
+    assert item["author"] == [{"family": "Smith", "given": "John"}]

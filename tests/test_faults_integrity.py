@@ -74,7 +74,7 @@ def table() -> np.ndarray:
     return np.random.default_rng(7).standard_normal((len(WORDS) + 1, DIMENSION)).astype(np.float32)
 
 
-def tiny_export(model: str, folder: Path, precision: str) -> None:
+def tiny_export(model: str, folder: Path, precision: str, weights: np.ndarray | None = None) -> None:
     """What ``semsearch index --backend onnx`` exports, for the tiny model (the build's ``_export``)."""
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
@@ -85,7 +85,7 @@ def tiny_export(model: str, folder: Path, precision: str) -> None:
     tokenizer.pre_tokenizer = Whitespace()
     tokenizer.save(str(folder / TOKENIZER_FILE))
     onnx_name = model_filename(precision)
-    (folder / onnx_name).write_bytes(_tiny_onnx(table()))
+    (folder / onnx_name).write_bytes(_tiny_onnx(table() if weights is None else weights))
     names = (onnx_name, TOKENIZER_FILE)
     files = {n: {"sha256": file_sha256(folder / n), "size": (folder / n).stat().st_size} for n in names}
     write_spec(
@@ -228,6 +228,30 @@ def test_a_refresh_never_reuses_a_damaged_model_nor_records_it(tmp_path: Path, t
     assert np.allclose(vectors(index), vectors(clean), atol=1e-6)  # the new text encoded by the intact model
     assert verify(index)[0] == 0
     assert answers(index, "sparse attention transformers")[0] == answers(clean, "sparse attention transformers")[0]
+
+
+def test_a_full_rebuild_takes_the_export_a_newer_recipe_made(
+    tmp_path: Path, tiny: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new export recipe (7-bit int8 weights) reaches an index on --full; a plain refresh keeps its encoder."""
+    from semsearch.encode import encoder_store
+
+    source = corpus(tmp_path / "c", *PAPERS.values())
+    index = tmp_path / "idx"
+    build(index, source, tiny)
+    old = file_sha256(model_file(index))
+
+    def newer_export(model: str, folder: Path, precision: str) -> None:
+        tiny_export(model, folder, precision, table()[::-1].copy())  # other weights: other bytes
+
+    monkeypatch.setattr(encoder_store, "EXPORT_RECIPE", "a-newer-recipe")
+    monkeypatch.setattr(encoder_choice, "_export", newer_export)
+    corpus(source, *PAPERS.values(), EXTRA)
+    refresh(index)
+    assert file_sha256(model_file(index)) == old  # an appended refresh encodes as its vectors were encoded
+    refresh(index, "--full")
+    assert file_sha256(model_file(index)) != old
+    assert verify(index)[0] == 0
 
 
 def test_verify_names_a_model_whose_damage_the_manifest_recorded(tmp_path: Path, tiny: str) -> None:

@@ -110,11 +110,16 @@ def test_an_adaptive_entry_recorded_before_the_signals_fuses_as_it_did() -> None
     assert bad.method == "fixed" and "unreadable" in bad.note
 
 
-def test_a_search_on_a_new_index_explains_the_lead(tmp_path: Path, fake: FakeEmbedder) -> None:
-    corpus = tmp_path / "papers.jsonl"
+def build_abstracts(index: Path, fake: FakeEmbedder) -> None:
+    """An index of ABSTRACTS, one paper each."""
+    corpus = index.parent / "papers.jsonl"
     rows = [{"id": f"p{i}", "title": f"Paper {i}", "abstract": t} for i, t in enumerate(ABSTRACTS)]
     corpus.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
-    build_index([str(corpus)], tmp_path / "idx", BuildOptions(progress=False), embedder=fake)
+    build_index([str(corpus)], index, BuildOptions(progress=False), embedder=fake)
+
+
+def test_a_search_on_a_new_index_explains_the_lead(tmp_path: Path, fake: FakeEmbedder) -> None:
+    build_abstracts(tmp_path / "idx", fake)
     with Index.open(tmp_path / "idx", embedder=fake) as index:
         question = index.search(QUESTION, k=3)
         acronym = index.search(ACRONYM, k=3)
@@ -223,10 +228,7 @@ def test_the_dense_alone_share_is_recorded_and_an_entry_before_it_keeps_fusing_a
 
 
 def test_a_search_whose_bm25_match_is_weak_ranks_as_dense_does_and_says_why(tmp_path: Path, fake: FakeEmbedder) -> None:
-    corpus = tmp_path / "papers.jsonl"
-    rows = [{"id": f"p{i}", "title": f"Paper {i}", "abstract": t} for i, t in enumerate(ABSTRACTS)]
-    corpus.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
-    build_index([str(corpus)], tmp_path / "idx", BuildOptions(progress=False), embedder=fake)
+    build_abstracts(tmp_path / "idx", fake)
     with Index.open(tmp_path / "idx", embedder=fake) as index:
         hybrid = index.search(SCATTERED, k=len(ABSTRACTS))
         dense = index.search(SCATTERED, k=len(ABSTRACTS), mode="dense")

@@ -198,3 +198,16 @@ def test_map_labels_come_from_decoded_text() -> None:
     terms = cluster_terms(math + graphs, np.array([0] * 6 + [1] * 6), 2)
     assert "tight" in terms[0] and "regret" in terms[0]
     assert not {"omega", "cdot", "alpha"} & set(terms[0])
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("raised $5 million and $10 million", "raised $5 million and $10 million"),  # money, not math
+        ("a lone $ here, US$ 3.2", "a lone $ here, US$ 3.2"),
+        (r"by $\sim$30%, a $\sim$2$\times$ speedup", "by ∼30%, a ∼2× speedup"),  # math before a digit
+        (r"$k$-means costs \$5", "k-means costs $5"),
+    ],
+)
+def test_a_dollar_that_opens_or_closes_no_math_is_itself(raw: str, shown: str) -> None:
+    assert latex_to_text(raw) == shown

@@ -31,7 +31,10 @@ _BARE_ACCENT = re.compile(r"\\([~^])(?!\s*[A-Za-z{\\])")
 _CHARACTER = {"~": r"\textasciitilde{}", "^": r"{\string^}"}
 _WORD = re.compile(r"\S+")
 # A word with markup; "~" too: in a text with markup, an "about" tilde is spelled out by now.
-_MARKED_WORD = re.compile(r"\S*(?:[\\${}~]|--|``|'')\S*")
+# Inline math: "$" opens before a non-space and closes after one (pandoc's rule, less its "not before a digit",
+# which abstracts break: "$\sim$30%"); so "$5 and $10" is money, "$x$" math. A "$" outside every span is itself.
+_MATH_SPAN = re.compile(r"\$\$.+?\$\$|(?<!\\)\$(?=[^\s$])(?:[^$\\]|\\.)*?(?<=[^\s\\])\$|\\\$")
+_WORD_MARKUP = re.compile(r"[\\${}~]|--|``|''")
 _ESCAPED = re.compile(r"\\[\\{}$]")  # \{ \} \$ and \\ open and close nothing
 # A word ending in a command ("\tilde O", "\'{} e") or in "\" (a control space, "\ ") goes on to the next.
 _OPEN_SPACE = re.compile(r"(?<!\\)(?:\\\\)*\\(?:[A-Za-z]+|[^A-Za-z\s])?$")
@@ -100,6 +103,8 @@ def latex_to_text(text: str) -> str:
         return text
     prepared = _DOUBLED_ESCAPE.sub(r"\\", text) if "\\\\" in text else text
     prepared = _ABOUT.sub(r"\\textasciitilde{}", _BARE_PERCENT.sub(r"\1\\\2", prepared))
+    if "$" in prepared:
+        prepared = _literal_dollars(prepared)
     if "\\~" in prepared or "\\^" in prepared:
         prepared = _BARE_ACCENT.sub(lambda m: _CHARACTER[m.group(1)], prepared)
     decoder = _decoder()
@@ -115,6 +120,17 @@ def latex_to_text(text: str) -> str:
     return unicodedata.normalize("NFC", "".join(out))
 
 
+def _literal_dollars(text: str) -> str:
+    """The text with each "$" that opens or closes no math escaped (``\\$``), so that it shows as itself."""
+    out, pos = [], 0
+    for span in _MATH_SPAN.finditer(text):
+        out.append(text[pos : span.start()].replace("$", r"\$"))
+        out.append(span.group())
+        pos = span.end()
+    out.append(text[pos:].replace("$", r"\$"))
+    return "".join(out)
+
+
 def _pieces(text: str) -> list[tuple[str, bool]]:
     """The text cut at whitespace into plain runs and pieces with markup that are whole in LaTeX terms.
 
@@ -124,7 +140,9 @@ def _pieces(text: str) -> list[tuple[str, bool]]:
     """
     out: list[tuple[str, bool]] = []
     pos = 0
-    for marked in _MARKED_WORD.finditer(text):
+    # Words, then a search inside each: one pattern "\S*markup\S*" over the text backtracks quadratically on a
+    # long unbroken run.
+    for marked in (w for w in _WORD.finditer(text) if _WORD_MARKUP.search(w.group())):
         if marked.start() < pos:
             continue  # read already, inside the piece before
         if marked.start() > pos:

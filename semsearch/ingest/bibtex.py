@@ -229,7 +229,7 @@ def _decode(value: str, decoder: Any) -> str:
     """
     if "\\" not in value and "{" not in value and "~" not in value:
         return " ".join(value.split())
-    kept = _KEPT.findall(value)
+    kept = _KEPT.findall(value) if _KEPT_MARK not in value else []  # a value holding the mark decodes them all
     marked = _KEPT.sub(_KEPT_MARK, value) if kept else value
     try:
         decoded = decoder.latex_to_text(marked)

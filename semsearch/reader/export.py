@@ -302,8 +302,9 @@ def to_bibtex(cites: Sequence[Citation]) -> str:
         fields: list[tuple[str, str]] = []
         if c.title:
             fields.append(("title", bibtex_title(c.title)))
-        if c.names:
-            fields.append(("author", " and ".join(bibtex_name(n) for n in c.names)))
+        written = [bibtex_name(n) for n in c.names if n.display]  # an empty name would read as " and Smith"
+        if written:
+            fields.append(("author", " and ".join(written)))
         if c.year:
             fields.append(("year", c.year))
         if c.venue:
@@ -370,8 +371,8 @@ def to_csl(cites: Sequence[Citation]) -> list[dict[str, Any]]:
         item: dict[str, Any] = {"id": c.key, "type": _CSL_TYPES[c.kind]}
         if c.title:
             item["title"] = c.title
-        if c.names:
-            item["author"] = [csl_name(n) for n in c.names]
+        if any(n.display for n in c.names):
+            item["author"] = [csl_name(n) for n in c.names if n.display]
         if c.year:
             item["issued"] = {"date-parts": [[int(c.year)]]}
         if c.venue:

@@ -266,7 +266,8 @@ def _open_encoder(
         backend=backend,
         precision=precision,
         out_dir=writer.path,
-        previous_version=previous.path if previous is not None else None,
+        # --full makes the encoder afresh too: the shared store's export, which a newer recipe has replaced.
+        previous_version=previous.path if previous is not None and not opts.full else None,
         embedder=embedder,
         progress=opts.progress,  # -q: no line about the one-off export
     )
