@@ -211,3 +211,9 @@ def test_map_labels_come_from_decoded_text() -> None:
 )
 def test_a_dollar_that_opens_or_closes_no_math_is_itself(raw: str, shown: str) -> None:
     assert latex_to_text(raw) == shown
+
+
+def test_references_to_labels_and_the_bibliography_show_nothing() -> None:
+    shown = latex_to_text(r"as in~\cite{x}, Eq.~\eqref{e1} and \citep[p.~3]{y}")
+    assert "cit" not in shown and "ref" not in shown and "<" not in shown
+    assert shown.split() == ["as", "in", ",", "Eq.", "and"]

@@ -45,6 +45,9 @@ _SHOW_ARGUMENT = (
     "texttt", "textsf", "textup", "textmd", "mbox", "url", "underline", "mathbf", "mathit", "mathsf", "mathtt",
     "mathfrak", "mathcal", "mathscr", "boldsymbol", "bm", "pmb",
 )  # fmt: skip
+# References to a paper's own labels and bibliography show nothing a reader of the abstract can use; pylatexenc
+# writes "<cit.>" and "<ref>", which BM25 would index.
+_DROPPED = ("cite", "citep", "citet", "ref", "eqref", "label")
 _SYMBOLS = {
     "S": "§", "P": "¶", "LaTeX": "LaTeX", "TeX": "TeX", "checkmark": "✓", "xmark": "✗", "sharp": "♯", "|": "‖",
     "textasciicircum": "^",  # pylatexenc shows U+02C6, a modifier letter; the character typed is "^"
@@ -219,6 +222,7 @@ def _decoder() -> Any:
             macrospec.std_macro("dfrac", False, 2),
             macrospec.std_macro("tfrac", False, 2),
             *(macrospec.std_macro(name, False, 1) for name in _SHOW_ARGUMENT),
+            *(macrospec.std_macro(name, True, 1) for name in _DROPPED),
             *(macrospec.std_macro(name, False, 0) for name in _SYMBOLS),
             *(macrospec.std_macro(name, False, 1) for name in _MATH_ACCENTS),
         ],
@@ -233,6 +237,7 @@ def _decoder() -> Any:
             MacroTextSpec("sqrt", simplify_repl=_root),
             *(MacroTextSpec(name, simplify_repl=_math_accent) for name in _MATH_ACCENTS),
             *(MacroTextSpec(name, simplify_repl=_argument) for name in _SHOW_ARGUMENT),
+            *(MacroTextSpec(name, simplify_repl="") for name in _DROPPED),
             *(MacroTextSpec(name, simplify_repl=symbol) for name, symbol in _SYMBOLS.items()),
         ],
     )
