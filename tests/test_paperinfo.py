@@ -97,6 +97,7 @@ def test_the_page_reads_markup_exactly_as_python_does() -> None:
     assert block is not None
     texts = [p for f in sorted(SEEDS.glob("*.txt")) for p in f.read_text(encoding="utf-8").split("\n\n") if p.strip()]
     texts += [r"$\sqrt{}$ $\frac{a}{}$ \href{u}{} ``x'' `code` **b** *e*", r"\tilde O(\log^{3/2} k) \uparrow 3\%"]
+    texts += ["raised $5 million and $10 million", r"by $\sim$30%, a $\sim$2$\times$ speedup for $k$-means"]
     # Terminal escapes, controls and bidi overrides (safe_text.clean_text) are dropped alike.
     texts += [
         "a\x1b[31mred\x1b[0m \u202eevil\u202c \x1b]8;;http://e\x07l\x1b]8;;\x07 \x9b2J\x00\x07\r\n\u2066i\u2069 *e*"

@@ -86,7 +86,8 @@
     href: /\\href\s*\{([^{}]*)\}\s*\{([^{}]*)\}/g,
     symbol: /\\([A-Za-z]+|[|%&_#${},;! ])/g,
     sizing: /\\(?:left|right|big|Big|bigg|Bigg)[lr]?\s*(?=[()\[\]|.\\])\.?/g,
-    math: /(?<!\\)\$([^$]+)(?<!\\)\$/g,
+    // Inline math as Python reads it (core.latex): "$" opens before a non-space and closes after one.
+    math: /(?<!\\)\$(?=[^\s$])((?:[^$\\]|\\.)*?)(?<=[^\s\\])\$/g,
     scriptGroup: /([_^])\{([^{}]*)\}/g,
     bold: /\*\*(?=\S)(.+?)(?<=\S)\*\*/g,
     emphasis: /(?<![\w*])\*(?=[^\s*])([^*]+?)(?<=[^\s*])\*(?![\w*])/g,
