@@ -19,10 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from semsearch.core.names import SUFFIXES
 from semsearch.core.paperinfo import AUTHOR_KEYS, field, name_of, plain_text
 
-# Generational suffixes; a last word "V" is as often an initial, so it is not one.
-_SUFFIXES = frozenset(("jr", "jr.", "sr", "sr.", "ii", "iii", "iv"))
+# Generational suffixes as people index them (``names.SUFFIXES``), and "Jr." and "Sr." with their dot.
+_SUFFIXES = SUFFIXES | {"jr.", "sr."}
 # Words naming an organisation, never a person's name (compared case-folded, trailing punctuation dropped).
 _ORGANISATION_WORDS = frozenset(
     ("team", "consortium", "collaboration", "group", "laboratory", "laboratories", "lab", "labs", "university")

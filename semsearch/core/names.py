@@ -21,7 +21,7 @@ _COMBINING = re.compile(r"[\u0300-\u036f]")
 _LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "æ": "ae", "œ": "oe", "ı": "i", "ð": "d", "þ": "th"})
 _JOINERS = re.compile(r"['’`´]")
 _SEPARATORS = re.compile(r"[^\w]+|_")
-_SUFFIXES = frozenset(("jr", "sr", "ii", "iii", "iv"))  # "v" is as often an initial
+SUFFIXES = frozenset(("jr", "sr", "ii", "iii", "iv"))  # generational suffixes, folded; "v" is as often an initial
 
 
 def fold(text: str) -> str:
@@ -33,7 +33,7 @@ def fold(text: str) -> str:
 def name_parts(name: str) -> list[str]:
     """A name's folded parts in order: ``Lin, Zhouchen`` -> ``["lin", "zhouchen"]``; initials are one letter."""
     parts = [p for p in _SEPARATORS.split(_JOINERS.sub("", fold(name))) if p]
-    if len(parts) > 2 and parts[-1] in _SUFFIXES:
+    if len(parts) > 2 and parts[-1] in SUFFIXES:
         parts.pop()
     return parts
 

@@ -74,7 +74,7 @@ class Citation:
     url: str | None = None
     eprint: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # rank and score of a hit
-    names: list[NameParts] = field(default_factory=list)  # the authors in parts, one for each of ``authors``
+    names: list[NameParts] = field(default_factory=list)  # the authors in parts, those with something to show
 
 
 def citations(papers: Sequence[Paper]) -> list[Citation]:
@@ -131,7 +131,7 @@ def _citation(paper: Paper) -> Citation:
         url=link_of(meta),
         eprint=_one_line(str(eprint)) if eprint else None,
         extra=extra,
-        names=author_parts(meta),
+        names=[n for n in author_parts(meta) if n.display],  # an empty name would read as " and Smith" in BibTeX
     )
 
 
@@ -302,9 +302,8 @@ def to_bibtex(cites: Sequence[Citation]) -> str:
         fields: list[tuple[str, str]] = []
         if c.title:
             fields.append(("title", bibtex_title(c.title)))
-        written = [bibtex_name(n) for n in c.names if n.display]  # an empty name would read as " and Smith"
-        if written:
-            fields.append(("author", " and ".join(written)))
+        if c.names:
+            fields.append(("author", " and ".join(bibtex_name(n) for n in c.names)))
         if c.year:
             fields.append(("year", c.year))
         if c.venue:
@@ -371,8 +370,8 @@ def to_csl(cites: Sequence[Citation]) -> list[dict[str, Any]]:
         item: dict[str, Any] = {"id": c.key, "type": _CSL_TYPES[c.kind]}
         if c.title:
             item["title"] = c.title
-        if any(n.display for n in c.names):
-            item["author"] = [csl_name(n) for n in c.names if n.display]
+        if c.names:
+            item["author"] = [csl_name(n) for n in c.names]
         if c.year:
             item["issued"] = {"date-parts": [[int(c.year)]]}
         if c.venue:
