@@ -148,7 +148,7 @@ def layout_markdown() -> str:
 
 def measured_markdown() -> str:
     """The catalogue models' recorded SciFact figures (measured.json: what `semsearch models` shows too)."""
-    from semsearch.encode.models import CATALOGUE, recorded_figures
+    from semsearch.encode.catalogue import recorded_figures, specs
 
     figures = recorded_figures()
     rows = [
@@ -160,7 +160,7 @@ def measured_markdown() -> str:
         value = (test.get(mode) or {}).get(metric)
         return f"{value:.3f}" if isinstance(value, (int, float)) else "–"
 
-    for spec in CATALOGUE:
+    for spec in specs():
         entry = figures.get(spec.name) or {}
         test = entry.get("scifact_test") or {}
         rows.append(
@@ -173,7 +173,7 @@ def measured_markdown() -> str:
 
 def measured_modes_markdown() -> str:
     """The default model's recorded SciFact test figures per mode, as the head of a table (measured.json)."""
-    from semsearch.encode.models import DEFAULT_MODEL, recorded_figures
+    from semsearch.encode.catalogue import DEFAULT_MODEL, recorded_figures
 
     entry = recorded_figures()[DEFAULT_MODEL]
     test = entry["scifact_test"]

@@ -33,16 +33,13 @@ import hashlib
 import json
 import random
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from semsearch.store.analyzer import TOKEN_PATTERN, Analyzer
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from semsearch.store.lexical import TOKEN_PATTERN, Analyzer  # noqa: E402
-
 SOURCE = REPO.parent / "shared" / "data" / "mlanthology" / "neurips2025.jsonl.gz"
 MAX_DF = 5  # a query word appears in at most this many documents of the slice
 RARE_DF = 50  # mismatch: a title stem in at most this many abstracts (1% of 5,000) is removed from its paper

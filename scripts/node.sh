@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/test_citations_roundtrip.py reads the exports back with citation-js under Node: installs Debian's nodejs and
+# tests/curate/test_citations_roundtrip.py reads the exports back with citation-js under Node: installs Debian's nodejs and
 # npm when node is missing and this runs as root (or with sudo), then the pinned packages of tests/node (`npm ci`,
 # from tests/node/package-lock.json). Without Node the citation-js tests skip and say why; the others do not need it.
 set -euo pipefail

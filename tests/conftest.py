@@ -1,54 +1,38 @@
-"""Shared fixtures: a deterministic fake encoder, small corpora, paths to shared data."""
+"""Fixtures for every test folder (pytest finds them without an import); other helpers are in tests/helpers.py."""
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
-import re
 import shutil
 import sys
-from collections.abc import Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SEEDS = REPO / "seeds"
-SHARED = REPO.parent / "shared"
+from tests.helpers import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    NO_RAY,
+    SEEDS,
+    FakeEmbedder,
+    ForkServer,
+    Scene,
+    make_scene,
+    run,
+    write_small_corpus,
+)
 
-_WORD = re.compile(r"[a-z0-9]+")
 
-
-class FakeEmbedder:
-    """Hashed bag of words: texts sharing words get close vectors. Records every call."""
-
-    backend = "fake"
-    precision = "fp32"
-
-    def __init__(self, dimension: int = 64, name: str = "fake-bow", fingerprint: str = "fake0001") -> None:
-        self.name = name
-        self.dimension = dimension
-        self.fingerprint = fingerprint
-        self.calls: list[list[str]] = []
-
-    @property
-    def encoded_texts(self) -> list[str]:
-        return [t for call in self.calls for t in call]
-
-    def encode(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        self.calls.append(list(texts))
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in _WORD.findall(text.lower()):
-                h = hashlib.md5(word.encode()).digest()
-                out[row, h[0] % self.dimension] += 1.0 if h[1] % 2 else -1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        return out / norms
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that needs Ray is slow (before ``-m`` selects): it starts or waits on a local cluster."""
+    for item in items:
+        if any(mark.kwargs.get("reason") == NO_RAY for mark in item.iter_markers("skipif")):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -56,14 +40,21 @@ def _private_encoder_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """Shared ONNX exports go to a folder of this test session, never the user's cache (subprocesses inherit it).
 
     One folder for the session: tests that build with the real model export it once between them, as users do.
+    Under pytest-xdist the workers share it (the store takes a lock per export), so the model is exported once.
     """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = tmp_path_factory.getbasetemp().parent / "encoder-store"
+        folder.mkdir(exist_ok=True)
+    else:
+        folder = tmp_path_factory.mktemp("encoder-store")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SEMSEARCH_ENCODERS_DIR", str(tmp_path_factory.mktemp("encoder-store")))
+        mp.setenv("SEMSEARCH_ENCODERS_DIR", str(folder))
         yield
 
 
 @pytest.fixture
 def fake() -> FakeEmbedder:
+    """The test's own fake encoder (it records every text it encodes)."""
     return FakeEmbedder()
 
 
@@ -75,62 +66,41 @@ def seeds_copy(tmp_path: Path) -> Path:
     return dst
 
 
-PAPERS = {
-    "fed": "Federated learning lets clients train a shared model while differential privacy protects each "
-    "client's data from leakage through gradient updates.",
-    "vision": "We present a convolutional network for image segmentation of medical scans that improves "
-    "boundary accuracy on tumour datasets.",
-    "rl": "A reinforcement learning agent learns a policy for robot navigation with sparse rewards using "
-    "curiosity-driven exploration.",
-    "graph": "Graph neural networks pass messages between nodes; we study oversmoothing in deep graph "
-    "networks and propose a residual fix.",
-    "llm": "Large language models are compressed by post-training quantization with calibration data that "
-    "sets activation ranges.",
-}
+@pytest.fixture
+def built(tmp_path: Path, small_corpus: Path, fake: FakeEmbedder) -> Path:
+    """``small_corpus`` indexed by ``semsearch index`` with the test's fake encoder, at tmp_path/idx."""
+    index = tmp_path / "idx"
+    result = run(["index", str(small_corpus), "--index", str(index), "-q"], fake)
+    assert result.exit_code == 0, result.output
+    return index
+
+
+@pytest.fixture(scope="session")
+def _seeds_built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seeds indexed with the fake encoder once per session: what every seeded index is copied from."""
+    from semsearch.write.build import BuildOptions, build_index
+
+    path = tmp_path_factory.mktemp("seeds-fake") / "idx"
+    build_index([str(SEEDS)], path, BuildOptions(progress=False), embedder=FakeEmbedder())
+    return path
+
+
+@pytest.fixture(scope="module")
+def seeded_index(_seeds_built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seeds indexed with the fake encoder, one copy per test module (what its tests write stays in it)."""
+    return Path(shutil.copytree(_seeds_built, tmp_path_factory.mktemp("seeded") / "idx"))
+
+
+@pytest.fixture
+def seeded_index_copy(_seeds_built: Path, tmp_path: Path) -> Path:
+    """The seeds indexed with the fake encoder, a private copy for one test (``tmp_path/idx``)."""
+    return Path(shutil.copytree(_seeds_built, tmp_path / "idx"))
 
 
 @pytest.fixture
 def small_corpus(tmp_path: Path) -> Path:
     """A seed-format file with five distinct abstracts plus one exact duplicate (6 read, 5 documents)."""
-    path = tmp_path / "corpus" / "papers.txt"
-    path.parent.mkdir()
-    paragraphs = list(PAPERS.values()) + [PAPERS["fed"]]
-    path.write_text("Test Papers\n\n" + "\n\n".join(paragraphs) + "\n", encoding="utf-8")
-    return path
-
-
-def load_script(name: str) -> ModuleType:
-    """A module of scripts/ (``bench_typed``), imported by path: scripts/ is no package."""
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-def requires_shared(*parts: str) -> Path:
-    """The path of a file in ../shared, or skip the test when it is absent."""
-    path = SHARED.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} is not available")
-    return path
-
-
-# ---------------------------------------------------------------- browser tests (Debian's Chromium via Playwright)
-
-CHROMIUM = Path("/usr/bin/chromium")
-# The network is closed: without these Chromium waits on connections it would make at start-up.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+    return write_small_corpus(tmp_path / "corpus" / "papers.txt")
 
 
 @pytest.fixture
@@ -152,7 +122,7 @@ def page(server: str) -> Iterator[Any]:
 def export_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """all-MiniLM-L6-v2 exported once (fp32 + int8) per test module that asks for it (loads the real model)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from semsearch.encode.onnx_backend import export_onnx
+    from semsearch.encode.onnx_export import export_onnx
 
     folder = tmp_path_factory.mktemp("onnx") / "encoder"
     export_onnx("all-MiniLM-L6-v2", folder)
@@ -162,7 +132,7 @@ def export_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A folder on sys.path for a plugin distribution; the registry is looked up afresh in and after the test."""
-    from semsearch.ingest.registry import installed_formats
+    from semsearch.ingest.formats import installed_formats
 
     site = tmp_path / "site"
     site.mkdir()
@@ -172,3 +142,47 @@ def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     yield site
     sys.modules.pop("toyfmt", None)  # each test writes its own toyfmt.py
     installed_formats.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[ModuleType]:
+    """One local Ray for the module (started through the engine's own session code), shut down after."""
+    pytest.importorskip("ray.data")
+    from semsearch.encode.ray_engine import ray_session
+
+    with ray_session() as ray:
+        yield ray
+
+
+@pytest.fixture(scope="module")
+def matrix_scenes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[bool], Scene]]:
+    """The fault matrix's scenes: a fresh one for each test, copied from one built once per kind (paths recorded
+    in it stay true: every test works in the same folder, restored from the copy). In memory where it can be:
+    every publish fsyncs each file, which a shared disk makes the slowest part of the matrix."""
+    shm = Path("/dev/shm")
+    memory = shm.is_dir() and os.access(shm, os.W_OK)
+    base = Path(tempfile.mkdtemp(prefix="semsearch-faults-", dir=shm)) if memory else tmp_path_factory.mktemp("scene")
+    work = base / "work"
+    built: dict[bool, Scene] = {}
+
+    def fresh(with_removal: bool) -> Scene:
+        shutil.rmtree(work, ignore_errors=True)
+        saved = base / f"saved-{with_removal}"
+        if with_removal not in built:
+            built[with_removal] = make_scene(work, with_removal=with_removal)
+            shutil.copytree(work, saved)
+        else:
+            shutil.copytree(saved, work)
+        return built[with_removal]
+
+    yield fresh
+    if memory:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def matrix_forks() -> Iterator[ForkServer]:
+    """A warm fork server for the fault tests' writers, one per module."""
+    server = ForkServer()
+    yield server
+    server.close()

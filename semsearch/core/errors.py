@@ -1,7 +1,7 @@
 """Typed errors, every one semsearch raises: the CLI turns each into one line on stderr and exit status 2.
 
 Modules that defined an error before it moved here import it from here, so the old names still work
-(``semsearch.reader.mail.MailError``, ``semsearch.faces.serve.ServeUnavailableError``, ...).
+(``semsearch.curate.mail.MailError``, ``semsearch.faces.serve.ServeUnavailableError``, ...).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ REBUILD_HINT = "rebuild with: semsearch index --full"
 class SemsearchError(Exception):
     """Base class for every error semsearch reports to a user.
 
-    A message about one field of a request names it as ``{field}`` and passes ``field=``: each face words it for
-    its users (``worded``: the CLI says ``--where``, the API and MCP ``where``), so the library never quotes a flag.
+    A message about one field of a request names it as ``{field}`` and passes ``field=``: each face names the
+    field for its users (``message_for``: the CLI says ``--where``, the API and MCP ``where``), so the library never
+    quotes a flag.
     """
 
     exit_code = 2
@@ -24,9 +25,9 @@ class SemsearchError(Exception):
     def __init__(self, message: str = "", *, field: str | None = None) -> None:
         self.template = message
         self.field = field
-        super().__init__(self.worded())
+        super().__init__(self.message_for())
 
-    def worded(self, name: Callable[[str], str] | None = None) -> str:
+    def message_for(self, name: Callable[[str], str] | None = None) -> str:
         """The message with its field named as a face calls it (default: the request field's own name)."""
         if self.field is None:
             return self.template

@@ -167,8 +167,9 @@ def _output_error(
     return OutputError(f"cannot write {path}: {reason}")
 
 
-# Decompression bounds. The largest corpus we know (157k abstracts) expands from 80 MB to 280 MB, a ratio of 3.5;
-# text rarely compresses past 10x. A small file that expands more than RATIO-fold past RATIO_FLOOR is a bomb.
+# Decompression bounds. Abstracts compress a few times over and text rarely past tenfold, so a small file that
+# expands more than MAX_RATIO-fold past RATIO_FLOOR is a bomb; MAX_DECOMPRESSED_BYTES is several times the
+# largest corpus we know.
 MAX_DECOMPRESSED_BYTES = 2**30
 MAX_RATIO = 50
 RATIO_FLOOR = 64 * 2**20

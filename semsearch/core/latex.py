@@ -45,7 +45,7 @@ _SHOW_ARGUMENT = (
     "texttt", "textsf", "textup", "textmd", "mbox", "url", "underline", "mathbf", "mathit", "mathsf", "mathtt",
     "mathfrak", "mathcal", "mathscr", "boldsymbol", "bm", "pmb",
 )  # fmt: skip
-# References to a paper's own labels and bibliography show nothing a reader of the abstract can use; pylatexenc
+# References to a paper's own labels and bibliography show nothing a user reading the abstract can use; pylatexenc
 # writes "<cit.>" and "<ref>", which BM25 would index.
 _DROPPED = ("cite", "citep", "citet", "ref", "eqref", "label")
 _SYMBOLS = {

@@ -5,7 +5,7 @@ A name written as one string is split by BibTeX's own rules (bibtexparser's ``pa
 words starting in lower case before the last word, so "Teun van der Weij" is given "Teun", particle "van der",
 family "Weij", while a capitalised "Le" or "Van" belongs to the given name ("Luc Van Gool" is family "Gool"),
 as in every BibTeX-based tool. Braces group words ("Yann {Le Cun}" is family "Le Cun"). Three additions
-for names as records write them (tests/test_citation_names.py has each): a trailing generational suffix
+for names as records write them (tests/core/test_citation_names.py has each): a trailing generational suffix
 ("Hal Daumé III", "John Smith, Jr") is the suffix, not the family name; a name with no capital at all
 ("dehua ma") is First Last, its case saying nothing of particles; and an organisation ("The MLPerf
 Consortium", "ACME, Inc.", "OpenAI", a wholly braced name) is one literal, never split. Names given in parts

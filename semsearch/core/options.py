@@ -1,7 +1,9 @@
 """The choices and defaults every face offers (library, CLI, server, MCP), in one leaf module.
 
-The modules that own a behaviour import their choice list from here, and the CLI builds its options from the
-same names, so a new mode or backend is one edit and ``semsearch --help`` never imports numpy to learn them.
+The modules that own a behaviour import their choice list from here, and the faces build their options from the
+same names, so a new mode is one edit and ``semsearch --help`` never imports numpy to learn them. The choices an
+extension can add to (ANN kinds, encoder backends, models) are the extension registry's (``core/registry.py``),
+read by the functions at the end when a face first needs them.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ FUSIONS = ("adaptive", "fixed")  # query/fusion.py: how hybrid weighs its two si
 DEFAULT_FUSION = "adaptive"
 FIXED_ALPHA = 0.5  # query.fusion.DEFAULT_ALPHA
 ADAPTIVE_PEAK_TOP, ADAPTIVE_POWER, ADAPTIVE_LEXICAL_SCALE = 1, 1.0, 1.5
-# Query signals (issue #36, query/fusion.py FusionPolicy.leader; scripts/study_plain_words.py chose them): when BM25's
-# best match holds less than COMMON_SHARE of the query's idf mass, dense leads with at least DENSE_ALPHA; a query of
-# one typed word, shaped like an acronym or in at most RARE_DF of the documents, gives dense at most ONE_TERM_ALPHA,
-# and a query whose words spelling corrected for BM25 (query/spelling.py), at least TYPO_SHARE of its typed words,
-# at most TYPO_ALPHA: the dense side reads the typos. When the best match holds less than ALONE_SHARE, BM25's list
-# rests on a few common words and dense ranks alone (scripts/study_plain_fusion.py chose it on train splits only).
+# Query signals (query/fusion.py FusionPolicy.leader; docs/explanation/quality.md tells how they were chosen): when
+# BM25's best match holds less than COMMON_SHARE of the query's idf mass, dense leads with at least DENSE_ALPHA; a
+# query of one typed word, shaped like an acronym or in at most RARE_DF of the documents, gives dense at most
+# ONE_TERM_ALPHA, and a query whose words spelling corrected for BM25 (query/spelling.py), at least TYPO_SHARE of its
+# typed words, at most TYPO_ALPHA: the dense side reads the typos. When the best match holds less than ALONE_SHARE,
+# BM25's list rests on a few common words and dense ranks alone.
 ADAPTIVE_RARE_DF, ADAPTIVE_COMMON_SHARE, ADAPTIVE_DENSE_ALPHA, ADAPTIVE_ONE_TERM_ALPHA = 0.005, 0.6, 0.75, 0.3
 ADAPTIVE_TYPO_ALPHA, ADAPTIVE_TYPO_SHARE, ADAPTIVE_ALONE_SHARE = 0.3, 0.25, 0.35
 
@@ -59,7 +61,9 @@ def tuned_entry(alpha: float, tuned_on: dict[str, object]) -> dict[str, object]:
     return {"method": "tuned", "alpha": alpha, "tuned_on": tuned_on}
 
 
-BACKENDS = ("onnx", "torch")  # encoder_choice.py: the runtime that encodes; the first is the default
+# The runtime that encodes (encode/encoder_choice.py) when neither the caller nor the index names one; every
+# backend there is, built in or a plugin's, is an entry of the extension registry (``backend_names``).
+DEFAULT_BACKEND = "onnx"
 PRECISIONS = ("fp32", "int8")  # onnx_backend.py: ONNX weights
 DEFAULT_PRECISION = "int8"
 # How the ONNX runtime computes a vector (onnx_backend.py): "alone", each text in its own unpadded run, so a
@@ -79,17 +83,16 @@ def encoder_regime(backend: str) -> str:
 # re-scored by the best window (store/windows_part.py); "windows-all", the same with every 2-sentence window
 # from the start; "sentences", a vector per sentence pooled from 128-token runs that read the whole text, and
 # their mean as the document's vector (encode/sentence_runs.py), stored and scored as windows are. Recorded in
-# the manifest (ModelInfo.reading; none recorded means truncated). On SciFact train (scripts/study_windows.py,
-# scripts/study_late_chunks.py, paired) pooling moved dense nDCG@10 by +0.0005 +- 0.0071, windows by
-# +0.022 +- 0.005 at 1.2x the encoding, windows-all by +0.035 +- 0.006 at 2.0x, sentences by +0.036 +- 0.007
-# at a 1.5x first build (runs of 256 tokens: +0.028). New indexes read sentences when the encoder
-# can (ONNX); an encoder that cannot (torch, a caller's own) reads truncated unless sentences were asked for.
+# the manifest (ModelInfo.reading; none recorded means truncated). Sentences is the default because it gained the
+# most retrieval quality for a modest cost at the first build (docs/explanation/quality.md has the comparison): new
+# indexes read sentences when the encoder can (ONNX); an encoder that cannot (torch, a caller's own) reads
+# truncated unless sentences were asked for.
 READINGS = ("truncated", "pooled", "windows", "windows-all", "sentences")
 DEFAULT_READING = "sentences"
 
 
-ANN_KINDS = ("flat", "ivf", "ivfpq", "hnsw")  # ann.py
-ANN_CHOICES = ("auto", *ANN_KINDS)
+# --ann when neither the caller nor the index names a kind: store/ann_build.py chooses by corpus size and memory.
+DEFAULT_ANN = "auto"
 ENGINES = ("local", "ray")  # where a build encodes (ray_engine.py)
 DEFAULT_INDEX = "indexes/default"
 INDEX_ENV = "SEMSEARCH_INDEX"
@@ -97,25 +100,51 @@ DEFAULT_K = 10
 # One bound for every face: a ranked list is read by a person or an agent, and past a thousand hits it is an
 # export, not a search.
 MAX_K = 1000
-# corpus_map.py: a refresh places arrivals on the last map layout until the documents added plus removed since it
+# atlas/method.py: a refresh places arrivals on the last map layout until the documents added plus removed since it
 # exceed this share of those it laid out; then the map is laid out again (see RELAYOUT_SHARE there).
 MAP_RELAYOUT_SHARE = 0.2
 DEFAULT_BATCH_SIZE = 32  # texts per torch encoder batch (ONNX encodes each text alone: one text, one vector)
 DEFAULT_HOST = "127.0.0.1"  # a server listens on this machine only unless told otherwise
 DEFAULT_PORT = 8000
 
-# The reader's loop (semsearch.reader.whats_new, semsearch.reader.digest), here so that the CLI's help needs no numpy:
-# a paper fits an interest from this z-score on. scripts/bench_new.py (NeurIPS 2025, 136 group requests): at 2.0
-# the sections hold 75 % of the relevant arrivals and 5.8 % of random ones (1.5: 80 % and 11 %; 2.5: 68 % and 3 %).
+# The user's loop (curate.whats_new, curate.digest), here so that the CLI's help needs no numpy:
+# a paper fits an interest from this z-score on: high enough that few unrelated arrivals pass it, low enough that
+# most related ones do (docs/guides/digest.md).
 MIN_FIT = 2.0
 # and a digest shows at most this many "also new" titles (the count covers the rest).
 ALSO_NEW_CAP = 50
-# How `digest --mail-to` talks to its SMTP server (reader/mail.py); here so the CLI declares the choice
+# How `digest --mail-to` talks to its SMTP server (curate/mail.py); here so the CLI declares the choice
 # without importing smtplib, ssl and email on every command.
 SMTP_SECURITIES = ("starttls", "ssl", "none")
-# How `recommend` scores (reader/recommend.py METHODS; a test checks they agree), here so the faces declare the
+# How `recommend` scores (curate/recommend.py METHODS; a test checks they agree), here so the faces declare the
 # choice without importing numpy.
 RECOMMEND_METHODS = ("centroid", "maxsim", "svm", "svm-bm25", "fused", "related")
 # The MCP server's tools, in the order `tools/list` gives them (faces/mcp_tools.py; a test checks they agree),
 # named here so `semsearch mcp --help` can list them without importing the MCP SDK.
 MCP_TOOLS = ("search", "related", "get_paper", "info", "recommend", "whats_new", "export")
+
+
+def ann_choices() -> tuple[str, ...]:
+    """What ``--ann`` takes: "auto" and every registered ANN kind (reads the plugins' entry points once)."""
+    from semsearch.core import registry
+
+    return (DEFAULT_ANN, *registry.names("ann"))
+
+
+# Registered and accepted, but not offered: a words-only stand-in for tests and benchmarks builds an index without
+# meaning, which no user choosing from --help should pick by accident.
+UNLISTED_BACKENDS = ("hashed",)
+
+
+def backend_names() -> tuple[str, ...]:
+    """What ``--backend`` offers: every registered encoder backend, the built-in ones first (the stand-in left out)."""
+    from semsearch.core import registry
+
+    return tuple(name for name in registry.names("backend") if name not in UNLISTED_BACKENDS)
+
+
+def backend_accepted() -> tuple[str, ...]:
+    """What ``--backend`` accepts: every registered encoder backend, the unlisted stand-in too."""
+    from semsearch.core import registry
+
+    return registry.names("backend")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,25 +21,22 @@ from semsearch.core.textnorm import canonical_for_near, canonical_normalized, do
 if TYPE_CHECKING:
     from semsearch.dedup.identity import PreviousIdentity
 
-# Verified Jaccard (word 3-shingles of canonical_for_near) at or above which two abstracts are merged.
-# Measured by scripts/bench_dedup.py: seed copies that differ from their catalogue record score 0.88-0.97;
-# 99.8% of synthetic variants with 5 changed words score >= 0.7 (median 0.87); the most similar distinct
-# NeurIPS 2025 abstracts score 0.05. Going down to 0.6 gains 0.2% on those variants but merges ~260 more
-# corpus pairs, mostly a paper and its rewritten workshop/journal version.
+# Verified Jaccard (word 3-shingles of canonical_for_near) at or above which two abstracts are merged: high
+# enough that a paper and its rewritten workshop or journal version stay apart, low enough that a copy with a
+# few words changed (a typo fixed, a sentence reworded) still merges.
 DEFAULT_THRESHOLD = 0.7
 NUM_PERM = 128
 # Banding is derived from the threshold: the fewest bands (each of as many rows as possible, so fewest
 # false candidates) for which a pair at exactly the threshold becomes a candidate with this probability.
-# At 0.7 that is 32 bands of 4 rows: 1 - (1 - 0.7**4)**32 = 0.9998.
 LSH_RECALL = 0.995
 SHINGLE = 3  # words per shingle
 # Texts with fewer canonical words are never near-merged: placeholders such as "Abstract unavailable."
 # and "No abstract available" belong to different papers however similar they look.
 MIN_NEAR_WORDS = 10
 MINHASH_SEED = 1
-# Shingles per signature block: the (NUM_PERM, block) uint32 scratch array stays ~16 MB.
+# Shingles per signature block: bounds the (NUM_PERM, block) uint32 scratch array.
 _BLOCK = 32_768
-# Characters of canonical text hashed at once; bounds the shingle-hashing scratch arrays to ~200 MB.
+# Characters of canonical text hashed at once; bounds the shingle-hashing scratch arrays.
 _CHUNK_CHARS = 4_000_000
 # Buckets larger than this emit only pairs with their first member, so a pathological bucket cannot
 # produce a quadratic number of candidates.
@@ -156,7 +152,7 @@ def affine32_permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndar
     """datasketch 2's affine32 MinHash parameters (odd a, any b), drawn as it draws them.
 
     Drawn here rather than read from ``datasketch.MinHash``: importing datasketch pulls in scipy (seconds on a
-    loaded machine, paid by every build and refresh). tests/test_dedup.py checks they equal datasketch's.
+    loaded machine, paid by every build and refresh). tests/dedup/test_dedup.py checks they equal datasketch's.
     """
     gen = np.random.RandomState(seed)
     a = gen.randint(0, 1 << 31, num_perm, dtype=np.uint32) * np.uint32(2) + np.uint32(1)
@@ -481,55 +477,3 @@ def make_document(
         title_only=r.title_only,
         texts=sorted({hashes[i] for i in members} - {rep_hash}),
     )
-
-
-NEAR_DIR = "near"  # a segment's NearKeys: keys.npy, nums.npy, origin.npy
-
-
-def no_near_keys() -> NearKeys:
-    """The keys of a segment that gains no text (a removal's): kept as such, not missing like a pre-keys segment's."""
-    return NearKeys(np.zeros((0, 0), dtype=np.uint64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
-
-
-def save_near_keys(folder: Path, near: NearKeys) -> None:
-    """Write a segment's near-duplicate band keys (``near/`` in the version or segment folder)."""
-    out = folder / NEAR_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    np.save(out / "keys.npy", np.ascontiguousarray(near.keys, dtype=np.uint64), allow_pickle=False)
-    np.save(out / "nums.npy", np.asarray(near.nums, dtype=np.int64), allow_pickle=False)
-    np.save(out / "origin.npy", np.asarray(near.origin, dtype=bool), allow_pickle=False)
-
-
-def load_near_keys(folder: Path) -> NearKeys | None:
-    """A segment's near-duplicate band keys, or None when it has none (built before they were kept).
-
-    Memory-mapped, not loaded: at 1M documents the keys are 256 MB, and a refresh reads them one band column at
-    a time (``shared_bands``) and the numbers only of the rows that match.
-    """
-    try:
-        keys = np.load(folder / NEAR_DIR / "keys.npy", allow_pickle=False, mmap_mode="r")
-        nums = np.load(folder / NEAR_DIR / "nums.npy", allow_pickle=False, mmap_mode="r")
-        origin = np.load(folder / NEAR_DIR / "origin.npy", allow_pickle=False, mmap_mode="r")
-    except (OSError, ValueError, EOFError):
-        return None
-    if keys.ndim != 2 or keys.dtype != np.uint64 or not (len(keys) == len(nums) == len(origin)):
-        return None
-    return NearKeys(keys, nums, origin)
-
-
-def shared_bands(new: NearKeys, old: NearKeys) -> list[tuple[int, int, bool]]:
-    """(row of ``new``, document number in ``old``, whether that is its own text) for rows sharing a band key."""
-    if not len(new.keys) or not len(old.keys) or new.keys.shape[1] != old.keys.shape[1]:
-        return []
-    found: set[tuple[int, int, bool]] = set()
-    for band in range(new.keys.shape[1]):
-        order = np.argsort(new.keys[:, band])
-        ordered = new.keys[order, band]
-        column = old.keys[:, band]
-        pos = np.minimum(np.searchsorted(ordered, column), len(ordered) - 1)
-        for old_row in np.flatnonzero(ordered[pos] == column).tolist():
-            key = column[old_row]
-            lo, hi = np.searchsorted(ordered, key), np.searchsorted(ordered, key, side="right")
-            for new_row in order[lo:hi].tolist():
-                found.add((int(new_row), int(old.nums[old_row]), bool(old.origin[old_row])))
-    return sorted(found)

@@ -24,6 +24,7 @@ from semsearch.core.records import Document
 from semsearch.store.documents import DocumentStore, open_documents
 from semsearch.store.layout import DOCS, current_version
 from semsearch.store.manifest import read_manifest
+from semsearch.store.versions import PreviousVersion
 
 
 @dataclass
@@ -45,15 +46,10 @@ class PreviousIdentity:
         gone = sorted({doc_id for doc_id in self.owner.values()} - kept)
         if not gone:
             return []
-        texts: dict[str, str] = {}
         try:
             store = _open(self.version)
             try:
-                for start in range(0, len(gone), 500):
-                    chunk = gone[start : start + 500]
-                    marks = ",".join("?" * len(chunk))
-                    sql = f"SELECT id, text FROM documents WHERE id IN ({marks})"
-                    texts.update(store.rows(sql, chunk))
+                texts = store.texts_by_id(gone)
             finally:
                 store.close()
         except SemsearchError:
@@ -90,31 +86,39 @@ def load_previous_identity(index_dir: Path) -> PreviousIdentity | None:
 
 def read_identity(version: Path) -> PreviousIdentity | None:
     """The identity facts of one version (None when its document store cannot be read)."""
-    path = version / DOCS
-    if not path.is_file():
+    if not (version / DOCS).is_file():
         return None
-    owner: dict[str, str] = {}
-    origins: set[str] = set()
-    aliases: dict[str, list[str]] = {}
     try:
         store = _open(version)
         try:
-            for doc_id, text_hash in store.rows("SELECT id, text_hash FROM documents"):
-                owner[text_hash] = doc_id
-                origins.add(text_hash)
-            if store.has_table("document_texts"):
-                sql = "SELECT t.text_hash, d.id FROM {db}document_texts t JOIN {db}documents d ON d.num = t.num"
-                for text_hash, doc_id in store.joined(sql):
-                    owner.setdefault(text_hash, doc_id)
-            if store.has_table("aliases"):
-                sql = "SELECT a.alias, d.id FROM {db}aliases a JOIN {db}documents d ON d.num = a.num"
-                for alias, doc_id in store.joined(sql):
-                    aliases.setdefault(doc_id, []).append(alias)
+            return identity_of(store, version)
         finally:
             store.close()
     except SemsearchError:
         return None
-    return PreviousIdentity(version=version, owner=owner, origins=frozenset(origins), aliases=aliases)
+
+
+def identity_of(store: DocumentStore, version: Path) -> PreviousIdentity:
+    """The identity facts of a version from its open document store."""
+    own, merged, alias_rows = store.identity_rows()
+    owner = {text_hash: doc_id for doc_id, text_hash in own}
+    for text_hash, doc_id in merged:
+        owner.setdefault(text_hash, doc_id)
+    aliases: dict[str, list[str]] = {}
+    for alias, doc_id in alias_rows:
+        aliases.setdefault(doc_id, []).append(alias)
+    origins = frozenset(text_hash for _, text_hash in own)
+    return PreviousIdentity(version=version, owner=owner, origins=origins, aliases=aliases)
+
+
+def previous_identity(previous: PreviousVersion | None) -> PreviousIdentity | None:
+    """The identity facts of the live version a writer opened (its store left open), None when it cannot say."""
+    if previous is None or previous.store is None:
+        return None
+    try:
+        return identity_of(previous.store, previous.path)
+    except SemsearchError:
+        return None
 
 
 def _open(version: Path) -> DocumentStore:

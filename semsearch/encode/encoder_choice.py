@@ -1,7 +1,11 @@
-"""Choosing the encoder: at build time (export to ONNX or use torch) and at query time (from the manifest).
+"""Choosing the encoder: at build time (the asked backend) and at query time (the backend the manifest records).
 
-The query path must stay torch-free: it loads the ONNX export kept in the index version, and only
-falls back to sentence-transformers when that export is missing or broken and the model is at hand.
+A backend is an entry of the extension registry (``core/registry.py``): an object with ``open_build`` (the
+encoder a build uses, and how the manifest describes it) and ``open_query`` (the encoder that reproduces an
+index's vectors). The built-in ones are ``onnx`` and ``torch`` below and ``hashed`` (``hashed.py``, for tests);
+a package adds one through the ``semsearch.backends`` entry-point group. The query path must stay torch-free:
+ONNX loads the export kept in the index version, and falls back to sentence-transformers only when that export
+is missing or broken and the model is at hand.
 """
 
 from __future__ import annotations
@@ -12,20 +16,25 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from semsearch.core import registry
 from semsearch.core.errors import (
     REBUILD_HINT,
     ExportUnsupportedError,
     IndexCorruptError,
+    InputError,
     ModelLoadError,
     ModelMismatchError,
     SemsearchError,
 )
-from semsearch.core.options import BACKENDS, DEFAULT_READING, PRECISIONS
+from semsearch.core.options import DEFAULT_READING, PRECISIONS
 from semsearch.encode.embedder import Embedder
-from semsearch.encode.windows import ReadChars, reader_of
 from semsearch.store.layout import ENCODER_DIR
 from semsearch.store.manifest import Manifest, ModelInfo
+
+if TYPE_CHECKING:
+    from semsearch.encode.windows import ReadChars
 
 Notify = Callable[[str], None]
 
@@ -46,6 +55,8 @@ class EncoderChoice:
 
     def read_chars(self) -> ReadChars | None:
         """What the encoding needs to find each text's cut (windows.py), or None when vectors read one window."""
+        from semsearch.encode.windows import reader_of  # a build's question: the query path never loads it
+
         return reader_of(self.embedder) if self.reading in ("pooled", "windows") else None
 
     @property
@@ -115,7 +126,8 @@ def _reusable_export(previous_version: Path | None, model_name: str, precision: 
     """The previous version's ONNX export when it was made from the same model files and holds ``precision``."""
     if previous_version is None:
         return None
-    from semsearch.encode.onnx_backend import read_spec, source_fingerprint
+    from semsearch.encode.encoder_store import source_fingerprint
+    from semsearch.encode.onnx_backend import read_spec
 
     folder = previous_version / ENCODER_DIR
     try:
@@ -132,7 +144,7 @@ def _reusable_export(previous_version: Path | None, model_name: str, precision: 
 
 
 def _export(model_name: str, folder: Path, precision: str) -> None:
-    from semsearch.encode.onnx_backend import export_onnx
+    from semsearch.encode.onnx_export import export_onnx
 
     export_onnx(model_name, folder, precisions=(precision,))
 
@@ -152,7 +164,7 @@ def shared_export(
     written (read-only cache) is passed by: both export into ``target`` alone, as every build did before.
     """
     from semsearch.encode import encoder_store
-    from semsearch.encode.onnx_backend import source_fingerprint
+    from semsearch.encode.encoder_store import source_fingerprint
 
     said = notify if progress else _silent
     fingerprint = source_fingerprint(model_name)
@@ -174,6 +186,40 @@ def _names_a_missing_folder(model_name: str) -> bool:
     return looks_like_path and not path.exists()
 
 
+@runtime_checkable
+class EncoderBackend(Protocol):
+    """What a registered encoder backend does: open the encoder of a build, and the one that queries an index."""
+
+    def open_build(
+        self,
+        model_name: str,
+        *,
+        precision: str,
+        out_dir: Path,
+        previous_version: Path | None,
+        notify: Notify,
+        progress: bool,
+    ) -> EncoderChoice:
+        """The encoder a build of ``model_name`` uses, writing what queries need into ``out_dir``."""
+        ...
+
+    def open_query(self, manifest: Manifest, version: Path, *, notify: Notify, threads: int | None) -> Embedder:
+        """The encoder that reproduces the vectors of the index version ``version``."""
+        ...
+
+
+def encoder_backend(name: str) -> EncoderBackend:
+    """The backend registered under ``name`` (SemsearchError naming those there are when none is)."""
+    if not registry.has("backend", name):
+        raise SemsearchError(f"unknown backend {name!r} (choose from {', '.join(registry.names('backend'))})")
+    loaded = registry.load("backend", name)
+    backend = loaded() if isinstance(loaded, type) else loaded
+    if not isinstance(backend, EncoderBackend):
+        found = registry.entry("backend", name)
+        raise InputError(f"{found.describe() if found else name} has no open_build and open_query")
+    return backend
+
+
 def open_build_encoder(
     model_name: str,
     *,
@@ -185,14 +231,37 @@ def open_build_encoder(
     notify: Notify = stderr_notice,
     progress: bool = True,
 ) -> EncoderChoice:
-    """The encoder for a build; with the ONNX backend the export is written to ``out_dir/encoder``."""
+    """The encoder for a build: the caller's own, else the named backend's (ONNX writes its export to ``out_dir``)."""
     if embedder is not None:
         return EncoderChoice(embedder, getattr(embedder, "backend", "custom"), getattr(embedder, "precision", "fp32"))
-    if backend not in BACKENDS:
-        raise SemsearchError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
+    chosen = encoder_backend(backend)
     if precision not in PRECISIONS:
         raise SemsearchError(f"unknown precision {precision!r} (choose from {', '.join(PRECISIONS)})")
-    if backend == "onnx":
+    return chosen.open_build(
+        model_name,
+        precision=precision,
+        out_dir=out_dir,
+        previous_version=previous_version,
+        notify=notify,
+        progress=progress,
+    )
+
+
+class OnnxBackend:
+    """The ONNX runtime: a build exports the model into the index version, queries load that export alone."""
+
+    name = "onnx"
+
+    def open_build(
+        self,
+        model_name: str,
+        *,
+        precision: str,
+        out_dir: Path,
+        previous_version: Path | None = None,
+        notify: Notify = stderr_notice,
+        progress: bool = True,
+    ) -> EncoderChoice:
         from semsearch.encode.onnx_backend import OnnxEmbedder
 
         target = out_dir / ENCODER_DIR
@@ -205,15 +274,62 @@ def open_build_encoder(
                 reusable = None
             if reusable is None:
                 shared_export(model_name, precision, target, notify=notify, progress=progress)
-            # Builds encode many texts: one per core at once beats splitting each text's operators over the
-            # cores (measured 1.6x vs 1.35x the former batches); both give the same bytes, queries keep "ops".
-            return EncoderChoice(OnnxEmbedder.load(target, precision, parallel="texts"), "onnx", precision)
+            # Builds encode many texts: one text per core at once keeps every core busy where splitting each
+            # text's operators over the cores leaves them waiting; both give the same bytes, queries keep "ops".
+            return EncoderChoice(OnnxEmbedder.load(target, precision, parallel="texts"), self.name, precision)
         except ExportUnsupportedError as exc:
             shutil.rmtree(target, ignore_errors=True)
             notify(f"{exc}; encoding with sentence-transformers (torch) instead")
-    from semsearch.encode.torch_backend import SentenceTransformerEmbedder
+        return TorchBackend().open_build(model_name, precision=precision, out_dir=out_dir, notify=notify)
 
-    return EncoderChoice(SentenceTransformerEmbedder(model_name), "torch", "fp32")
+    def open_query(
+        self, manifest: Manifest, version: Path, *, notify: Notify = stderr_notice, threads: int | None = None
+    ) -> Embedder:
+        from semsearch.encode.onnx_backend import OnnxEmbedder
+
+        info = manifest.model
+        try:
+            return OnnxEmbedder.load(version / ENCODER_DIR, info.precision or "int8", threads=threads)
+        except IndexCorruptError as exc:
+            fallback = _torch_fallback(info)
+            if fallback is None:
+                raise IndexCorruptError(exc.problem) from exc
+            notify(f"{exc.problem}; using sentence-transformers instead ({REBUILD_HINT})")
+            return fallback
+
+
+class TorchBackend:
+    """sentence-transformers on torch: the model itself encodes, at build and at query time."""
+
+    name = "torch"
+
+    def open_build(
+        self,
+        model_name: str,
+        *,
+        precision: str,
+        out_dir: Path,
+        previous_version: Path | None = None,
+        notify: Notify = stderr_notice,
+        progress: bool = True,
+    ) -> EncoderChoice:
+        from semsearch.encode.torch_backend import SentenceTransformerEmbedder
+
+        return EncoderChoice(SentenceTransformerEmbedder(model_name), self.name, "fp32")
+
+    def open_query(
+        self, manifest: Manifest, version: Path, *, notify: Notify = stderr_notice, threads: int | None = None
+    ) -> Embedder:
+        from semsearch.encode.torch_backend import SentenceTransformerEmbedder
+
+        info = manifest.model
+        loaded = SentenceTransformerEmbedder(info.name)
+        if not info.matches(loaded.fingerprint, loaded.dimension):
+            raise ModelMismatchError(
+                f"model {info.name!r} on this machine differs from the one that built the index; "
+                "rebuild with: semsearch index --full"
+            )
+        return loaded
 
 
 def check_requested_model(manifest: Manifest, model: str) -> None:
@@ -229,31 +345,15 @@ def check_requested_model(manifest: Manifest, model: str) -> None:
 def open_query_encoder(
     manifest: Manifest, version: Path, *, notify: Notify = stderr_notice, threads: int | None = None
 ) -> Embedder:
-    """The encoder that reproduces the index's vectors for queries (ONNX export first, torch as fallback).
+    """The encoder that reproduces the index's vectors for queries, by the backend its manifest records.
 
-    ``threads``: the ONNX session's operator threads (default: every core, the fastest single query).
+    An index whose recorded backend is no registered one (a caller's own encoder) is queried with
+    sentence-transformers, as torch indexes are. ``threads``: the ONNX session's operator threads (default: every
+    core, the fastest single query).
     """
-    info = manifest.model
-    if info.backend == "onnx":
-        from semsearch.encode.onnx_backend import OnnxEmbedder
-
-        try:
-            return OnnxEmbedder.load(version / ENCODER_DIR, info.precision or "int8", threads=threads)
-        except IndexCorruptError as exc:
-            fallback = _torch_fallback(info)
-            if fallback is None:
-                raise IndexCorruptError(exc.problem) from exc
-            notify(f"{exc.problem}; using sentence-transformers instead ({REBUILD_HINT})")
-            return fallback
-    from semsearch.encode.torch_backend import SentenceTransformerEmbedder
-
-    loaded = SentenceTransformerEmbedder(info.name)
-    if not info.matches(loaded.fingerprint, loaded.dimension):
-        raise ModelMismatchError(
-            f"model {info.name!r} on this machine differs from the one that built the index; "
-            "rebuild with: semsearch index --full"
-        )
-    return loaded
+    recorded = manifest.model.backend
+    name = recorded if recorded and registry.has("backend", recorded) else "torch"
+    return encoder_backend(name).open_query(manifest, version, notify=notify, threads=threads)
 
 
 def _torch_fallback(info: ModelInfo) -> Embedder | None:

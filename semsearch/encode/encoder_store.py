@@ -1,7 +1,7 @@
 """The shared encoder store: each model's ONNX export is made once per machine and copied into every index.
 
-Exporting all-MiniLM-L6-v2 to ONNX int8 takes ~25 s (torch trace, int8 pass, probe checks), three times what
-encoding the seed corpus takes; without the store every new index and every ``semsearch eval`` collection paid it.
+Exporting a model to ONNX int8 (torch trace, int8 pass, probe checks) takes longer than encoding a small corpus;
+without the store every new index and every ``semsearch eval`` collection paid it.
 The store lives beside the installed models (``models.models_dir()/encoders``, or ``$SEMSEARCH_ENCODERS_DIR``):
 
     KEY/             a finished export; only a complete, checked folder is ever renamed to this name
@@ -28,17 +28,18 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from semsearch.core.errors import IndexCorruptError
+from semsearch.core.errors import IndexCorruptError, ModelLoadError
 from semsearch.core.fileio import file_sha256, fsync_path
 from semsearch.core.version import __version__
-from semsearch.encode.models import find_spec, models_dir
+from semsearch.encode.catalogue import find_spec, models_dir, resolve_model
+from semsearch.encode.embedder import fingerprint_folder
 
 ENCODERS_DIR_ENV = "SEMSEARCH_ENCODERS_DIR"
 # The libraries whose versions shape the exported bytes: another version exports afresh rather than reuse.
 EXPORTER_PACKAGES = ("torch", "onnx", "onnxruntime", "transformers", "sentence-transformers", "tokenizers")
 # How semsearch itself makes an export; a new recipe exports afresh, as a new library version does.
 EXPORT_RECIPE = "int8-per-channel-reduce-range"
-# Measured: all-MiniLM-L6-v2 (92 MB) exports in ~25 s on two cores; the estimate scales with the model's size.
+# Seconds per MB of model an export takes on a small machine (all-MiniLM-L6-v2's, timed): the notice's estimate.
 _EXPORT_SECONDS_PER_MB = 25 / 92
 Notify = Callable[[str], None]
 Export = Callable[[str, Path, str], object]  # (model name, folder, precision): writes a complete export
@@ -65,6 +66,15 @@ def exporter_digest() -> str:
         except importlib.metadata.PackageNotFoundError:
             parts.append(f"{package}=none")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def source_fingerprint(model: str) -> str | None:
+    """The fingerprint an export of ``model`` would record, when the model is a local folder (else None)."""
+    try:
+        location = Path(resolve_model(model))
+    except ModelLoadError:
+        return None
+    return fingerprint_folder(location) if location.is_dir() else None
 
 
 def store_key(model: str, fingerprint: str, precision: str) -> str:
@@ -129,7 +139,7 @@ def intact(folder: Path, fingerprint: str | None = None, precision: str | None =
 
 
 # Linux's FICLONE ioctl: a reflink (btrfs, XFS, bcachefs) shares blocks copy-on-write, so a write to one copy
-# never reaches the other; elsewhere the bytes are copied (tens of ms for the 34 MB int8 all-MiniLM-L6-v2).
+# never reaches the other; elsewhere the bytes are copied (an int8 export is small enough to copy quickly).
 _FICLONE = 0x40049409
 
 

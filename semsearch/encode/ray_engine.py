@@ -10,8 +10,8 @@ from the cache, exactly as a local build does. A killed build resumes from the c
 any shard it left behind and deletes the folder.
 
 The encoder reaches the actors through the object store (the ONNX export's bytes, or the model name for
-torch, or the pickled embedder object), so no shared filesystem is needed. The nodes of a real cluster
-need ``semsearch[ray]`` (same version) installed: the actor class and the ONNX loader are imported there.
+torch, or the pickled embedder object), so no shared filesystem is needed; what runs on the nodes is
+``ray_worker.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import re
 import shutil
 import socket
 import sys
-import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,23 +32,19 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.core.errors import ExtraNotInstalledError, ModelLoadError, RayEngineError, SemsearchError
+from semsearch.core.errors import ExtraNotInstalledError, RayEngineError, SemsearchError
 from semsearch.core.errors import RayUnavailableError as RayUnavailableError  # the old name, still importable here
 from semsearch.core.options import ENGINES
 from semsearch.core.records import Document
-from semsearch.core.version import __version__
 from semsearch.encode.cache import EmbeddingCache
-from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import EncoderChoice
 from semsearch.encode.encoding import CachePlan, progress_bar
-from semsearch.encode.sentence_runs import SentenceText
-from semsearch.store.manifest import ModelInfo
+from semsearch.encode.onnx_backend import first_line
+from semsearch.encode.ray_worker import ACTOR_THREADS, EncoderActor, encoder_payload, from_text, sentence_row
 
 # Ray reserves this many CPUs per actor (each runs one ONNX thread). With whole CPUs, a pool of one actor
-# per CPU leaves Ray Data's own tasks none, which was measured to stall local Ray on a 2-core machine.
+# per CPU leaves Ray Data's own tasks none, which stalls a local Ray on a small machine.
 ACTOR_CPUS = 0.5
-SENTENCES_MARK = "\0sentences:"  # a row that is a document to read by sentences (JSON after the mark), not a text
-ACTOR_THREADS = 1
 SHARDS_PREFIX = "shards-"
 _META = "meta.json"
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
@@ -75,149 +70,6 @@ def check_options(engine: str, address: str | None, actors: int | None) -> None:
         raise SemsearchError(f"--actors must be a positive integer, got {actors}")
     if engine == "ray":
         import_ray()
-
-
-def encoder_payload(choice: EncoderChoice) -> dict[str, Any]:
-    """What an actor needs to rebuild the build's encoder on any node, as plain picklable data."""
-    from semsearch.encode.onnx_backend import SPEC_FILE, TOKENIZER_FILE, OnnxEmbedder, model_filename
-    from semsearch.encode.torch_backend import SentenceTransformerEmbedder
-
-    enc = choice.embedder
-    base = {"semsearch": __version__, "fingerprint": enc.fingerprint, "dimension": enc.dimension}
-    if isinstance(enc, OnnxEmbedder):
-        # Only the files this precision loads: the int8 model is ~23 MB, fp32 ~90 MB.
-        names = (SPEC_FILE, TOKENIZER_FILE, model_filename(enc.precision))
-        files = {name: (enc.folder / name).read_bytes() for name in names}
-        return {**base, "kind": "onnx", "precision": enc.precision, "files": files}
-    if isinstance(enc, SentenceTransformerEmbedder):
-        # A model name resolves on each node (the bundled MiniLM comes with semsearch's dependencies);
-        # a local path must exist on every node.
-        return {**base, "kind": "torch", "model": enc.name}
-    # A custom encoder travels pickled (Ray uses cloudpickle): its class must be importable on the
-    # workers, or be defined in __main__.
-    return {**base, "kind": "object", "embedder": enc}
-
-
-def load_payload(payload: dict[str, Any], threads: int = ACTOR_THREADS) -> Embedder:
-    """Rebuild an encoder from ``encoder_payload`` output (runs inside an actor)."""
-    if payload["semsearch"] != __version__:
-        raise RayEngineError(
-            f"a Ray worker has semsearch {__version__}, the driver {payload['semsearch']}: "
-            "install the same semsearch[ray] on every node"
-        )
-    embedder: Embedder
-    if payload["kind"] == "onnx":
-        from semsearch.encode.onnx_backend import OnnxEmbedder
-
-        folder = Path(tempfile.mkdtemp(prefix="semsearch-encoder-"))
-        try:
-            for name, data in payload["files"].items():
-                (folder / name).write_bytes(data)
-            embedder = OnnxEmbedder.load(folder, payload["precision"], threads=threads)
-        finally:
-            # ONNX Runtime and tokenizers hold their own copies once loaded.
-            shutil.rmtree(folder, ignore_errors=True)
-    elif payload["kind"] == "torch":
-        import torch
-
-        from semsearch.encode.torch_backend import SentenceTransformerEmbedder
-
-        torch.set_num_threads(threads)
-        embedder = SentenceTransformerEmbedder(payload["model"])
-    else:
-        embedder = payload["embedder"]
-    driver = ModelInfo(embedder.name, payload["fingerprint"], payload["dimension"])
-    if not driver.matches(embedder.fingerprint, embedder.dimension):
-        raise ModelLoadError(
-            f"model {embedder.name!r} on a Ray worker (fingerprint {embedder.fingerprint}) differs from the "
-            f"driver's ({payload['fingerprint']}): install the same model files on every node"
-        )
-    return embedder
-
-
-class EncoderActor:
-    """A Ray Data actor: loads the encoder once, then encodes each batch it is given chunk by chunk.
-
-    A SemsearchError (in loading or encoding) comes back as data in the ``error`` column: Ray wraps raised
-    exceptions in its own types, and some Ray versions drop the original from the chain.
-    """
-
-    def __init__(self, payload_box: list[Any], batch_size: int, threads: int = ACTOR_THREADS) -> None:
-        self.batch_size = batch_size
-        self.failure = ""
-        # The payload comes boxed in a list so that Ray passes the ObjectRef through unresolved (a
-        # top-level ref would be fetched before the actor starts, by the worker that schedules it).
-        payload = payload_box[0]
-        try:
-            if not isinstance(payload, dict):
-                import ray
-
-                payload = ray.get(payload)
-            self.embedder: Embedder | None = load_payload(payload, threads)
-        except SemsearchError as exc:
-            self.embedder, self.failure = None, _as_text(exc)
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        keys = np.asarray(batch["key"])
-        texts = [str(t) for t in batch["text"]]
-        try:
-            if texts and texts[0].startswith(SENTENCES_MARK):
-                keys, vectors = self._read_sentences(keys, texts)
-            else:
-                vectors = self._encode(np.asarray(batch["chunk"]), texts)
-            failure = ""
-        except SemsearchError as exc:
-            vectors, failure = np.zeros((len(keys), 1), dtype=np.float32), _as_text(exc)
-        return {"key": keys, "vector": vectors, "error": np.full(len(keys), failure or self.failure, dtype=object)}
-
-    def _read_sentences(self, keys: np.ndarray, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Each document's vector and its sentences' (``--reading sentences``), keyed as the cache is."""
-        if self.embedder is None:
-            return keys, np.zeros((len(keys), 1), dtype=np.float32)
-        read = getattr(self.embedder, "encode_sentences", None)
-        if not callable(read):
-            raise SemsearchError(f"encoder {self.embedder.name!r} on a Ray worker cannot read sentences")
-        items = [_sentence_item(t) for t in texts]
-        out_keys: list[str] = []
-        out_vectors: list[np.ndarray] = []
-        for key, item, (document, sentences) in zip(keys.tolist(), items, read(items), strict=True):
-            out_keys.extend([str(key), *item.keys()])
-            out_vectors.extend([np.asarray(document, dtype=np.float32), *np.asarray(sentences, dtype=np.float32)])
-        return np.asarray(out_keys, dtype=object), np.stack(out_vectors)
-
-    def _encode(self, chunks: np.ndarray, texts: list[str]) -> np.ndarray:
-        if self.embedder is None:
-            return np.zeros((len(texts), 1), dtype=np.float32)
-        vectors = np.zeros((len(texts), self.embedder.dimension), dtype=np.float32)
-        # Encode each build chunk on its own, so an encoder that batches (torch) sees a local build's batch-mates.
-        for chunk in dict.fromkeys(chunks.tolist()):
-            rows = np.flatnonzero(chunks == chunk)
-            got = self.embedder.encode([texts[i] for i in rows], batch_size=self.batch_size)
-            if got.shape != (len(rows), self.embedder.dimension):
-                raise SemsearchError(
-                    f"encoder returned shape {got.shape}, expected ({len(rows)}, {self.embedder.dimension})"
-                )
-            vectors[rows] = got
-        return vectors
-
-
-def _as_text(exc: SemsearchError) -> str:
-    """An error as ``ClassName: first line``, to travel back from an actor as data."""
-    return f"{type(exc).__name__}: {_first_line(exc)}"
-
-
-def _from_text(text: str) -> SemsearchError:
-    """The error ``_as_text`` described, as its own class where semsearch defines it."""
-    from semsearch.core import errors
-
-    name, _, message = text.partition(": ")
-    cls = getattr(errors, name, None) or globals().get(name)
-    if isinstance(cls, type) and issubclass(cls, SemsearchError):
-        try:
-            return cls(message)
-        except TypeError:  # a class whose message is built from parts (ExtraNotInstalledError): keep the text
-            pass
-    return SemsearchError(message)
 
 
 @contextlib.contextmanager
@@ -248,11 +100,11 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
             )
     except Exception as exc:  # ConnectionError, ValueError, RuntimeError, ... depending on the address kind
         if not target:
-            raise RayEngineError(f"cannot start a local Ray: {_first_line(exc)}") from exc
+            raise RayEngineError(f"cannot start a local Ray: {first_line(exc)}") from exc
         # Ray logs the real cause (often a missing auth token) only as retry warnings, then raises a bare
         # "failed to connect"; name the usual fix.
         raise RayEngineError(
-            f"cannot connect to Ray at {target}: {_first_line(exc)} (a cluster with token authentication "
+            f"cannot connect to Ray at {target}: {first_line(exc)} (a cluster with token authentication "
             "needs RAY_AUTH_MODE=token and its token in RAY_AUTH_TOKEN or ~/.ray/auth_token)"
         ) from exc
     try:
@@ -276,7 +128,7 @@ def check_reachable(address: str, timeout: float = 5.0) -> None:
             pass
     except (OSError, ValueError) as exc:
         raise RayEngineError(
-            f"cannot reach Ray at {address}: {_first_line(exc)} (start one with `ray start --head`, "
+            f"cannot reach Ray at {address}: {first_line(exc)} (start one with `ray start --head`, "
             "then pass ray://HEAD:10001 or HEAD:6379)"
         ) from exc
 
@@ -329,16 +181,7 @@ def encode_with_ray(
 
 def _row_text(plan: CachePlan, row: int) -> str:
     """What an actor gets for a row: its text, or with a sentence reading the document's text and spans as JSON."""
-    if not plan.sentences:
-        return plan.texts[row]
-    item = plan.sentences[row]
-    return SENTENCES_MARK + json.dumps({"text": item.text, "spans": item.spans, "title_end": item.title_end})
-
-
-def _sentence_item(text: str) -> SentenceText:
-    data = json.loads(text[len(SENTENCES_MARK) :])
-    spans = tuple((int(a), int(b)) for a, b in data["spans"])
-    return SentenceText(str(data["text"]), spans, int(data["title_end"]))
+    return sentence_row(plan.sentences[row]) if plan.sentences else plan.texts[row]
 
 
 def _run(
@@ -356,7 +199,7 @@ def _run(
         payload_ref = ray.put(encoder_payload(choice))
     except Exception as exc:  # cloudpickle raises TypeError, PicklingError, ... for objects it cannot ship
         raise RayEngineError(
-            f"encoder {choice.embedder.name!r} cannot be shipped to Ray workers: {_first_line(exc)}"
+            f"encoder {choice.embedder.name!r} cannot be shipped to Ray workers: {first_line(exc)}"
         ) from exc
     cpus = int(ray.cluster_resources().get("CPU", 1))
     pool = max(1, min(actors or max(1, cpus // ACTOR_THREADS), len(chunks)))
@@ -398,7 +241,7 @@ def _run(
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
             failures = [str(e) for e in batch["error"] if e]
             if failures:
-                raise _from_text(failures[0])
+                raise from_text(failures[0])
             yield [str(k) for k in batch["key"]], np.asarray(batch["vector"], dtype=np.float32)
     except SemsearchError:
         raise
@@ -421,7 +264,7 @@ def ray_failure(exc: BaseException) -> SemsearchError:
     # Ray's RayTaskError carries the worker's traceback as text: the first exception line that is not
     # Ray's own names the real failure.
     found = [m for m in _EXCEPTION_LINE.findall("\n".join(str(e) for e in seen)) if not m[0].startswith("ray.")]
-    name, message = found[0] if found else (type(seen[-1]).__name__, _first_line(seen[-1]))
+    name, message = found[0] if found else (type(seen[-1]).__name__, first_line(seen[-1]))
     short = name.rsplit(".", 1)[-1]
     hint = " (install semsearch[ray] on every Ray node)" if "No module named 'semsearch" in message else ""
     return RayEngineError(f"encoding on Ray failed: {short}: {message.strip()}{hint}")
@@ -458,8 +301,3 @@ def recover_shards(cache: EmbeddingCache) -> int:
                 recovered += len(keys)
         shutil.rmtree(folder, ignore_errors=True)
     return recovered
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

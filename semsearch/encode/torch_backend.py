@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from semsearch.core.errors import ModelLoadError
+from semsearch.encode.catalogue import DEFAULT_MODEL, resolve_model
 from semsearch.encode.embedder import fingerprint_folder, normalize_rows
-from semsearch.encode.models import DEFAULT_MODEL, resolve_model
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

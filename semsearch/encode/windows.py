@@ -1,16 +1,15 @@
 """Reading a whole abstract with a short-window encoder: sentence windows past the encoder's cut, pooled.
 
-all-MiniLM-L6-v2 reads 256 tokens; most abstracts are longer (65% of NeurIPS 2025, 71% of SciFact), so the
-dense side never saw how they end. With ``--reading pooled`` a document's vector is the normalized mean of the
-whole-text vector (what the encoder reads of it) and one vector per window of ``WINDOW_SENTENCES`` sentences,
-title first, that reaches past the cut. Each window is one text encoded alone (one text, one vector), cached by
-its text like any other; a document the encoder reads whole keeps its one vector.
+all-MiniLM-L6-v2 reads 256 tokens; most abstracts are longer, so the dense side never saw how they end. With
+``--reading pooled`` a document's vector is the normalized mean of the whole-text vector (what the encoder reads
+of it) and one vector per window of ``WINDOW_SENTENCES`` sentences, title first, that reaches past the cut. Each
+window is one text encoded alone (one text, one vector), cached by its text like any other; a document the
+encoder reads whole keeps its one vector.
 
-Measured (scripts/study_windows.py, SciFact train, int8): pooling one vector does not help (+0.0005 +- 0.0071
-dense nDCG@10); scoring a document by 0.3 * whole + 0.7 * max(whole, best window) does, +0.022 +- 0.006 with
-these tail windows (``--reading windows``) and +0.035 +- 0.006 with every window from the start
-(``every_window``, ``--reading windows-all``). Those readings store the window vectors per segment
-(store/windows_part.py) and keep the documents' whole-text vectors.
+Pooling into one vector blurs what the windows add; scoring a document by its whole-text vector and its best
+window keeps it, with these tail windows (``--reading windows``) or every window from the start
+(``every_window``, ``--reading windows-all``; docs/explanation/quality.md compares them). Those readings store
+the window vectors per segment (store/windows_part.py) and keep the documents' whole-text vectors.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Reading BEIR data sets (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``): the one reader of
-queries and judgments that ``semsearch eval``, the metrics and the study scripts share."""
+queries and judgments that ``semsearch eval``, the metrics and the benchmarks share."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Retrieval quality on BEIR-format data: nDCG@10, Recall@100 and MRR@10 for each search mode.
 
 The means come with every judged query's own scores (``per_query``), so that two configurations can be
-compared query by query (``metrics.paired_difference``; ``scripts/bench_quality.py --compare``). Corpus
+compared query by query (``metrics.paired_difference``; ``semsearch eval --json`` prints them). Corpus
 entries that cannot be documents (an empty text and no title, which published collections hold) are skipped
 and counted (``skipped_documents``), as ``--skip-bad`` would; title-only entries are kept.
 """

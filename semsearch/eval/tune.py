@@ -18,8 +18,8 @@ from typing import Any
 from semsearch.core.errors import InputError
 from semsearch.core.options import TUNE_ALPHAS, TUNE_MARGIN, TUNE_MIN_QUERIES, fusion_entry, tuned_entry
 from semsearch.eval.metrics import Qrels, paired_difference, per_query
-from semsearch.query.fusion import FusionPolicy
 from semsearch.query.search import Index
+from semsearch.query.weighting import FusionPolicy
 from semsearch.write.fusion_record import record_fusion
 
 TUNE_K = 10  # nDCG@10 picks the weight

@@ -10,19 +10,22 @@ Abstract text is data: it goes into fields of these records, never into a descri
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from semsearch.app import operations as ops
+from semsearch.app.application import Application, Arrived, Exported, Found, Got, Recommended
+from semsearch.app.application import check_page as check_page
+from semsearch.app.operations import MAX_QUERY_CHARS
 from semsearch.core import paperinfo
 from semsearch.core.errors import QueryError, UnknownDocumentError
 from semsearch.core.limits import check_length
 from semsearch.core.options import MAX_K, MODES
 from semsearch.core.records import Document, Hit
-from semsearch.faces.operations import MAX_QUERY_CHARS
 from semsearch.query.search import Index
-from semsearch.reader.recommend import recommend
 
 DEFAULT_BUDGET = 8000  # characters of JSON per tool result: about 2,000 tokens
 MIN_BUDGET = 1000  # below this not even one card with its sentence fits
@@ -129,23 +132,29 @@ class IndexSummary:
 
 
 def citations(index: Index, ids: Sequence[str], fmt: str, *, budget: int = DEFAULT_BUDGET) -> Citations:
-    """The papers named by ids (document ids, former ids, external ids or prefixes) as citations in ``fmt``.
+    """The papers named by ids (document ids, former ids, external ids or prefixes) as citations in ``fmt``."""
+    request = ops.Export(ids=tuple(ids), format=fmt)  # type: ignore[arg-type]
+    return citations_of(Application.over(index).export(request), budget=budget)
+
+
+def citations_of(done: Exported, *, budget: int = DEFAULT_BUDGET) -> Citations:
+    """An export's citations within the budget.
 
     Entries are never cut: when all of them would pass the budget, the first ones that fit are given and the
     rest are named for another call (always at least one, so every call makes progress).
     """
-    from semsearch.reader.export import export, select_documents
+    from semsearch.curate.export import export
 
-    docs = select_documents(index, ids, [])
+    docs = done.documents
     count = len(docs)
-    text = export(docs, fmt)
+    text = done.text
     if count > 1 and len(text) > budget:
         count = max(1, min(count - 1, count * budget // len(text)))  # entries are about the same size
-        text = export(docs[:count], fmt)
+        text = export(docs[:count], done.format)
     while count > 1 and len(text) > budget:
         count -= 1
-        text = export(docs[:count], fmt)
-    return Citations(fmt, text, [d.id for d in docs[:count]], [d.id for d in docs[count:]])
+        text = export(docs[:count], done.format)
+    return Citations(done.format, text, [d.id for d in docs[:count]], [d.id for d in docs[count:]])
 
 
 # Every record a tool can return (a new kind joins here).
@@ -185,8 +194,15 @@ link_of = paperinfo.link_of
 
 def document(index: Index, doc_id: str) -> Document:
     """A paper by id (or external id, or unambiguous prefix); the error names the tools that give ids."""
-    try:
+    with agent_ids(doc_id):
         return index.get(doc_id)
+
+
+@contextlib.contextmanager
+def agent_ids(doc_id: str) -> Iterator[None]:
+    """An unknown paper id, said as an agent reads it: where ids come from."""
+    try:
+        yield
     except UnknownDocumentError:
         raise UnknownDocumentError(
             f"no paper {doc_id!r} in the index (ids come from search or related results)"
@@ -200,16 +216,6 @@ def _clauses(where: Sequence[str] | str) -> list[str]:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 1, 0)].rstrip() + "…"
-
-
-def check_page(k: int, offset: int) -> None:
-    """k and offset for one page, or a one-line QueryError."""
-    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
-        raise QueryError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise QueryError(f"offset must be a non-negative integer, got {offset!r}")
-    if offset + k > MAX_K:
-        raise QueryError(f"offset + k must be at most {MAX_K} (a ranked list ends there), got {offset + k}")
 
 
 def paginate(cards: Sequence[PaperCard], *, offset: int, k: int, more: bool, budget: int, version: str) -> Page:
@@ -272,64 +278,35 @@ def search_page(
     version: str = "",
     exact: bool = False,
 ) -> Page:
-    """Ranks offset..offset+k of a search, as cards bounded by the budget.
-
-    A page is the same search asked for offset + k hits (+1 to know whether more exist): without --diverse
-    the first ranks do not depend on k, so consecutive pages neither repeat nor skip a paper.
-    """
+    """Ranks offset..offset+k of a search, as cards bounded by the budget."""
     check_page(k, offset)
     if isinstance(query, str):
         check_length(query, MAX_QUERY_CHARS, "the query", " (use related for a paper)")
-    hits = index.search(
-        query, min(offset + k + 1, MAX_K), mode=mode, where=_clauses(where), diverse=diverse, exact=exact
-    )
-    cards = [PaperCard.of(h, score=h.score, sentence=h.highlights[0] if h.highlights else None) for h in hits]
-    for card, hit in zip(cards, hits, strict=True):
-        card.why = f"by {hit.by}" if hit.by is not None else None  # the person the query named
+    request = ops.Search(query, k, mode, tuple(_clauses(where)), diverse, exact=exact, offset=offset)  # type: ignore[arg-type]
+    return search_cards(Application.over(index, bookmarks=False).search(request), request, budget, version)
+
+
+def search_cards(found: Found, r: ops.Search, budget: int = DEFAULT_BUDGET, version: str = "") -> Page:
+    """A search's page as cards; each names the person the query named ("by <name>")."""
+    cards = [PaperCard.of(h, score=h.score, sentence=h.highlights[0] if h.highlights else None) for h in found.hits]
+    for card, hit in zip(cards, found.hits, strict=True):
+        card.why = f"by {hit.by}" if hit.by is not None else None
     page = paginate(
-        cards[offset:],
-        offset=offset,
-        k=k,
-        more=len(hits) > offset + k,
-        budget=budget,
-        version=version or index.version.name,
+        cards, offset=r.offset or 0, k=r.k, more=found.more, budget=budget, version=version or found.version
     )
-    if any(h.relevance_rank is not None for h in hits):
-        page.order = "diverse"
-    spelling = index.spell(query, exact=exact or mode == "dense")  # as the CLI and HTTP ask: dense reads no words
-    if spelling.changed:
-        page.searched_for = spelling.text
+    page.order = found.order
+    if found.spelling is not None and found.spelling.changed:
+        page.searched_for = found.spelling.text
     return page
 
 
-def recommend_page(
-    index: Index,
-    like: Sequence[str],
-    *,
-    not_like: Sequence[str] = (),
-    k: int = DEFAULT_K,
-    offset: int = 0,
-    where: Sequence[str] = (),
-    since: str | None = None,
-    budget: int = DEFAULT_BUDGET,
-    version: str = "",
-) -> Page:
-    """Ranks offset..offset+k of ``recommend``, each card naming the liked paper it is nearest to."""
-    check_page(k, offset)
-    if not like:
-        raise QueryError("name at least one liked paper id or tag in like")
-    if since == "last":
-        raise QueryError("since=last follows a command-line bookmark; give a version (3) or a date (2026-12-01)")
-    recs = recommend(
-        index, like, min(offset + k + 1, MAX_K), not_like=not_like, where=_clauses(where), since=since or None
-    )
+def recommend_cards(done: Recommended, r: ops.Recommend, budget: int = DEFAULT_BUDGET, version: str = "") -> Page:
     cards = []
-    for rec in recs:
+    for rec in done.recommendations:
         card = PaperCard.of(rec.hit, score=rec.hit.score)
         card.why = f"near liked paper {paperinfo.plain_text(rec.because.label)}"
         cards.append(card)
-    more = len(recs) > offset + k
-    return paginate(cards[offset:], offset=offset, k=k, more=more, budget=budget, version=version or index.version.name)
+    return paginate(cards, offset=r.offset or 0, k=r.k, more=done.more, budget=budget, version=version or done.version)
 
 
 def new_page(
@@ -344,20 +321,17 @@ def new_page(
 ) -> Page:
     """Papers that arrived since a version or date (default: the latest build that added any), ranked for the
     user's tags and saved queries; each card says which of them it is for."""
-    from semsearch.reader.arrivals import new_since
-    from semsearch.reader.whats_new import ranked_new
+    request = ops.New(since, k, tuple(_clauses(where)), offset=offset)
+    return new_cards(Application.over(index, bookmarks=False).new(request), request, budget, version)
 
-    check_page(k, offset)
-    if since == "last":
-        raise QueryError("since=last follows a command-line bookmark; give a version (3) or a date (2026-12-01)")
-    papers = ranked_new(index, new_since(index, since or None), k=min(offset + k + 1, MAX_K), where=_clauses(where))
+
+def new_cards(done: Arrived, r: ops.New, budget: int = DEFAULT_BUDGET, version: str = "") -> Page:
     cards = []
-    for paper in papers:
+    for paper in done.papers:
         card = PaperCard.of(paper.hit, sentence=paper.best_sentence or None)
         card.why = ", ".join(paper.reasons) or None
         cards.append(card)
-    more = len(papers) > offset + k
-    return paginate(cards[offset:], offset=offset, k=k, more=more, budget=budget, version=version or index.version.name)
+    return paginate(cards, offset=r.offset or 0, k=r.k, more=done.more, budget=budget, version=version or done.version)
 
 
 def related_page(
@@ -374,20 +348,31 @@ def related_page(
 
     Each card's best sentence is its hit's highlight: the sentence nearest the paper asked about (Index.related).
     """
-    check_page(k, offset)
-    source = document(index, doc_id)
-    hits = index.related(source.id, min(offset + k + 1, MAX_K), where=_clauses(where), explain=False)
-    page = index.highlight_related(hits[offset : offset + k], source.id)  # only the cards shown
-    cards = [PaperCard.of(h, score=h.score, sentence=h.highlights[0] if h.highlights else None) for h in page]
+    request = ops.Related(doc_id, k, tuple(_clauses(where)), offset=offset)
+    with agent_ids(doc_id):
+        found = Application.over(index, bookmarks=False).related(request)
+    return related_cards(found, request, budget, version)
+
+
+def related_cards(found: Found, r: ops.Related, budget: int = DEFAULT_BUDGET, version: str = "") -> Page:
+    cards = [PaperCard.of(h, score=h.score, sentence=h.highlights[0] if h.highlights else None) for h in found.hits]
     return paginate(
-        cards, offset=offset, k=k, more=len(hits) > offset + k, budget=budget, version=version or index.version.name
+        cards, offset=r.offset or 0, k=r.k, more=found.more, budget=budget, version=version or found.version
     )
 
 
 def paper(index: Index, doc_id: str, *, budget: int = DEFAULT_BUDGET, version: str = "") -> Paper:
     """One paper in full; the abstract is clipped (text_truncated) only when the whole record would pass the budget."""
     budget = check_budget(budget)
-    doc = document(index, doc_id)
+    with agent_ids(doc_id):
+        got = Application.over(index, bookmarks=False).get_paper(ops.GetPaper(doc_id))
+    return paper_of(got, budget=budget, version=version)
+
+
+def paper_of(got: Got, *, budget: int = DEFAULT_BUDGET, version: str = "") -> Paper:
+    """A document as the full paper an agent reads, within the budget."""
+    budget = check_budget(budget)
+    doc = got.document
     card = PaperCard.of(doc)
     text = paperinfo.plain_text(doc.text)  # as a person reads it; the stored text is unchanged
     full = Paper(
@@ -401,7 +386,7 @@ def paper(index: Index, doc_id: str, *, budget: int = DEFAULT_BUDGET, version: s
         metadata=doc.metadata,
         sources=[s.label() for s in doc.sources],
         external_ids=doc.external_ids,
-        version=version or index.version.name,
+        version=version or got.version,
     )
     over = len(compact_json(to_dict(full))) - budget
     if over > 0:

@@ -1,6 +1,7 @@
 """The tools and the resource an MCP client sees: typed input schemas, one-sentence descriptions, one line each.
 
-Each tool is one call over a ``LiveIndex`` and ``agent_results`` (cards, pages, budgets). Every result is
+Each tool runs its operation on the application (the table's entry) and reads the result as ``agent_results``
+makes it (cards, pages, budgets). Every result is
 structured content (with the same JSON, compact, as its text block); paper text never enters a tool
 description, the server's instructions or an error message. Bad arguments come back as tool errors with one
 line of text, and the server keeps serving. This module needs the 'mcp' extra; ``mcp_server`` runs it.
@@ -8,6 +9,7 @@ line of text, and the server keeps serving. This module needs the 'mcp' extra; `
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -18,13 +20,14 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
+from semsearch.app import operations as ops
+from semsearch.app.application import Application, Exported, Got
+from semsearch.app.operations import MCP, OPERATIONS, Operation, Param, face_name
 from semsearch.core.errors import SemsearchError, UnknownDocumentError
 from semsearch.core.version import __version__
 from semsearch.faces import agent_results as results
-from semsearch.faces import operations as ops
 from semsearch.faces.agent_results import DEFAULT_BUDGET, Citations, IndexSummary, Page, Paper
-from semsearch.faces.operations import MCP, OPERATIONS, Operation, Param, face_name
-from semsearch.query.live import LiveIndex, LoadedVersion
+from semsearch.query.live import LiveIndex
 
 INSTRUCTIONS = (
     "Searches a local index of research-paper abstracts (no network). Start with search; page with offset = "
@@ -52,7 +55,7 @@ def _one_line(tool: str, exc: BaseException) -> str:
             parts.append(f"{where}: {msg or 'invalid'}")
         detail = "; ".join(parts)
     elif isinstance(cause, SemsearchError):
-        detail = cause.worded(lambda f: face_name(MCP, f))  # a field as the tool's arguments name it
+        detail = cause.message_for(lambda f: face_name(MCP, f))  # a field as the tool's arguments name it
     else:
         detail = str(exc).removeprefix(f"Error executing tool {tool}: ")
     return f"{tool}: {' '.join(detail.split())}"
@@ -88,79 +91,56 @@ def mcp_type(param: Param) -> Any:
     return Annotated[kind, Field(**bounds)]
 
 
-Handler = Callable[[LoadedVersion, Any, int], results.Record]
+# A tool's answer: the operation's result, its request and the character budget, to the record an agent reads.
+Handler = Callable[[Any, Any, int], results.Record]
 
 
-def _search(v: LoadedVersion, r: ops.Search, budget: int) -> Page:
-    return results.search_page(
-        v.index,
-        r.query,
-        k=r.k,
-        offset=r.offset,
-        mode=r.mode,
-        where=r.where,
-        diverse=r.diverse,
-        budget=budget,
-        version=v.name,
-        exact=r.exact,
-    )
+def _info(info: dict[str, Any], _: ops.Info, budget: int) -> IndexSummary:
+    return results.summary(info, budget=budget)
 
 
-def _related(v: LoadedVersion, r: ops.Related, budget: int) -> Page:
-    return results.related_page(v.index, r.id, k=r.k, offset=r.offset, where=r.where, budget=budget, version=v.name)
+def _export(done: Exported, _: ops.Export, budget: int) -> Citations:
+    return results.citations_of(done, budget=budget)
 
 
-def _get_paper(v: LoadedVersion, r: ops.GetPaper, budget: int) -> Paper:
-    return results.paper(v.index, r.id, budget=budget, version=v.name)
+def _get_paper(got: Got, _: ops.GetPaper, budget: int) -> Paper:
+    return results.paper_of(got, budget=budget)
 
 
-def _info(v: LoadedVersion, _: ops.Info, budget: int) -> IndexSummary:
-    return results.summary(v.info, budget=budget)
-
-
-def _recommend(v: LoadedVersion, r: ops.Recommend, budget: int) -> Page:
-    return results.recommend_page(
-        v.index,
-        r.like,
-        not_like=r.not_like,
-        k=r.k,
-        offset=r.offset,
-        where=r.where,
-        since=r.since,
-        budget=budget,
-        version=v.name,
-    )
-
-
-def _whats_new(v: LoadedVersion, r: ops.New, budget: int) -> Page:
-    return results.new_page(
-        v.index, since=r.since, k=r.k, offset=r.offset, where=r.where, budget=budget, version=v.name
-    )
-
-
-def _export(v: LoadedVersion, r: ops.Export, budget: int) -> Citations:
-    return results.citations(v.index, r.ids, r.format, budget=budget)
-
-
-# Each MCP operation of the table (operations.OPERATIONS), answered by one agent_results call.
+# Each MCP operation of the table (operations.OPERATIONS): how its result reads as an agent's record.
 HANDLERS: dict[str, Handler] = {
-    "search": _search,
-    "related": _related,
+    "search": results.search_cards,
+    "related": results.related_cards,
     "get_paper": _get_paper,
     "info": _info,
-    "recommend": _recommend,
-    "new": _whats_new,
+    "recommend": results.recommend_cards,
+    "new": results.new_cards,
     "export": _export,
+}
+RECORDS: dict[str, type] = {
+    "search": Page,
+    "related": Page,
+    "get_paper": Paper,
+    "info": IndexSummary,
+    "recommend": Page,
+    "new": Page,
+    "export": Citations,
 }
 
 
-def make_tool(op: Operation, handler: Handler, live: LiveIndex, budget: int) -> Tool:
-    """The operation's tool: its name, description and input schema from the table, answered by ``handler``."""
-    record = inspect.signature(handler, eval_str=True).return_annotation
+def make_tool(op: Operation, handler: Handler, app: Application | LiveIndex, budget: int) -> Tool:
+    """The operation's tool: its name, description and input schema from the table; the application runs it and
+    ``handler`` makes the record."""
+    if not isinstance(app, Application):
+        app = Application(None, live=app)
+    record = RECORDS[op.name]
+    served = app
 
     def call(**arguments: Any) -> CallToolResult:
-        with live.use() as v:
-            return _reply(handler(v, op.request(**arguments), budget))
+        request = op.request(**arguments)
+        with results.agent_ids(str(arguments.get("id", ""))) if "id" in arguments else contextlib.nullcontext():
+            done = served.run(op, request)
+        return _reply(handler(done, request, budget))
 
     params = [
         inspect.Parameter(
@@ -181,10 +161,11 @@ def make_tool(op: Operation, handler: Handler, live: LiveIndex, budget: int) -> 
     )
 
 
-def create_server(live: LiveIndex, *, budget: int = DEFAULT_BUDGET) -> MCPServer:
+def create_server(live: LiveIndex | Application, *, budget: int = DEFAULT_BUDGET) -> MCPServer:
     """The MCP server over a live index; results are bounded by ``budget`` characters of JSON each."""
     budget = results.check_budget(budget)
-    tools = [make_tool(op, HANDLERS[op.name], live, budget) for op in OPERATIONS if op.mcp]
+    app = live if isinstance(live, Application) else Application(None, live=live)
+    tools = [make_tool(op, HANDLERS[op.name], app, budget) for op in OPERATIONS if op.mcp]
 
     server: MCPServer[Any] = MCPServer(
         "semsearch",
@@ -203,10 +184,11 @@ def create_server(live: LiveIndex, *, budget: int = DEFAULT_BUDGET) -> MCPServer
         mime_type="application/json",
     )
     def paper_resource(paper_id: str) -> str:
-        with live.use() as v:
-            try:
-                return results.compact_json({**results.document(v.index, paper_id).to_dict(), "version": v.name})
-            except UnknownDocumentError as exc:
-                raise ResourceNotFoundError(str(exc)) from exc
+        try:
+            with results.agent_ids(paper_id):
+                got = app.run("get_paper", ops.GetPaper(paper_id))
+        except UnknownDocumentError as exc:
+            raise ResourceNotFoundError(str(exc)) from exc
+        return results.compact_json({**got.document.to_dict(), "version": got.version})
 
     return server

@@ -7,14 +7,16 @@ import os
 import shutil
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from semsearch.core.paperinfo import byline, link_of, plain_text
 from semsearch.core.records import Hit
 from semsearch.core.safe_text import clean_text, json_text
 from semsearch.core.wording import count
 from semsearch.query.highlight import highlight
-from semsearch.query.search import IndexInfo
+
+if TYPE_CHECKING:
+    from semsearch.query.index_info import IndexInfo
 
 SNIPPET_CHARS = 240
 MAX_SOURCES_SHOWN = 2
@@ -132,8 +134,14 @@ def _verb(n: int, verb: str) -> str:
     return verb + "s" if n == 1 else verb
 
 
-def info_text(info: IndexInfo) -> str:
-    """The manifest as aligned ``key: value`` lines."""
+def info_text(facts: IndexInfo | dict[str, Any]) -> str:
+    """The manifest as aligned ``key: value`` lines (from ``IndexInfo`` or its ``to_dict()``)."""
+    if isinstance(facts, dict):
+        from types import SimpleNamespace
+
+        sources = [SimpleNamespace(**s) for s in facts.get("sources", [])]
+        facts = SimpleNamespace(**{**facts, "sources": sources})  # type: ignore[assignment]
+    info: Any = facts
     rows = [
         ("index", f"{info.path} ({info.version})"),
         ("model", f"{info.model} ({info.dimension}-d, fingerprint {info.fingerprint})"),

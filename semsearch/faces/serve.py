@@ -11,6 +11,9 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from semsearch.app.application import Application
+from semsearch.app.operations import HTTP, face_name
+from semsearch.app.operations import MAX_QUERY_CHARS as MAX_QUERY_CHARS  # a query's bound, as tests read it
 from semsearch.core.errors import (
     IndexCorruptError,
     IndexFormatError,
@@ -28,8 +31,6 @@ from semsearch.core.errors import (
 )
 from semsearch.core.options import DEFAULT_HOST, DEFAULT_PORT
 from semsearch.faces.local_hosts import MAX_BODY, ScreenedApp, TrustedHosts
-from semsearch.faces.operations import HTTP, face_name
-from semsearch.faces.operations import MAX_QUERY_CHARS as MAX_QUERY_CHARS  # a query's bound, as tests read it
 from semsearch.query.live import LiveIndex
 
 if TYPE_CHECKING:
@@ -178,15 +179,17 @@ def create_app(
 
     from semsearch.faces import serve_recs, serve_routes
 
+    # Opened now: a missing index fails here, and no request pays for the first load.
     live = LiveIndex(index_dir, embedder=embedder, query_threads=query_threads)
-    app = _new_app(live)
+    application = Application(index_dir, embedder=embedder, live=live, own=True)
+    app = _new_app(application)
     app.state.allow_tags = allow_tags
     # A body is counted as it arrives, chunked too (Starlette's own limit: 413 past it, answered by http_error);
     # inside the screen, which refuses a declared length past it unread, as JSON.
     app.add_middleware(RequestBodyLimitMiddleware, max_body_size=MAX_BODY)
     app.add_middleware(ScreenedApp, trusted=trusted or TrustedHosts.for_bind(DEFAULT_HOST))
     _error_handlers(app)
-    # The operations' routes (their parameters from the operation table), each getting the live index by Depends.
+    # The operations' routes (their parameters from the operation table), each getting the application by Depends.
     app.include_router(serve_routes.router)
     app.include_router(serve_recs.router)
     _page_routes(app)
@@ -194,7 +197,7 @@ def create_app(
     return app
 
 
-def _new_app(live: LiveIndex) -> FastAPI:
+def _new_app(application: Application) -> FastAPI:
     """The FastAPI application, its documented error shape, and the live index closed at shutdown."""
     from fastapi import FastAPI
     from pydantic import BaseModel
@@ -220,7 +223,7 @@ def _new_app(live: LiveIndex) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
-        live.close()
+        application.close()
 
     app = FastAPI(
         title="semsearch",
@@ -232,7 +235,8 @@ def _new_app(live: LiveIndex) -> FastAPI:
         lifespan=lifespan,
         responses=errors,
     )
-    app.state.live = live
+    app.state.application = application
+    app.state.live = application.live  # the version being served, for whoever watches the server
     return app
 
 
@@ -245,7 +249,7 @@ def _error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SemsearchError)
     async def library_error(_: Request, exc: SemsearchError) -> Any:
         # A message about a request field names it as the API does (q, not), never as a CLI flag.
-        return _error(status_of(exc), exc.worded(lambda f: face_name(HTTP, f)), type=type(exc).__name__)
+        return _error(status_of(exc), exc.message_for(lambda f: face_name(HTTP, f)), type=type(exc).__name__)
 
     @app.exception_handler(RequestValidationError)
     async def bad_parameter(_: Request, exc: RequestValidationError) -> Any:
@@ -291,8 +295,8 @@ def server_config(app: Any, *, access_log: bool = False, **more: Any) -> Any:
 
 
 # Each server process encodes a query on one thread: concurrent requests already spread over the cores, and an
-# operator thread pool spin-waits after every query (measured: 25.7 ms of CPU per request at concurrency 1 with
-# two threads, 9.1 ms with one; 11.0 vs 8.5 ms at 16). The bytes are the same on any thread count.
+# operator thread pool spin-waits after every query, spending CPU that the other requests need. The vectors are
+# the same on any thread count.
 QUERY_THREADS = 1
 
 

@@ -1,121 +1,88 @@
-"""HTTP routes for searching and reading the index (``semsearch serve``): an ``APIRouter`` over the live index.
+"""HTTP routes for searching and reading the index (``semsearch serve``): an ``APIRouter`` made from the table.
 
-The operations' parameters come from the operation table (``http_ops.route``); each handler is one call on the
-live index. Imported only by ``serve.create_app`` (the 'serve' extra).
+Each route runs its operation on the application (``http_ops.route``); what is here is how each answer reads as
+JSON. Imported only by ``serve.create_app`` (the 'serve' extra).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Request
 from starlette.exceptions import HTTPException
 
+from semsearch.app import operations as ops
+from semsearch.app.application import Found, Got
 from semsearch.core.errors import QueryError
 from semsearch.core.options import MAX_K
-from semsearch.faces import operations as ops
-from semsearch.faces.http_ops import live_index, route
+from semsearch.faces.http_ops import route
 from semsearch.query.highlight import highlight_spans
-from semsearch.query.live import LiveIndex
-from semsearch.query.syntax import parse_query
 
 router = APIRouter()
 
 
-def search(live: LiveIndex, r: ops.Search) -> dict[str, Any]:
-    start = time.perf_counter()
-    where = list(r.where)
-    with live.use() as loaded:
-        hits = loaded.index.search(
-            r.query,
-            r.k,
-            mode=r.mode,
-            where=where,
-            diverse=r.diverse,
-            min_score=r.min_score,
-            fusion=r.fusion,
-            exact=r.exact,
-        )
-        rows = [h.to_dict() for h in hits]
-        parsed = parse_query(r.query)  # read without error: the search did
-        spelling = loaded.index.spell(r.query, exact=r.exact or r.mode == "dense")
-        warnings = loaded.index.where_warnings([*where, *parsed.where])  # year:, venue:, title: filter too
+def search(found: Found, r: ops.Search, http: Request) -> dict[str, Any]:
+    rows = [h.to_dict() for h in found.hits]
     for row in rows:
         row["highlight_spans"] = highlight_spans(row["highlights"], r.query)
     return {
         "query": r.query,
-        "parsed": parsed.to_dict(),  # fields, phrases and -words read out of the text
-        "spelling": spelling.to_dict(),  # what BM25 searched: the words with typos corrected, and each correction
+        "parsed": found.parsed.to_dict() if found.parsed else None,  # fields, phrases and -words read out of it
+        "spelling": found.spelling.to_dict() if found.spelling else None,  # what BM25 searched, typos corrected
         "k": r.k,
         "mode": r.mode,
-        "where": where,
+        "where": list(r.where),
         "diverse": r.diverse,
         # The same word as each hit's and MCP's: "diverse" when the order is no longer by score.
-        "order": "diverse" if any(h.relevance_rank is not None for h in hits) else "relevance",
-        "version": loaded.name,
-        "took_ms": round((time.perf_counter() - start) * 1000, 2),
+        "order": found.order,
+        "version": found.version,
+        "took_ms": round((time.perf_counter() - http.state.started) * 1000, 2),
         "hits": rows,
-        "warnings": warnings,
+        "warnings": found.warnings,
     }
 
 
-def related(live: LiveIndex, r: ops.Related) -> dict[str, Any]:
-    where = list(r.where)
-    with live.use() as loaded:
-        hits = loaded.index.related(r.id, r.k, where=where)
-        warnings = loaded.index.where_warnings(where)
-    return {"id": r.id, "k": r.k, "version": loaded.name, "hits": [h.to_dict() for h in hits], "warnings": warnings}
+def related(found: Found, r: ops.Related, _: Request) -> dict[str, Any]:
+    hits = [h.to_dict() for h in found.hits]
+    return {"id": r.id, "k": r.k, "version": found.version, "hits": hits, "warnings": found.warnings}
 
 
-def document(live: LiveIndex, r: ops.GetPaper) -> dict[str, Any]:
-    with live.use() as loaded:
-        return {**loaded.index.get(r.id).to_dict(), "version": loaded.name}
+def document(got: Got, r: ops.GetPaper, _: Request) -> dict[str, Any]:
+    return {**got.document.to_dict(), "version": got.version}
 
 
-def export_endpoint(live: LiveIndex, r: ops.Export) -> Any:
-    from fastapi.responses import Response
-
-    from semsearch.reader.export import EXTENSIONS, MEDIA_TYPES, select_documents
-    from semsearch.reader.export import export as citations
+def export_ids(r: ops.Export) -> ops.Export:
+    """The ids as sent: repeated, or comma-separated in one value; bounded once split."""
+    import dataclasses
 
     wanted = [part.strip() for value in r.ids for part in value.split(",") if part.strip()]
     if not wanted or len(wanted) > MAX_K or any(len(w) > ops.MAX_ID_CHARS for w in wanted):
         raise QueryError(f"ids: give 1 to {MAX_K} ids, each of at most {ops.MAX_ID_CHARS} characters")
-    with live.use() as loaded:
-        docs = select_documents(loaded.index, wanted, [])
-    name = f"semsearch-{len(docs)}.{EXTENSIONS[r.format]}"
+    return dataclasses.replace(r, ids=tuple(wanted))
+
+
+def export(done: Any, r: ops.Export, _: Request) -> Any:
+    from fastapi.responses import Response
+
+    from semsearch.curate.export import EXTENSIONS, MEDIA_TYPES
+
+    name = f"semsearch-{len(done.documents)}.{EXTENSIONS[r.format]}"
     return Response(
-        citations(docs, r.format),
-        media_type=MEDIA_TYPES[r.format],
-        headers={"Content-Disposition": f'inline; filename="{name}"'},
+        done.text, media_type=MEDIA_TYPES[r.format], headers={"Content-Disposition": f'inline; filename="{name}"'}
     )
 
 
-def info(live: LiveIndex, _: ops.Info) -> dict[str, Any]:
-    with live.use() as loaded:
-        return loaded.info
+def corpus_map(data: dict[str, Any] | None, r: ops.CorpusMap, _: Request) -> dict[str, Any]:
+    if data is None:
+        raise HTTPException(404, "this index has no map; rebuild it with semsearch index")
+    return data
 
 
 route(router, "search", search)
 route(router, "related", related)
-route(router, "get_paper", document)
-route(router, "export", export_endpoint)
-route(router, "info", info)
-
-
-@router.get("/api/health", summary="Liveness, and the version being served")
-def health(live: LiveIndex = Depends(live_index)) -> dict[str, Any]:
-    with live.use() as loaded:
-        # worker: this process's id, so a client of `serve --workers N` sees which worker serves which version
-        return {"status": "ok", "version": loaded.name, "documents": len(loaded.index), "worker": os.getpid()}
-
-
-@router.get("/api/map", summary="The corpus map (2-d layout of the documents) of the served version")
-def corpus_map_endpoint(live: LiveIndex = Depends(live_index)) -> dict[str, Any]:
-    with live.use() as loaded:
-        data = loaded.corpus_map()
-    if data is None:
-        raise HTTPException(404, "this index has no map; rebuild it with semsearch index")
-    return data
+route(router, "get_paper", document, name="document")
+route(router, "export", export, parse=export_ids, returns=Any, name="export_endpoint")
+route(router, "info", None)
+route(router, "health", None)
+route(router, "map", corpus_map, name="corpus_map_endpoint")

@@ -1,24 +1,29 @@
-"""The input-format registry: one reader class per format, each saying which files it reads and how.
+"""The input formats: one reader class per format, each saying which files it reads and how, and their registry.
 
 A ``TextFormat`` reads decoded text (``sources.py`` has already gunzipped and decoded it): it names the file
 extensions it owns (a folder walk reads only files so named), whether such a name decides the format
 (``name_decides``; a ``.txt`` file is still sniffed), ``sniff`` to claim text whose name does not decide, and
 ``items`` to parse it into objects for ingest's field rules (``fields.py``). A ``FileFormat`` reads a whole file
 itself (Zotero's SQLite database). ``FormatRegistry`` holds them in one place and answers the questions
-``sources.py`` asks; ``registry.py`` builds it from the built-in formats and any installed plugin. Every call into
-a plugin's format goes through the registry, which turns whatever the plugin raises (but a ``SemsearchError`` or a
-Ctrl-C) into one ``InputError`` line naming the plugin and the file it was reading.
+``sources.py`` asks; ``installed_formats`` builds it from the extension registry's format entries (the built-in
+ones and any installed in the ``semsearch.formats`` entry-point group). Every call into a plugin's format goes
+through the registry, which turns whatever the plugin raises (but a ``SemsearchError`` or a Ctrl-C) into one
+``InputError`` line naming the plugin and the file it was reading.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from semsearch.core import registry
 from semsearch.core.errors import InputError, SemsearchError
 from semsearch.core.records import Record, SourceFile
+from semsearch.core.registry import failure
 from semsearch.ingest.fields import Item, collect
+from semsearch.ingest.walk import suffix
 
 
 class TextFormat:
@@ -162,17 +167,58 @@ class FormatRegistry:
         return [f.name for f in every]
 
 
-def failure(exc: BaseException) -> str:
-    """An exception as "Type: first line of its message" (at most 200 characters), for a one-line error."""
-    lines = str(exc).strip().splitlines()
-    detail = " ".join(lines[0].split()) if lines else ""
-    if len(detail) > 200:
-        detail = detail[:199] + "…"
-    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+FALLBACK = "seed"  # the format of a text file no other format claims
 
 
-def suffix(name: str) -> str:
-    """``PurePath(name).suffix`` without making a path (a folder walk asks it of every file name)."""
-    last = name.rstrip("/").rsplit("/", 1)[-1]
-    dot = last.rfind(".")
-    return last[dot:] if 0 < dot < len(last) - 1 else ""
+@functools.lru_cache(maxsize=1)
+def built_in_formats() -> FormatRegistry:
+    """The built-in formats alone, in their registry order (the order extensions are named in messages)."""
+    return FormatRegistry(
+        [_format(registry.entry("format", n)) for n in registry.built_in_names("format")], fallback=FALLBACK
+    )
+
+
+class _InstalledFormats:
+    """``installed_formats()``: the registry's formats, built again only when its entries changed."""
+
+    def __init__(self) -> None:
+        self._built: tuple[int, FormatRegistry] | None = None
+
+    def __call__(self) -> FormatRegistry:
+        """The built-in formats and every plugin and run-time format (the entry points read once per process)."""
+        generation = registry.generation()
+        if self._built is None or self._built[0] != generation:
+            self._built = (generation, self._build())
+        return self._built[1]
+
+    def cache_clear(self) -> None:
+        """Look the plugins up again at the next call (a test installs one)."""
+        registry.reload_plugins()
+        self._built = None
+
+    @staticmethod
+    def _build() -> FormatRegistry:
+        entries = registry.entries("format")
+        if all(e.built_in for e in entries):
+            return built_in_formats()
+        formats = [_format(e) for e in entries]
+        plugins = {fmt.name: e.name for e, fmt in zip(entries, formats, strict=True) if not e.built_in}
+        return FormatRegistry(formats, fallback=FALLBACK, plugins=plugins)
+
+
+installed_formats = _InstalledFormats()
+
+
+def _format(entry: registry.Entry | None) -> Format:
+    """One entry's format, instantiated when it names a class; a plugin that is no format is one error line."""
+    assert entry is not None
+    loaded = registry.load("format", entry.name)
+    try:
+        fmt = loaded() if isinstance(loaded, type) else loaded
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a plugin's constructor can fail in any way: one line, as a failed import is
+        raise InputError(f"{entry.describe()} cannot be loaded ({failure(exc)})") from None
+    if not isinstance(fmt, (TextFormat, FileFormat)):
+        raise InputError(f"{entry.describe()} is not a TextFormat or FileFormat")
+    return fmt

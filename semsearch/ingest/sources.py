@@ -1,8 +1,9 @@
 """Sources in: expand file, folder and glob arguments, then read each file with the format it is in.
 
-Formats are the registry's (``registry.py``: seed text, JSONL, JSON, CSV, TSV, BibTeX, Zotero, and installed
-plugins; ``formats.py`` says how a format is chosen). A file is read as: a whole-file format it is in (Zotero's
-database), else its bytes are gunzipped and decoded (``decoding.py``) and the detected text format parses them.
+Formats are the extension registry's (``formats.installed_formats``: seed text, JSONL, JSON, CSV, TSV, BibTeX,
+Zotero, and installed plugins; ``formats.py`` says how a format is chosen). A file is read as: a whole-file
+format it is in (Zotero's database), else its bytes are gunzipped and decoded (``decoding.py``) and the detected
+text format parses them.
 A folder walk reads only the files whose extension some format owns (through a trailing ``.gz``).
 """
 
@@ -17,8 +18,8 @@ from pathlib import Path
 from semsearch.core.errors import InputError
 from semsearch.core.records import IngestResult, Record, SourceFile
 from semsearch.ingest.decoding import decode, gunzip, inflate_limit, read_bytes
+from semsearch.ingest.formats import installed_formats
 from semsearch.ingest.guards import check_abstract_lengths, check_duplicate_ids, check_source_file
-from semsearch.ingest.registry import installed_formats
 from semsearch.ingest.walk import Walk, unreadable_notes, walk_sources
 
 # ---------------------------------------------------------------------------------------------- sources
@@ -57,7 +58,7 @@ def read_paths(paths: Sequence[str], *, skip_bad: bool = False) -> IngestResult:
     if not paths:
         raise InputError("no input files given")
     result = IngestResult(records=[], files=[], skipped=[])
-    here = _working_dir()  # once: resolving it and every (already resolved) path per file cost ~5 s at 100k files
+    here = _working_dir()  # once, not per file: resolving it for every path adds up over a big folder
     for path in paths:
         records, source_file, skipped = read_file(Path(path), skip_bad=skip_bad, resolved_in=here)
         result.records.extend(records)

@@ -8,6 +8,10 @@ a folder the walk holds (or with ``follow_links``); one that leads outside is le
 cannot be read are listed, not passed over: the caller (which knows what the live version recorded) decides
 whether that stops the refresh (``unreadable_notes``). An index folder is never walked, and a name that is not
 valid UTF-8 is left out with a note (shown with backslash escapes), never a traceback later.
+
+What a walk needs of the formats (``SourceNames``: which extensions are read, which folders are a whole-file
+format's data folder) comes from the extension registry's declarations for the built-in formats
+(``declared_names``), so a walk that only compares files with their record imports no reader.
 """
 
 from __future__ import annotations
@@ -16,19 +20,76 @@ import errno
 import glob
 import os
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
+from semsearch.core import registry
 from semsearch.core.errors import InputError
 from semsearch.core.wording import count
-from semsearch.ingest.formats import FormatRegistry
-from semsearch.ingest.guards import check_link
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 # A semsearch index folder (store/layout.py: CURRENT beside v-<seq>-<time>/ version folders), never a source.
 _INDEX_POINTER = "CURRENT"
 _VERSION_NAME = re.compile(r"v-\d{6,}-\d{8}T\d{6}")
+
+
+class SourceNames(Protocol):
+    """What a walk asks of the formats (``formats.FormatRegistry`` answers it, and ``DeclaredNames``)."""
+
+    @property
+    def extensions(self) -> Mapping[str, str]:
+        """Every extension some format reads (lower case, with the dot), to the first such format's name."""
+        ...
+
+    def for_name(self, name: str) -> str | None:
+        """The format a file name's extension implies, looking through a trailing .gz (None: not read by walks)."""
+        ...
+
+    def folder_source(self, folder: Path) -> Path | None:
+        """The file a folder argument means when it is a whole-file format's data folder."""
+        ...
+
+
+@dataclass(frozen=True)
+class DeclaredNames:
+    """The built-in formats' names as the extension registry declares them (``registry.BUILT_IN_NAMES``)."""
+
+    extensions: dict[str, str]
+    data_files: tuple[str, ...]  # in the formats' order; a folder holding one is that format's data folder
+
+    def for_name(self, name: str) -> str | None:
+        """The format a file name's extension implies, looking through a trailing .gz (None: not read by walks)."""
+        return self.extensions.get(suffix(name.lower().removesuffix(".gz")))
+
+    def folder_source(self, folder: Path) -> Path | None:
+        """The data file a folder holds when it is a whole-file format's data folder."""
+        for name in self.data_files:
+            candidate = folder / name
+            if folder.is_dir() and candidate.is_file():
+                return candidate
+        return None
+
+
+def declared_names() -> DeclaredNames:
+    """The built-in formats' names as the registry declares them (a plugin's are its class's: load it)."""
+    extensions: dict[str, str] = {}
+    data_files: list[str] = []
+    for name in registry.built_in_names("format"):
+        declared = registry.BUILT_IN_NAMES[name]
+        for ext in declared.extensions:
+            extensions.setdefault(ext, name)
+        if declared.data_file:
+            data_files.append(declared.data_file)
+    return DeclaredNames(extensions, tuple(data_files))
+
+
+def suffix(name: str) -> str:
+    """``PurePath(name).suffix`` without making a path (a folder walk asks it of every file name)."""
+    last = name.rstrip("/").rsplit("/", 1)[-1]
+    dot = last.rfind(".")
+    return last[dot:] if 0 < dot < len(last) - 1 else ""
 
 
 @dataclass
@@ -51,7 +112,7 @@ class Walk:
 
 def walk_sources(
     sources: Sequence[str],
-    formats: FormatRegistry,
+    formats: SourceNames,
     *,
     prune: Collection[str] = (),
     follow_links: bool = False,
@@ -67,7 +128,7 @@ def walk_sources(
         for path in sorted(found.difference(kept)):
             walk.notes.append(f"{display(path)}: its name is not valid UTF-8 (rename it to index it)")
     # Path order is the order of the paths' parts: for absolute, normalised paths that is the order of their
-    # components between separators (no Path made per file: seconds at 100,000 files).
+    # components between separators (no Path made per file: a large folder holds many thousands).
     walk.files = sorted(kept, key=lambda p: p.split(os.sep))
     return walk
 
@@ -124,7 +185,7 @@ def _encodes(text: str) -> bool:
     return True
 
 
-def _expand_one(source: str, formats: FormatRegistry, walk: Walk, pruned: set[str], follow_links: bool) -> list[str]:
+def _expand_one(source: str, formats: SourceNames, walk: Walk, pruned: set[str], follow_links: bool) -> list[str]:
     """The files one source argument names."""
     path = Path(os.path.expanduser(source))
     data_file = formats.folder_source(path)
@@ -145,7 +206,7 @@ def _expand_one(source: str, formats: FormatRegistry, walk: Walk, pruned: set[st
     return _require_readable(files, source, formats)
 
 
-def _glob_files(pattern: str, formats: FormatRegistry, walk: Walk, pruned: set[str], follow: bool) -> list[str]:
+def _glob_files(pattern: str, formats: SourceNames, walk: Walk, pruned: set[str], follow: bool) -> list[str]:
     """Files a glob pattern matches; a matched directory contributes the files a walk of it finds."""
     files: list[str] = []
     for match in sorted(glob.glob(pattern, recursive=True)):
@@ -159,7 +220,7 @@ def _glob_files(pattern: str, formats: FormatRegistry, walk: Walk, pruned: set[s
 
 
 def _walk_folder(
-    directory: str, source: str, formats: FormatRegistry, walk: Walk, pruned: set[str], follow_links: bool
+    directory: str, source: str, formats: SourceNames, walk: Walk, pruned: set[str], follow_links: bool
 ) -> list[str]:
     """Candidate abstract files under a folder, recursively: plain folders first, then linked ones."""
     files: list[str] = []
@@ -224,6 +285,8 @@ def _walk_folder(
                 if link.is_file():
                     links.append((entry.path, str(link.resolve())))
                 else:
+                    from semsearch.ingest.guards import check_link  # a rare case: the guards load only for it
+
                     check_link(link, display(entry.path))  # a loop or a dangling link is named, not skipped
         pending.extend(reversed(subfolders))
     for name, target in links:
@@ -280,7 +343,7 @@ def _entry_is_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def _require_readable(files: list[str], source: str, formats: FormatRegistry) -> list[str]:
+def _require_readable(files: list[str], source: str, formats: SourceNames) -> list[str]:
     """Fail when none of a directory's or pattern's files can be read; else keep them all."""
     if not any(os.access(path, os.R_OK) for path in files):
         suffixes = ", ".join(formats.extensions)

@@ -17,10 +17,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from semsearch.store.lexical import Analyzer, BM25Index, lucene_idf
+from semsearch.store.analyzer import Analyzer
+from semsearch.store.lexical import BM25Index, lucene_idf
 
-# Chosen by scripts/bench_watches.py on 10 judged saved queries over NeurIPS 2025 (coverage**2, coverage**3 and
-# min(1, coverage / t)**p for t 0.5-0.8, p 1-3 measured): from 0.6 of the idf mass a paper's BM25 counts in full.
+# A paper holding most of the query's idf mass (COVERAGE_FULL) keeps its BM25 in full; below, its BM25 shrinks
+# as the cube of its coverage, so one shared word of a long saved query no longer reads as the topic. Chosen on
+# judged saved queries among other shapes of the same curve (docs/guides/digest.md).
 COVERAGE_FULL = 0.6
 COVERAGE_POWER = 3.0
 DISTINCTIVE_TERMS = 12  # a paper's subject words for `related`: its title's and abstract's top tf·idf terms

@@ -14,11 +14,10 @@ import numpy as np
 # The splitter lives in core (the encoder's windows use it too); re-exported here for the snippets' callers.
 from semsearch.core.sentences import sentences as sentences
 from semsearch.core.sentences import split_sentences as split_sentences
-from semsearch.store.lexical import STOPWORDS, TOKEN_PATTERN, Analyzer
+from semsearch.store.analyzer import STOPWORDS, TOKEN_PATTERN, Analyzer
 
-# Snowball English only rewrites suffixes, so a word's stem starts with the word's first letter (checked on
-# all 35,899 SciFact words): only words sharing a first letter with a query stem need stemming, which is most of
-# the cost here.
+# Snowball English only rewrites suffixes, so a word's stem starts with the word's first letter: only words
+# sharing a first letter with a query stem need stemming, and stemming is most of the cost here.
 ANSI_MATCH = "\x1b[1;33m"  # bold yellow
 ANSI_RESET = "\x1b[0m"
 STYLES = ("ansi", "none")

@@ -15,12 +15,14 @@ import numpy as np
 
 from semsearch.core.records import Document
 from semsearch.query.evidence import distinctive_terms
-from semsearch.store.lexical import BM25Index, lexical_text
+from semsearch.store.analyzer import lexical_text
+from semsearch.store.lexical import BM25Index
 
 RELATED_ORDERS = ("cosine", "subject")
 RELATED_ORDER = "subject"
-# Chosen by scripts/bench_watches.py (6 judged papers; shares 0.2-0.5, pools 30-100, whole-index fusion measured):
-# P@10 0.500 -> 0.650 (machine unlearning 0.3 -> 0.8), the author-group proxy's Recall@20 0.158 -> 0.169.
+# ``related`` re-orders the SUBJECT_POOL nearest papers by cosine, SUBJECT_SHARE of the weight (in z-scores) on
+# the paper's own subject words: neighbours about the same subject rise over those that merely read alike. Only
+# that pool is re-ordered, so a paper that shares a subject word and little else never enters the list.
 SUBJECT_SHARE = 0.5
 SUBJECT_POOL = 100
 

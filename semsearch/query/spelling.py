@@ -3,9 +3,9 @@
 A word is left alone when its stem is in at least ``KNOWN`` documents: a word the corpus uses is never
 corrected. Otherwise it is compared, by optimal-string-alignment distance (an adjacent swap is one edit), with
 every word at least ``KNOWN`` documents use (``store.words``), and the nearest wins, the more common on a tie:
-SymSpell's rule. rapidfuzz computes the distances in C: about 2 ms a word against the 40k frequent words of
-157k abstracts, and nothing to build first (symspellpy's delete index costs 0.8 s per process at that size,
-which a one-shot ``semsearch query`` would pay each time). A word that a document or two do use (often a
+SymSpell's rule. rapidfuzz computes the distances in C, fast enough to compare a word with every frequent word
+of a large index, and needs nothing built first (SymSpell's delete index would be built in every process, which
+a one-shot ``semsearch query`` would pay each time). A word that a document or two do use (often a
 misspelling in an abstract) is searched as typed and corrected: nothing it matched is lost.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from semsearch.store.lexical import STOPWORDS, TOKEN_PATTERN
+from semsearch.store.analyzer import STOPWORDS, TOKEN_PATTERN
 
 KNOWN = 3  # documents: a word (or stem) this common is never corrected, and only such words are offered
 SHORT = 5  # letters: words this short get one edit at most ("grpah" -> "graph"), longer ones two
@@ -64,7 +64,7 @@ class Vocabulary:
 
     @classmethod
     def of(cls, counts: Counter[str]) -> Vocabulary:
-        """Group the frequent words once: an open Index keeps this (40k words at 157k: 4 ms to build)."""
+        """Group the frequent words once: an open Index keeps this (``Index.memo``)."""
         by_length: dict[int, list[str]] = {}
         for word, count in counts.items():
             if count >= KNOWN and len(word) >= MIN_LETTERS - 1:
@@ -134,9 +134,4 @@ def _worth_checking(token: str) -> bool:
 
     "DPO", "LoRA" and "RoMa" are method names the index may not hold: capitals after the first letter say so.
     """
-    return (
-        len(token) >= MIN_LETTERS
-        and token.isalpha()
-        and token[1:].islower()
-        and token.lower() not in STOPWORDS
-    )
+    return len(token) >= MIN_LETTERS and token.isalpha() and token[1:].islower() and token.lower() not in STOPWORDS

@@ -1,10 +1,12 @@
-"""The ANN kinds a version can hold, one class each, and the one registry that names them.
+"""The ANN kinds a version can hold, one class each, named in the extension registry (``core/registry.py``).
 
 A kind says how its FAISS structure is planned for a corpus size, spelled for ``faiss.index_factory``,
 tuned (which search-effort knob, over which steps), searched (FAISS search parameters, candidates fetched,
 re-scored) and described. ``ann.py`` builds, updates, tunes and searches through these methods alone, so a
-new kind is one subclass of ``AnnKind`` passed to ``register_ann_kind`` (see docs/explanation/extending.md).
-``AnnSpec`` lives here, beside the kinds its ``kind`` names, so the two never import each other in a circle.
+new kind is one subclass of ``AnnKind``, registered by ``register_ann_kind`` or by a package's
+``semsearch.ann_kinds`` entry point (see docs/explanation/extending.md); the built-in ones below are registry
+entries too. ``AnnSpec`` lives here, beside the kinds its ``kind`` names, so the two never import each other in
+a circle.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from semsearch.core.errors import IndexCorruptError
-from semsearch.core.options import ANN_KINDS as BUILT_IN_NAMES
+from semsearch.core import registry
+from semsearch.core.errors import IndexCorruptError, InputError
 
 RERANK_DEPTH = 100
 HNSW_M = 32
@@ -61,7 +63,7 @@ class AnnSpec:
             raise IndexCorruptError(
                 f"the manifest's 'ann' entry is malformed ({exc}); rebuild with: semsearch index --full"
             ) from None
-        if spec.kind not in _KINDS:
+        if not registry.has("ann", spec.kind):
             raise IndexCorruptError(
                 f"unknown ANN kind {spec.kind!r} in the manifest; rebuild with: semsearch index --full"
             )
@@ -190,7 +192,7 @@ class IvfPq(Ivf):
         spec.rerank = RERANK_DEPTH
 
     def factory(self, spec: AnnSpec) -> str:
-        # "np": no polysemous training, a simulated annealing that took minutes on 2,000 vectors here.
+        # "np": no polysemous training, a simulated annealing far slower than the rest of the build.
         return f"IVF{spec.nlist},PQ{spec.pq_m}x{spec.pq_bits}np"
 
     def describe(self, spec: AnnSpec) -> str:
@@ -244,33 +246,42 @@ def _pq_m(dimension: int) -> int:
     return 1
 
 
-# The registry: written when a module defining a kind registers it (the built-in ones below, an extension's
-# at its import), read by every build and search; one place names every kind there is.
-_KINDS: dict[str, AnnKind] = {kind.name: kind for kind in (Flat(), Ivf(), IvfPq(), Hnsw())}
+# One instance per kind class: a kind holds no state, and the registry hands out the class.
+_instances: dict[type[AnnKind], AnnKind] = {}
 
 
 def register_ann_kind(kind: type[AnnKind]) -> type[AnnKind]:
-    """Make a kind available to builds (``BuildOptions(ann=kind.name)``) and searches; usable as a decorator."""
+    """Make a kind available to builds (``BuildOptions(ann=kind.name)``, ``--ann``) and searches; a decorator too."""
     if not kind.name or kind.name == "auto":
         raise ValueError(f"an ANN kind needs a name other than 'auto', not {kind.name!r}")
-    if kind.name in _KINDS and type(_KINDS[kind.name]) is not kind:
-        raise ValueError(f"an ANN kind named {kind.name!r} is already registered")
-    _KINDS[kind.name] = kind()
+    known = registry.entry("ann", kind.name)
+    if known is not None:
+        same = (registry.load("ann", kind.name) if known.built_in else known.target) is kind
+        if not same:
+            raise ValueError(f"an ANN kind named {kind.name!r} is already registered")
+        if known.built_in:
+            return kind
+    registry.register("ann", kind.name, kind)
     return kind
 
 
 def unregister_ann_kind(name: str) -> None:
     """Withdraw a registered kind that is not built in (an extension's tests put things back this way)."""
-    if name in BUILT_IN_NAMES:
-        raise ValueError(f"{name!r} is a built-in ANN kind")
-    _KINDS.pop(name, None)
+    registry.unregister("ann", name)
 
 
 def ann_kind(name: str) -> AnnKind:
-    """The kind registered under a name (KeyError when none is)."""
-    return _KINDS[name]
+    """The kind registered under a name (KeyError when none is; a broken plugin is an InputError)."""
+    loaded = registry.load("ann", name)
+    if not (isinstance(loaded, type) and issubclass(loaded, AnnKind)):
+        found = registry.entry("ann", name)
+        raise InputError(f"{found.describe() if found else name} is not an AnnKind subclass")
+    kind = _instances.get(loaded)
+    if kind is None:
+        kind = _instances[loaded] = loaded()
+    return kind
 
 
 def ann_kind_names() -> tuple[str, ...]:
     """Every registered kind's name, built-in ones first."""
-    return tuple(_KINDS)
+    return registry.names("ann")

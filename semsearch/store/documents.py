@@ -20,61 +20,21 @@ from semsearch.core.errors import IndexCorruptError, QueryError, sqlite_failure
 from semsearch.core.fileio import readonly_uri
 from semsearch.core.options import MAX_KEY_CHARS
 from semsearch.core.records import Arrival, Document, Provenance
-from semsearch.store.filter_columns import TABLES as FILTER_TABLES
-from semsearch.store.filter_columns import SegmentTables, write_filter_columns
-from semsearch.store.layout import DOCS, doc_num
+from semsearch.store.layout import DOCS
 from semsearch.store.people import TABLE as PEOPLE
 from semsearch.store.people import VIEW_COLUMNS as PEOPLE_COLUMNS
-from semsearch.store.people import find_people, write_people
+from semsearch.store.people import find_people
 
 if TYPE_CHECKING:
     from semsearch.store.manifest import Manifest
     from semsearch.store.segments import Segment
 
 ID_DIGITS = 16  # a document id's hex digits (textnorm.doc_id_for): a longer key is no id's prefix
-_SCHEMA = """
-CREATE TABLE documents (
-    num INTEGER PRIMARY KEY,      -- the FAISS id: int(id, 16)
-    id TEXT NOT NULL UNIQUE,
-    text_hash TEXT NOT NULL,
-    title TEXT,
-    text TEXT NOT NULL,
-    metadata TEXT NOT NULL,       -- JSON object
-    external_ids TEXT NOT NULL    -- JSON array
-);
-CREATE TABLE provenance (
-    num INTEGER NOT NULL REFERENCES documents(num),
-    file TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    number INTEGER NOT NULL
-);
-CREATE INDEX provenance_num ON provenance(num);
-CREATE INDEX provenance_file ON provenance(file);
-CREATE TABLE external_ids (
-    external_id TEXT NOT NULL,
-    num INTEGER NOT NULL REFERENCES documents(num)
-);
-CREATE INDEX external_ids_id ON external_ids(external_id);
-CREATE TABLE document_texts (     -- the other texts merged into a document (its own is documents.text_hash)
-    text_hash TEXT NOT NULL,
-    num INTEGER NOT NULL REFERENCES documents(num)
-);
-CREATE INDEX document_texts_num ON document_texts(num);
-CREATE TABLE aliases (            -- former ids of a document, which still resolve to it (see identity.py)
-    alias TEXT PRIMARY KEY,
-    num INTEGER NOT NULL REFERENCES documents(num)
-);
-CREATE INDEX aliases_num ON aliases(num);
-CREATE TABLE arrivals (
-    num INTEGER PRIMARY KEY REFERENCES documents(num),
-    version INTEGER NOT NULL,     -- sequence number of the version the document first entered
-    added_at TEXT NOT NULL        -- UTC time of that build (ISO 8601)
-);
-CREATE TABLE title_only (         -- documents read without an abstract: their text is their title
-    num INTEGER PRIMARY KEY REFERENCES documents(num)
-);
-"""
 # Tables older versions lack; readers treat a missing one as empty.
+# The filter columns' tables (filter_columns.SCHEMA): a version whose every segment holds them answers --where
+# from them.
+FILTER_TABLES = ("filter_values", "filter_fields", "filter_documents")
+SegmentTables = list[tuple[str, np.ndarray]]  # each segment's schema (as attached) and its hidden numbers
 _OPTIONAL_TABLES = ("document_texts", "aliases", "title_only", "arrivals", PEOPLE)
 # The columns each segment view shows. A document's rows all lie in one segment, so a view's rowid (the
 # segment's own) still orders the rows of one document as they were written.
@@ -322,6 +282,68 @@ class DocumentStore:
         """How many former ids resolve to a document of this version."""
         return int(self._query("SELECT count(*) FROM aliases")[0][0]) if "aliases" in self._tables else 0
 
+    def aliases(self) -> list[str]:
+        """Every former id that resolves to a document of this version."""
+        return [str(r[0]) for r in self._query("SELECT alias FROM aliases")] if self.alias_count() else []
+
+    def held_external_ids(self, ids: Sequence[str]) -> list[str]:
+        """Those of ``ids`` that some document carries as an external id."""
+        sql = "SELECT DISTINCT external_id FROM external_ids WHERE external_id IN (SELECT value FROM json_each(?))"
+        return [str(r[0]) for r in self._query(sql, (json.dumps(list(ids)),))] if ids else []
+
+    def text_owners(self, hashes: Sequence[str]) -> dict[str, str]:
+        """Text hash -> id of the document holding that text (its own or a merged copy's), for hashes held."""
+        if not hashes:
+            return {}
+        param = (json.dumps(list(hashes)),)
+        rows = self._query(
+            "SELECT text_hash, id FROM documents WHERE text_hash IN (SELECT value FROM json_each(?))", param
+        )
+        if "document_texts" in self._tables:
+            rows += self._query(
+                "SELECT t.text_hash, d.id FROM document_texts t JOIN documents d ON d.num = t.num "
+                "WHERE t.text_hash IN (SELECT value FROM json_each(?))",
+                param,
+            )
+        return {str(h): str(i) for h, i in rows}
+
+    def source_files(self) -> list[str]:
+        """Every file name the documents' provenance records."""
+        return [str(r[0]) for r in self._query("SELECT DISTINCT file FROM provenance")]
+
+    def nums_read_from(self, files: Sequence[str]) -> list[int]:
+        """Numbers of the documents with a source among these file names."""
+        if not files:
+            return []
+        sql = "SELECT DISTINCT num FROM provenance WHERE file IN (SELECT value FROM json_each(?))"
+        return [int(r[0]) for r in self._query(sql, (json.dumps(list(files)),))]
+
+    def nums(self) -> set[int]:
+        """Every document number."""
+        return {int(r[0]) for r in self._query("SELECT num FROM documents")}
+
+    def texts_by_id(self, ids: Sequence[str]) -> dict[str, str]:
+        """The stored text of each of these document ids that the store holds."""
+        texts: dict[str, str] = {}
+        for start in range(0, len(ids), 500):  # below SQLite's bound on a statement's parameters
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            texts.update(self._query(f"SELECT id, text FROM documents WHERE id IN ({marks})", chunk))
+        return texts
+
+    def identity_rows(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str]]]:
+        """What ids are kept against: (id, own text hash), (merged text hash, id) and (alias, id) rows."""
+        own = [(str(i), str(h)) for i, h in self._query("SELECT id, text_hash FROM documents")]
+        merged: list[tuple[str, str]] = []
+        aliases: list[tuple[str, str]] = []
+        if self.has_table("document_texts"):
+            sql = "SELECT t.text_hash, d.id FROM {db}document_texts t JOIN {db}documents d ON d.num = t.num"
+            merged = [(str(h), str(i)) for h, i in self.joined(sql)]
+        if self.has_table("aliases"):
+            sql = "SELECT a.alias, d.id FROM {db}aliases a JOIN {db}documents d ON d.num = a.num"
+            aliases = [(str(a), str(i)) for a, i in self.joined(sql)]
+        return own, merged, aliases
+
     def find(self, key: str) -> Document | None:
         """A document by its id, a former id (alias), an unambiguous id prefix (≥ 6 digits), or an external id."""
         key = check_key(key)
@@ -365,84 +387,30 @@ def check_key(key: str) -> str:
     return key
 
 
-def write_documents(path: Path, documents: Sequence[Document], *, filter_columns: bool = True) -> None:
-    """Write a new document store, with the column index that --where filters read unless ``filter_columns``
-    is False (the filter-columns part then adds it: ``add_filter_columns``)."""
-    # In key order, B-tree pages fill one after another; in arrival order every insert lands on a random page,
-    # and with SQLite's small page cache each page was written out many times (3.5 GB for a 0.5 GB file at
-    # 157k). Row order within a document (its sources, texts, aliases) is kept.
-    documents = sorted(documents, key=lambda d: doc_num(d.id))
-    metadata = stored_metadata(documents)
-    conn = _new_file_connection(path)
+def check_store_file(path: Path) -> tuple[str, int]:
+    """A store file's integrity check result and its provenance rows that point to no document (sqlite3.Error
+    when it cannot be read)."""
+    integrity, orphans = _first_values(
+        path, "PRAGMA integrity_check", "SELECT count(*) FROM provenance WHERE num NOT IN (SELECT num FROM documents)"
+    )
+    return str(integrity), int(orphans)
+
+
+def filter_index_counts(path: Path, tables: Sequence[str]) -> tuple[int, int] | None:
+    """(documents the filter columns index, documents the file holds); None when it lacks those ``tables``.
+
+    Raises sqlite3.Error (or TypeError for a count table without its row) when the file cannot say."""
+    (found,) = _first_values(path, "SELECT group_concat(name) FROM sqlite_master WHERE type = 'table'")
+    if not set(str(found or "").split(",")).issuperset(tables):
+        return None
+    indexed, held = _first_values(path, "SELECT count FROM filter_documents", "SELECT count(*) FROM documents")
+    return indexed, held
+
+
+def _first_values(path: Path, *sql: str) -> list[Any]:
+    """The first value of each statement's first row, read-only."""
+    conn = sqlite3.connect(readonly_uri(path), uri=True)
     try:
-        conn.executescript(_SCHEMA)
-        conn.executemany(
-            "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                (
-                    doc_num(d.id),
-                    d.id,
-                    d.text_hash,
-                    d.title,
-                    d.text,
-                    meta,
-                    json.dumps(d.external_ids, ensure_ascii=False),
-                )
-                for d, meta in zip(documents, metadata, strict=True)
-            ),
-        )
-        conn.executemany(
-            "INSERT INTO provenance VALUES (?, ?, ?, ?)",
-            ((doc_num(d.id), p.file, p.kind, p.number) for d in documents for p in d.sources),
-        )
-        conn.executemany(
-            "INSERT INTO external_ids VALUES (?, ?)",
-            ((e, doc_num(d.id)) for d in documents for e in d.external_ids),
-        )
-        conn.executemany(
-            "INSERT INTO document_texts VALUES (?, ?)", ((h, doc_num(d.id)) for d in documents for h in d.texts)
-        )
-        conn.executemany(
-            "INSERT INTO aliases VALUES (?, ?)", ((a, doc_num(d.id)) for d in documents for a in d.aliases)
-        )
-        conn.executemany("INSERT INTO title_only VALUES (?)", ((doc_num(d.id),) for d in documents if d.title_only))
-        conn.executemany(
-            "INSERT INTO arrivals VALUES (?, ?, ?)",
-            ((doc_num(d.id), d.added.seq, d.added.at) for d in documents if d.added is not None),
-        )
-        write_people(conn, documents)  # name queries (store/people.py): with every write of documents
-        if filter_columns:
-            write_filter_columns(conn, documents, metadata)
-        conn.commit()
+        return [conn.execute(s).fetchone()[0] for s in sql]
     finally:
         conn.close()
-
-
-def add_filter_columns(path: Path, documents: Sequence[Document]) -> None:
-    """Add the column index that --where filters read to a store ``write_documents`` just wrote of documents."""
-    documents = sorted(documents, key=lambda d: doc_num(d.id))
-    conn = _new_file_connection(path)
-    try:
-        # The metadata as stored, read back in number order (the documents' order here): not encoded again.
-        metadata = [str(r[0]) for r in conn.execute("SELECT metadata FROM documents ORDER BY num")]
-        if len(metadata) != len(documents):
-            raise ValueError(f"{path} holds {len(metadata)} documents, not the {len(documents)} given")
-        write_filter_columns(conn, documents, metadata)
-        conn.commit()
-    finally:
-        conn.close()
-
-
-def stored_metadata(documents: Sequence[Document]) -> list[str]:
-    """Each document's metadata as the store keeps it (JSON, keys sorted), which the filter columns read."""
-    return [json.dumps(d.metadata, ensure_ascii=False, sort_keys=True) for d in documents]
-
-
-def _new_file_connection(path: Path) -> sqlite3.Connection:
-    """A connection to a store file of an unpublished version, without journal or syncs."""
-    conn = sqlite3.connect(path)
-    # A new file in an unpublished version folder: a crash discards the folder, and publishing fsyncs it,
-    # so a rollback journal and per-transaction syncs would protect nothing.
-    conn.execute("PRAGMA journal_mode = OFF")
-    conn.execute("PRAGMA synchronous = OFF")
-    return conn

@@ -2,7 +2,7 @@
 
 Written into ``docs.sqlite`` with the documents, so a filter reads the few values its clauses name (a range of
 an index, one short scan for ``~``) instead of decoding every document's JSON metadata. It answers exactly as
-``filters.evaluate`` does over the same documents (``tests/test_filter_columns.py`` holds them to it); a
+``filters.evaluate`` does over the same documents (``tests/store/test_filter_columns.py`` holds them to it); a
 version written before it existed has no such tables and is filtered by that scan.
 """
 
@@ -22,6 +22,7 @@ import numpy as np
 
 from semsearch.core.errors import IndexCorruptError
 from semsearch.core.records import Arrival, Document
+from semsearch.store.documents import SegmentTables
 from semsearch.store.filters import (
     FILE_FIELDS,
     Clause,
@@ -55,13 +56,11 @@ CREATE TABLE filter_documents (     -- one row: every document's number (what !=
     nums BLOB NOT NULL
 );
 """
-TABLES = ("filter_values", "filter_fields", "filter_documents")
 _BUILTIN = ("title", "id", "added", "added_version", *FILE_FIELDS)  # fields that metadata keys cannot shadow
 _IN_CHUNK = 400  # paths per IN (...): well under SQLite's limit on bound parameters
 _NUMS = np.dtype("<i8")
 
 Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
-SegmentTables = list[tuple[str, np.ndarray]]  # each segment's schema (as attached) and its hidden numbers
 _NONE = np.zeros(0, dtype=np.int64)
 _UNSET = object()
 
@@ -158,7 +157,7 @@ def _blob(parts: list[list[int]]) -> bytes:
 def write_filter_columns(conn: sqlite3.Connection, documents: Sequence[Document], metadata: Sequence[str]) -> None:
     """Fill the filter tables for ``documents`` (``metadata[i]``: documents[i]'s metadata as stored, JSON)."""
     # Millions of small lists and tuples stay alive until the end, so every cyclic collection on the way
-    # walks all of them: 40% of this function's time at 157k documents. None of them forms a cycle.
+    # walks all of them, a large share of this function's time on a big index. None of them forms a cycle.
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -400,7 +399,7 @@ def _less(counts: dict[str, int], less: dict[str, int]) -> None:
 
 
 # Sets of document numbers are sorted int64 arrays without repeats. np.unique and the set routines built on
-# it hash their input in NumPy 2 (tens of ms at 150k), so these sort and compare neighbours instead.
+# it hash their input in NumPy 2, slower on a large index than a sort, so these sort and compare neighbours.
 
 
 def _distinct(nums: np.ndarray) -> np.ndarray:

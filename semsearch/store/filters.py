@@ -17,12 +17,6 @@ _CLAUSE = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|!=|=|>|<|~)\s*(.*?)\s*$"
 OPERATORS = ("=", "!=", ">=", "<=", ">", "<", "~")
 FILE_FIELDS = ("file", "source", "sources")  # the source paths, not a metadata key of that name
 MAX_CLAUSE_CHARS = 500  # a filter value is a name or a number, not a text: longer is a mistake (or an attack)
-WHERE_HELP = (
-    "FIELD OP VALUE with OP one of = != >= <= > < ~ (contains); numbers compare as numbers, text ignores case. "
-    "Fields: any metadata key (venue, year, authors, ...), title, collection, id, file (the source path; "
-    "= takes shell wildcards), added (when it first entered the index, e.g. added>=2026-12-01) and "
-    "added_version. Repeat to combine (all must hold)."
-)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """The parts of an index version the store layer owns, each behind ``parts.IndexPart``.
 
 Each class adapts one file format (``vectors.py``, ``ann.py``, ``documents.py``, ``filter_columns.py``,
-``lexical_build.py``, ``corpus_map.py``, ``windows_part.py``) to the five steps every part offers; the
-near-duplicate keys, owned by the dedup layer, are ``dedup.near_part.NearKeysPart``. The map builder and sqlite
-checks are imported where they are used: a query never loads them through here.
+``lexical_build.py``, ``windows_part.py``) to the five steps every part offers; the near-duplicate keys, owned by
+the dedup layer, are ``dedup.near_part.NearKeysPart``, and the corpus map, computed by the atlas layer,
+``atlas.map_part.MapPart``. The sqlite checks are imported where they are used: a query never loads them here.
 """
 
 from __future__ import annotations
@@ -15,19 +15,25 @@ from typing import Any
 import numpy as np
 
 from semsearch.core.errors import SemsearchError
-from semsearch.core.fileio import readonly_uri
 from semsearch.store import windows_part
-from semsearch.store.ann import VECTORS, SegmentedSearcher, open_version_vectors, previous_ann, write_ann
+from semsearch.store.analyzer import ANALYZER_NAME
+from semsearch.store.ann import VECTORS, SegmentedSearcher, open_version_vectors
+from semsearch.store.ann_build import previous_ann, write_ann
 from semsearch.store.ann_kinds import AnnSpec
-from semsearch.store.documents import DocumentStore, add_filter_columns, open_documents, write_documents
-from semsearch.store.filter_columns import TABLES as FILTER_TABLES
+from semsearch.store.documents import (
+    FILTER_TABLES,
+    DocumentStore,
+    check_store_file,
+    filter_index_counts,
+    open_documents,
+)
 from semsearch.store.filter_columns import FilterColumns
 from semsearch.store.layout import DOCS, LEXICAL_DIR, doc_num
-from semsearch.store.lexical import ANALYZER_NAME, LexicalIndex, bm25_settings
+from semsearch.store.lexical import LexicalIndex, bm25_settings
 from semsearch.store.lexical_build import write_lexical
 from semsearch.store.manifest import Manifest
 from semsearch.store.parts import BaseJob, PartSettings, SegmentJob
-from semsearch.store.sections import AnnSection, FaissSection, LexicalSection, MapSection, VectorsSection
+from semsearch.store.sections import AnnSection, FaissSection, LexicalSection, VectorsSection
 from semsearch.store.vectors import IDS_FILE, VECTOR_FILE, VectorStore, write_vector_files
 from semsearch.store.windows_part import WindowIndex, WindowSet, is_windowed
 
@@ -166,10 +172,14 @@ class DocumentsPart:
     name = "documents"
 
     def write_base(self, job: BaseJob) -> None:
+        from semsearch.store.documents_writer import write_documents  # a writer's: opening an index never loads it
+
         write_documents(job.folder / DOCS, job.documents, filter_columns=False)
 
     def write_segment(self, job: SegmentJob) -> None:
         if job.segment is not None:
+            from semsearch.store.documents_writer import write_documents
+
             write_documents(job.segment / DOCS, job.documents, filter_columns=False)
 
     def open(self, version: Path, manifest: Manifest) -> DocumentStore:
@@ -199,11 +209,7 @@ def check_documents(version: Path, manifest: Manifest, expected: int, live: set[
     for segment in segments:
         path = segment.folder / DOCS
         try:
-            integrity, orphans = _query(
-                path,
-                "PRAGMA integrity_check",
-                "SELECT count(*) FROM provenance WHERE num NOT IN (SELECT num FROM documents)",
-            )
+            integrity, orphans = check_store_file(path)
         except sqlite3.Error as exc:
             return [*problems, f"{path}: {exc}"]
         if integrity != "ok":
@@ -214,7 +220,7 @@ def check_documents(version: Path, manifest: Manifest, expected: int, live: set[
     try:
         store = DocumentStore.open_version(version, segments)
         try:
-            nums = {int(r[0]) for r in store.rows("SELECT num FROM documents")}
+            nums = store.nums()
         finally:
             store.close()
     except SemsearchError as exc:
@@ -226,25 +232,20 @@ def check_documents(version: Path, manifest: Manifest, expected: int, live: set[
     return problems
 
 
-def _query(path: Path, *sql: str) -> list[Any]:
-    """The first value of each statement's first row, read-only."""
-    conn = sqlite3.connect(readonly_uri(path), uri=True)
-    try:
-        return [conn.execute(s).fetchone()[0] for s in sql]
-    finally:
-        conn.close()
-
-
 class FilterColumnsPart:
     """The column index behind ``--where`` (``filter_*`` tables beside the documents in each docs.sqlite)."""
 
     name = "filter columns"
 
     def write_base(self, job: BaseJob) -> None:
+        from semsearch.store.documents_writer import add_filter_columns
+
         add_filter_columns(job.folder / DOCS, job.documents)
 
     def write_segment(self, job: SegmentJob) -> None:
         if job.segment is not None:
+            from semsearch.store.documents_writer import add_filter_columns
+
             add_filter_columns(job.segment / DOCS, job.documents)
 
     def open(self, version: Path, manifest: Manifest) -> Any:
@@ -258,10 +259,10 @@ class FilterColumnsPart:
         for segment in manifest.version_segments(version):
             path = segment.folder / DOCS
             try:
-                (tables,) = _query(path, "SELECT group_concat(name) FROM sqlite_master WHERE type = 'table'")
-                if not set(str(tables or "").split(",")).issuperset(FILTER_TABLES):
+                counted = filter_index_counts(path, FILTER_TABLES)
+                if counted is None:
                     continue  # written before the column index existed: filters scan the metadata instead
-                indexed, held = _query(path, "SELECT count FROM filter_documents", "SELECT count(*) FROM documents")
+                indexed, held = counted
             except (sqlite3.Error, TypeError) as exc:
                 problems.append(f"{path}: the filter columns are unreadable ({exc})")
                 continue
@@ -330,71 +331,3 @@ def _changed(old: Any, new: Any) -> str:
     """``k1 1.5 to 1.2``: the fields of two dataclasses of one type that differ."""
     before, after = vars(old), vars(new)
     return ", ".join(f"{k} {before[k]} to {after[k]}" for k in before if before[k] != after[k])
-
-
-class MapPart:
-    """The corpus map (``map.json`` and its layered files): a 2-d layout of the documents and their clusters."""
-
-    name = "map"
-
-    def write_base(self, job: BaseJob) -> MapSection:
-        from semsearch.store.corpus_map import write_map  # the query path never needs the map builder
-
-        previous = None if job.previous is None else job.previous.path
-        entry = write_map(
-            job.folder, job.documents, job.vectors, previous=previous, relayout=job.relayout, method=job.map_method
-        )
-        return MapSection.from_dict(entry)
-
-    def write_segment(self, job: SegmentJob) -> MapSection:
-        from semsearch.store.corpus_map import append_map
-
-        entry = append_map(
-            job.version,
-            job.previous_map,
-            job.dropped_ids,
-            job.added,
-            job.added_vectors,
-            job.previous_vectors_of,
-            method=job.map_method,
-        )
-        return MapSection.from_dict(entry)
-
-    def open(self, version: Path, manifest: Manifest) -> dict[str, Any] | None:
-        from semsearch.store.corpus_map import load_map
-
-        return load_map(version)
-
-    def verify(self, version: Path, manifest: Manifest) -> list[str]:
-        """The map (base plus segments) assembles, and places exactly the version's documents."""
-        try:
-            data = self.open(version, manifest)
-            if data is None:
-                return []
-            live = _live_ids(version, manifest)
-        except SemsearchError as exc:
-            return [str(exc)]
-        try:
-            placed = {int(p[0], 16) for p in data["points"]}
-        except (TypeError, ValueError):
-            return [f"{version}: the map holds a point whose id is no document id"]
-        if placed != live or len(data["points"]) != len(live):
-            return [
-                f"{version}: the map places {len(data['points'])} documents, {len(placed ^ live)} differ from the index"
-            ]
-        return []
-
-    def describe(self, manifest: Manifest) -> MapSection:
-        return MapSection.from_dict(manifest.map)
-
-    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
-        """Why the map is not the kind a build would draw now (the resolved method or SEMSEARCH_MAP, the size)."""
-        from semsearch.store.corpus_map import choose_method, requested_method
-
-        try:
-            wish = settings.map_method if settings and settings.map_method else requested_method()
-            wanted = "off" if wish == "off" else choose_method(manifest.counts.documents, wish)
-        except SemsearchError as exc:
-            return str(exc)  # the full path reports the bad setting
-        recorded = manifest.map.get("method")
-        return "" if recorded == wanted else f"the map method is {wanted}, the version's {recorded}"

@@ -7,8 +7,8 @@ Layout of an index directory (``indexes/default``)::
                          previous version are hard links)
         manifest.json    format version, model, counts, sources, file sizes and checksums (manifest.py)
         vectors.npy      the exact float32 vectors (memory-mapped by readers); ids.npy: their ids (vectors.py)
-        vectors.faiss    the ANN index over inner product (exact, IVF, IVF-PQ or HNSW; ann.py)
-        tuning_queries.npy  encoded sample queries the ANN search was tuned on (ann.py)
+        vectors.faiss    the ANN index over inner product (exact, IVF, IVF-PQ or HNSW; ann_build.py, ann.py)
+        tuning_queries.npy  encoded sample queries the ANN search was tuned on (ann_build.py)
         docs.sqlite      documents, provenance and external ids (documents.py)
         lexical/         the BM25 index, numpy arrays and JSON (lexical.py)
         map.json         the corpus map (corpus_map.py): the last layout; map-*.* beside it keep what an

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -28,7 +27,7 @@ import numpy as np
 
 from semsearch.core.errors import IndexCorruptError
 from semsearch.core.idrows import RowIndex
-from semsearch.core.latex import latex_to_text
+from semsearch.store.analyzer import ANALYZER_NAME, Analyzer, term_ids
 
 LEXICAL_DIR = "lexical"
 FORMAT_NAME = "semsearch-lexical"
@@ -41,97 +40,6 @@ TF_FILE = "tf.npy"  # int32 term frequency of each posting, aligned with data.np
 LENGTHS_FILE = "lengths.npy"  # int32 analysed length of each document, in row order
 KEYS_FILE = "keys.npy"  # uint64 hash of each document's indexed text, in row order
 
-# Lucene's English stop set (the one bm25s and Anserini use): short on purpose, so that queries such as
-# "not associated with" keep their content words and BM25's idf handles the rest.
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "such",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "will",
-        "with",
-    ]
-)
-# bm25s' default splitter is \b\w\w+\b; maximal runs of 2+ word characters make the \b redundant, and slower.
-TOKEN_PATTERN = re.compile(r"\w\w+")
-ANALYZER_NAME = "lower+word2+lucene-en-stop+snowball-en"
-
-
-class Analyzer:
-    """Lowercases, splits into words, drops English stop words and stems with Snowball English."""
-
-    def __init__(self) -> None:
-        import Stemmer
-
-        self._stemmer = Stemmer.Stemmer("english")
-
-    def __call__(self, text: str) -> list[str]:
-        """The stemmed, stop-word-filtered tokens of a text, in order."""
-        words = [w for w in TOKEN_PATTERN.findall(text.lower()) if w not in STOPWORDS]
-        return list(self._stemmer.stemWords(words))
-
-    def spans(self, text: str) -> list[tuple[int, int, str]]:
-        """(start, end, stem) of each non-stop-word token of a text, in order."""
-        found = [(m.start(), m.end(), m.group().lower()) for m in TOKEN_PATTERN.finditer(text)]
-        found = [f for f in found if f[2] not in STOPWORDS]
-        stems = self._stemmer.stemWords([w for _, _, w in found])
-        return [(s, e, stem) for (s, e, _), stem in zip(found, stems, strict=True)]
-
-    def stem_words(self, words: Sequence[str]) -> list[str]:
-        """The stems of (lowercased) words."""
-        return list(self._stemmer.stemWords(words))
-
-    def stem_map(self, words: Sequence[str]) -> dict[str, str]:
-        """Each distinct (lowercased) word -> its stem; stems each distinct word once."""
-        unique = list(dict.fromkeys(words))
-        return dict(zip(unique, self._stemmer.stemWords(unique), strict=True))
-
-    def stem(self, word: str) -> str:
-        """The stem of one (lowercased) word."""
-        return str(self._stemmer.stemWord(word.lower()))
-
-
-def analyze(text: str, analyzer: Analyzer | None = None) -> list[str]:
-    """The stemmed, stop-word-filtered tokens of a text, exactly as the lexical index sees them."""
-    return (analyzer or Analyzer())(text)
-
-
-def lexical_text(title: str | None, abstract: str) -> str:
-    """The text a document is indexed under: title and abstract with LaTeX decoded, as the dense side embeds them."""
-    # Repeating the title (field boosting) was measured on SciFact: +0.002 nDCG@10 on train in hybrid search,
-    # inside one standard error, so the text stays the one the dense side embeds. See scripts/study_fusion.py.
-    abstract = latex_to_text(abstract)
-    return f"{latex_to_text(title)} {abstract}" if title else abstract
-
-
 @dataclass(frozen=True)
 class BM25Params:
     """The BM25 variant (a bm25s ``method``) and its parameters."""
@@ -142,8 +50,8 @@ class BM25Params:
     delta: float = 0.5  # only used by bm25l and bm25+
 
 
-# On SciFact train every variant with k1 in 0.9-1.5 and b in 0.5-0.75 lies within 0.004 nDCG@10 (0.695-0.699);
-# Lucene BM25 with k1 1.5, b 0.75 (0.696 train, 0.686 test) avoids BM25L's per-term floor on every document.
+# Lucene BM25 with the usual k1 1.5, b 0.75: the other variants and nearby settings rank within noise of it
+# (docs/explanation/quality.md), and Lucene's adds no BM25L-style floor to every document for every term.
 DEFAULT_PARAMS = BM25Params()
 
 
@@ -243,12 +151,12 @@ class BM25Index:
         """(rows, scores) of the k best documents that contain a query term and score above 0, best first.
 
         Ties go to the smaller document id. ``keep`` (a bool mask over rows) restricts the documents considered.
-        Only the k best are sorted: a common term matches most of the corpus, and sorting every match cost
-        ~17 ms a query at 157k documents against ~0.3 ms for a partition.
+        Only the k best are sorted: a common term matches most of the corpus, and a partition finds the k best
+        of them far faster than a sort of every match.
         """
-        # Every posting of the query terms is still added (~5 ns each; 0.4 ms for a title's ~130k postings at
-        # 157k). MaxScore pruning, tried exactly, was slower (3.9 vs 0.8 ms): at hybrid's depth of 1,000 the k-th
-        # score is low, so only the last term or two could be skipped, leaving ~19k candidates to look up.
+        # Every posting of the query terms is still added. MaxScore pruning, tried exactly, was slower: at hybrid's
+        # depth of 1,000 the k-th score is low, so only the last term or two could be skipped, leaving most of
+        # the matches to look up one by one.
         if k < 1:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         # Without a floor, a document no query term touches scores exactly 0: "> 0" alone says "matched".
@@ -329,7 +237,7 @@ class LexicalIndex(BM25Index):
         if len(np.unique(id_array)) != len(id_array):
             raise ValueError("document ids must be unique")
         vocab_ids: dict[str, int] = {}
-        corpus = _term_ids(texts, Analyzer(), vocab_ids)
+        corpus = term_ids(texts, Analyzer(), vocab_ids)
         vocab = list(vocab_ids)
         if not vocab:
             empty = np.zeros(0, dtype=np.float32)
@@ -399,8 +307,8 @@ class LexicalIndex(BM25Index):
         if not isinstance(vocab, list) or len(vocab) != n_terms or not all(isinstance(t, str) for t in vocab):
             raise IndexCorruptError(f"{folder / VOCAB_FILE} does not hold the {n_terms} terms {PARAMS_FILE} promises")
         ids = _read_array(folder / "ids.npy", np.int64, (n_docs,))
-        # Postings are memory-mapped: a query reads only its terms' slices, so a 157k-document index opens
-        # without reading ~100 MB (their range is checked per query in ``scores`` instead of by a full scan).
+        # Postings are memory-mapped: a query reads only its terms' slices, so a large index opens without
+        # reading every posting (their range is checked per query in ``scores`` instead of by a full scan).
         data = _read_array(folder / "data.npy", np.float32, (n_postings,), mmap=True)
         indices = _read_array(folder / "indices.npy", np.int32, (n_postings,), mmap=True)
         indptr = _read_array(folder / "indptr.npy", np.int64, (n_terms + 1,))
@@ -472,22 +380,6 @@ def best_k(rows: np.ndarray, scores: np.ndarray, k: int, ties: np.ndarray) -> tu
         rows, scores, ties = rows[sel], scores[sel], ties[sel]
     order = np.lexsort((ties, -scores))[:k]
     return rows[order], scores[order]
-
-
-def _term_ids(texts: Sequence[str], analyzer: Analyzer, vocab: dict[str, int]) -> list[list[int]]:
-    """Each text as term ids (the analyzer's tokens), adding new stems to ``vocab``."""
-    # Same result as analyzer(text) per text, but each distinct word is stemmed and looked up once: the
-    # corpus has ~30x fewer distinct words than tokens, and analysis dominates the build time.
-    word_term: dict[str, int] = {}  # word -> term id, -1 for stop words
-    corpus: list[list[int]] = []
-    for text in texts:
-        words = TOKEN_PATTERN.findall(text.lower())
-        new = [w for w in dict.fromkeys(words) if w not in word_term]
-        if new:
-            for word, stem in zip(new, analyzer.stem_words(new), strict=True):
-                word_term[word] = -1 if word in STOPWORDS else vocab.setdefault(stem, len(vocab))
-        corpus.append([t for t in map(word_term.__getitem__, words) if t >= 0])
-    return corpus
 
 
 def _read_json(path: Path) -> Any:

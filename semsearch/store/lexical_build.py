@@ -26,19 +26,16 @@ import numpy as np
 
 from semsearch.core.errors import IndexCorruptError
 from semsearch.core.records import Document
+from semsearch.store.analyzer import ANALYZER_NAME, Analyzer, lexical_text, term_ids
 from semsearch.store.lexical import (
-    ANALYZER_NAME,
     DEFAULT_PARAMS,
     KEYS_FILE,
     LENGTHS_FILE,
     TF_FILE,
-    Analyzer,
     BM25Params,
     LexicalIndex,
     _read_array,
-    _term_ids,
     bm25_settings,
-    lexical_text,
     lucene_average_length,
     lucene_idf,
     lucene_norms,
@@ -150,7 +147,7 @@ def build_lexical(
     lent = _previous(previous, id_array, keys, params) if previous is not None else None
     vocab_ids = {t: i for i, t in enumerate(lent.vocab)} if lent is not None else {}
     rows = lent.reanalyse if lent is not None else np.arange(n, dtype=np.int64)
-    corpus = _term_ids([texts[int(r)] for r in rows], Analyzer(), vocab_ids)
+    corpus = term_ids([texts[int(r)] for r in rows], Analyzer(), vocab_ids)
     fresh = Postings.of(corpus, rows) if len(rows) else Postings.empty()
     if lent is not None:
         both = Postings(

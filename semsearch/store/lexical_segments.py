@@ -22,11 +22,11 @@ import numpy as np
 
 from semsearch.core.errors import IndexCorruptError
 from semsearch.core.idrows import RowIndex
+from semsearch.store.analyzer import Analyzer
 from semsearch.store.lexical import (
     LENGTHS_FILE,
     LEXICAL_DIR,
     TF_FILE,
-    Analyzer,
     BM25Index,
     BM25Params,
     LexicalIndex,

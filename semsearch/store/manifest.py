@@ -293,7 +293,7 @@ def _model(data: Any) -> ModelInfo:
     )
 
 
-# Lists longer than this are written one compact element per line (the sources of a 100,000-file folder).
+# Lists longer than this are written one compact element per line (the sources of a folder of many files).
 _LONG_LIST = 32
 
 

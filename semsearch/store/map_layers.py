@@ -1,7 +1,7 @@
 """The corpus map on disk as a base layout plus one point file per appended segment, and reading it back whole.
 
-A full layout writes the base (``corpus_map.write_map``): ``map.json`` (the format every reader knows) and, beside
-it, what an append needs without reading ``map.json``:
+A full layout writes the base (``atlas.compute.write_map``): ``map.json`` (the format every reader knows) and,
+beside it, what an append needs without reading ``map.json``:
 
     map-base-nums.npy      the base's document numbers, sorted (int64)
     map-base-clusters.npy  the cluster of each of them (int16), to take a removed document out of its cluster
@@ -12,7 +12,7 @@ it, what an append needs without reading ``map.json``:
 An appended version hard-links the base and the earlier point files, writes its own ``map-seg-<n>.json``
 ({"dropped": [ids], "points": [[id, x, y, cluster], ...], "labels": [...]}, clusters numbered as in the base) and
 rewrites only the state and the centroids (a few kB): what it adds, not the map. ``assemble`` puts the base and
-the segments together into the map ``update_map`` would have written (see its docstring for the equivalence).
+the segments together into the map ``atlas.compute.update_map`` would have written (see ``atlas.append``).
 A version without ``map-state.json`` (written before layered maps) is read from ``map.json`` alone.
 """
 
@@ -50,18 +50,6 @@ def centre(member_xy: np.ndarray) -> dict[str, float]:
     # The median, unlike the mean, is not dragged off the cluster by a few far-flung members.
     cx, cy = np.median(member_xy, axis=0) if len(member_xy) else (0.5, 0.5)
     return {"x": round(float(cx), DECIMALS), "y": round(float(cy), DECIMALS)}
-
-
-def cluster_sums(vectors: np.ndarray, assignment: np.ndarray, k: int) -> np.ndarray:
-    """Per cluster, the float64 sum of its members' vectors (row i of vectors is in cluster assignment[i]).
-
-    One masked sum per cluster (at most MAX_CLUSTERS passes), as ``update_map`` sums them: 0.3 s on 157k x 384,
-    where sorting the rows by cluster and reducing took seconds (the gather copies every vector).
-    """
-    sums = np.zeros((k, vectors.shape[1]), dtype=np.float64)
-    for c in range(k):
-        sums[c] = vectors[assignment == c].sum(axis=0, dtype=np.float64)
-    return sums
 
 
 @dataclass
@@ -167,11 +155,17 @@ def write_state(folder: Path, state: MapState, sums: np.ndarray) -> None:
     _write_json(folder / STATE_FILE, state.to_dict())
 
 
-def write_base(folder: Path, data: dict[str, Any], vectors: np.ndarray) -> None:
-    """Beside a fully written map.json: the files an append reads instead of it (row i of vectors is point i)."""
+def point_clusters(points: Sequence[list[Any]]) -> np.ndarray:
+    """The cluster of each of a map's points, as int64."""
+    return np.fromiter((p[3] for p in points), dtype=np.int64, count=len(points))
+
+
+def write_base(folder: Path, data: dict[str, Any], sums: np.ndarray) -> None:
+    """Beside a fully written map.json: the files an append reads instead of it (``sums``: per cluster, the sum
+    of its members' vectors)."""
     points = data["points"]
     k = len(data["clusters"])
-    assignment = np.fromiter((p[3] for p in points), dtype=np.int64, count=len(points))
+    assignment = point_clusters(points)
     nums = np.fromiter((int(p[0], 16) for p in points), dtype=np.int64, count=len(points))
     order = np.argsort(nums, kind="stable")
     np.save(folder / BASE_NUMS, nums[order], allow_pickle=False)
@@ -189,7 +183,14 @@ def write_base(folder: Path, data: dict[str, Any], vectors: np.ndarray) -> None:
         documents=len(points),
         sizes=np.bincount(assignment, minlength=k).astype(int).tolist(),
     )
-    write_state(folder, state, cluster_sums(vectors, assignment, k))
+    write_state(folder, state, sums)
+
+
+def write_segment(folder: Path, number: int, dropped: list[str], points: list[list[Any]], labels: list[str]) -> str:
+    """Write an appended segment's point file (its ``number``, from 1); returns its name."""
+    name = f"{SEGMENT_PREFIX}{number:06d}.json"
+    _write_json(folder / name, {"dropped": dropped, "points": points, "labels": labels})
+    return name
 
 
 def link_files(source: Path, target: Path, names: Sequence[str]) -> None:
@@ -274,7 +275,7 @@ def assemble(version: Path, state: MapState, base: dict[str, Any]) -> dict[str, 
             points = points + [p for seg in segments for p in seg["points"]]
             labels = labels + [label for seg in segments for label in seg["labels"]]
     k = len(base["clusters"])
-    assignment = np.fromiter((p[3] for p in points), dtype=np.int64, count=len(points))
+    assignment = point_clusters(points)
     if len(assignment) and (assignment.min() < 0 or assignment.max() >= k):
         raise IndexCorruptError(f"{version / STATE_FILE}: a point in a cluster the map lacks; {REBUILD}")
     xy = np.array([p[1:3] for p in points], dtype=np.float64).reshape(-1, 2)

@@ -21,7 +21,7 @@ import numpy as np
 from semsearch.core.records import Document, NearKeys
 
 if TYPE_CHECKING:
-    from semsearch.store.ann import QuerySource
+    from semsearch.store.ann_build import QuerySource
     from semsearch.store.manifest import Manifest
     from semsearch.store.map_layers import MapState
     from semsearch.store.versions import PreviousVersion

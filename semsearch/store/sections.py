@@ -12,8 +12,9 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
 from semsearch.core.errors import IndexCorruptError
+from semsearch.store.analyzer import ANALYZER_NAME
 from semsearch.store.ann_kinds import AnnSpec
-from semsearch.store.lexical import ANALYZER_NAME, BM25Params
+from semsearch.store.lexical import BM25Params
 from semsearch.store.manifest import REBUILD
 
 S = TypeVar("S", bound="Section")

@@ -18,6 +18,7 @@ import numpy as np
 
 from semsearch.core.errors import IndexCorruptError, SemsearchError
 from semsearch.core.idrows import RowIndex
+from semsearch.store.layout import doc_num
 
 if TYPE_CHECKING:
     from semsearch.store.manifest import Manifest
@@ -27,7 +28,7 @@ VECTOR_FILE = "vectors.npy"
 IDS_FILE = "ids.npy"
 
 
-# Rows checked for finiteness at once: bounds the temporary mask (64k x 384 bools) whatever the corpus size.
+# Rows checked for finiteness at once: bounds the temporary mask whatever the corpus size.
 _FINITE_CHUNK = 65_536
 
 
@@ -146,6 +147,16 @@ class VectorStore:
 
     def get_one(self, num: int) -> np.ndarray:
         return self.get([num])[0]
+
+
+@dataclass(frozen=True)
+class VectorsOfIds:
+    """A version's vectors of document ids (dropped ones included), as the map of a new segment asks for them."""
+
+    store: VectorStore
+
+    def __call__(self, ids: list[str]) -> np.ndarray:
+        return np.asarray(self.store.get([doc_num(i) for i in ids]), dtype=np.float32).reshape(len(ids), -1)
 
 
 def _read_vector_files(folder: Path, *, dimension: int, count: int) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from semsearch.core.errors import (
 )
 from semsearch.core.faults import barrier
 from semsearch.core.fileio import file_sha256, fsync_path, write_text_atomic
-from semsearch.store.documents import open_documents
+from semsearch.store.documents import DocumentStore, open_documents
 from semsearch.store.layout import (
     BUILD_PREFIX,
     CURRENT,
@@ -70,22 +70,38 @@ class PreviousVersion:
     path: Path
     manifest: Manifest
     ids: set[str]
+    store: DocumentStore | None = field(default=None, compare=False, repr=False)  # left open by ``load(keep=True)``
 
     @classmethod
-    def load(cls, index_dir: Path, *, tolerate_damage: bool = False) -> PreviousVersion | None:
+    def load(
+        cls,
+        index_dir: Path,
+        *,
+        tolerate_damage: bool = False,
+        live: tuple[Path, Manifest] | None = None,
+        keep_store: bool = False,
+    ) -> PreviousVersion | None:
         """The live version of ``index_dir``, or None when there is none.
 
         With ``tolerate_damage`` (``--full``), a damaged or unreadable index counts as absent, so that the
-        rebuild that every "corrupt" message recommends really recovers it.
+        rebuild that every "corrupt" message recommends really recovers it. ``live`` is the live folder and
+        manifest when the caller read them already; ``keep_store`` leaves its document store open in ``store``
+        for the caller, who closes it (``close``).
         """
         version = index_dir
         try:
-            version = current_version(index_dir)
-            manifest = Manifest.read(version)
+            if live is not None:
+                version, manifest = live
+            else:
+                version = current_version(index_dir)
+                manifest = Manifest.read(version)
             store = open_documents(version, manifest)
             try:
                 ids = store.ids()
-            finally:
+            except BaseException:
+                store.close()
+                raise
+            if not keep_store:
                 store.close()
         except IndexNotFoundError:
             return None
@@ -104,7 +120,13 @@ class PreviousVersion:
             if tolerate_damage:
                 return None
             raise
-        return cls(version, manifest, ids)
+        return cls(version, manifest, ids, store if keep_store else None)
+
+    def close(self) -> None:
+        """Close the document store ``load(keep_store=True)`` left open."""
+        if self.store is not None:
+            self.store.close()
+            self.store = None
 
 
 @contextlib.contextmanager

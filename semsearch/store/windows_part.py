@@ -11,9 +11,8 @@ beside its vectors::
 
 A query re-scores the whole vectors' top ``RESCORE_DEPTH`` by ``WHOLE_WEIGHT * whole + (1 - WHOLE_WEIGHT) *
 max(whole, best window)``, which never lowers a score, so they stay above the rest of its dense candidates (hybrid
-fuses 1000): on SciFact train (int8) that lifts dense nDCG@10 by +0.022 +- 0.005 over the whole vector alone
-(every window: +0.035 +- 0.006) and hybrid by +0.003 +- 0.003 (every window: +0.006 +- 0.003), as much as
-re-scoring every document (scripts/study_windows.py), at a fifth of hybrid's window reads. A row hidden in a
+fuses a deeper list). Re-scoring that top ranks as well as re-scoring every candidate, for a fraction of the
+window reads (docs/explanation/quality.md, "Long abstracts", gives the figures). A row hidden in a
 segment (segments.py) is never scored from it. ``index_parts.WindowsPart`` puts these files behind the
 IndexPart protocol (parts.py), so the version and segment writers and ``verify`` reach them through INDEX_PARTS.
 """
@@ -36,8 +35,8 @@ if TYPE_CHECKING:
 WINDOWED_READINGS = ("windows", "windows-all", "sentences")  # options.READINGS whose versions carry these files
 WINDOW_FILE = "windows.npy"
 WINDOW_IDS_FILE = "window_ids.npy"
-WHOLE_WEIGHT = 0.3  # SciFact train: 0.3 > 0.5 > 0.7 (+0.022, +0.019, +0.012 dense nDCG@10)
-RESCORE_DEPTH = 200  # SciFact train: re-scoring the top 100, 200 or all gives the same dense and hybrid nDCG@10
+WHOLE_WEIGHT = 0.3  # the whole vector's share: the best window of a long abstract's tail decides most of the score
+RESCORE_DEPTH = 200  # re-scoring deeper ranks no better, and every re-scored row costs its windows' reads
 REBUILD = "rebuild with: semsearch index --full"
 
 

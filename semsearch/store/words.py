@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from semsearch.core.errors import IndexCorruptError
-from semsearch.store.lexical import STOPWORDS, TOKEN_PATTERN
+from semsearch.store.analyzer import STOPWORDS, TOKEN_PATTERN
 
 WORDS_FILE = "words.json"
 WORDS_FORMAT = "semsearch-words"

@@ -1,14 +1,18 @@
-"""Arrival stamps, set at build time: when each document first entered the index (see ``semsearch.reader.arrivals``)."""
+"""Arrival stamps, set at build time: when each document first entered the index (see ``semsearch.curate.arrivals``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from semsearch.core.records import Arrival, Document
+
+if TYPE_CHECKING:
+    from semsearch.store.documents import DocumentStore
+    from semsearch.store.manifest import Manifest
 
 # A new text whose nearest previous vector is at least this close, and which near-duplicates that text,
 # keeps the previous document's arrival (a reformatted copy from another file is not news).
@@ -16,9 +20,18 @@ COPY_COSINE = 0.9
 
 
 def stamp_arrivals(
-    documents: Sequence[Document], vectors: np.ndarray, previous: Path | None, seq: int, now: str
+    documents: Sequence[Document],
+    vectors: np.ndarray,
+    previous: Path | None,
+    seq: int,
+    now: str,
+    *,
+    opened: tuple[DocumentStore, Manifest] | None = None,
 ) -> int:
-    """Set ``added`` on every document (carried from ``previous`` where it was known); returns how many are new."""
+    """Set ``added`` on every document (carried from ``previous`` where it was known); returns how many are new.
+
+    ``opened``: the previous version's document store (left open) and manifest, when the caller has them.
+    """
     from semsearch.dedup.duplicates import is_near_duplicate
     from semsearch.store.documents import open_documents
     from semsearch.store.layout import sequence_of
@@ -29,13 +42,13 @@ def stamp_arrivals(
         for doc in documents:
             doc.added = fresh
         return len(documents)
-    store = open_documents(previous, read_manifest(previous))
+    store = opened[0] if opened is not None else open_documents(previous, read_manifest(previous))
     try:
         if store.has_arrivals:
             known = store.arrivals()
         else:  # a version from before arrivals were recorded: its documents date from its own build
             try:
-                manifest = read_manifest(previous)
+                manifest = opened[1] if opened is not None else read_manifest(previous)
                 stamp = Arrival(max(sequence_of(previous.name), 0), manifest.built_at or now)
             except Exception:  # noqa: BLE001 - a damaged manifest only costs the date
                 stamp = Arrival(0, now)
@@ -60,12 +73,14 @@ def stamp_arrivals(
         # 3: the nearest previous vector, when it is a near-duplicate text.
         if still:
             row_of = {d.id: i for i, d in enumerate(documents)}
-            nearest = _nearest_previous(previous, vectors, [row_of[d.id] for d in still])
+            known_manifest = opened[1] if opened is not None else None
+            nearest = _nearest_previous(previous, vectors, [row_of[d.id] for d in still], known_manifest)
             for doc, old_id in zip(still, nearest, strict=True):
                 if old_id is not None and old_id in known and _near_match(store, doc, [old_id], is_near_duplicate):
                     doc.added = known[old_id]
     finally:
-        store.close()
+        if opened is None:
+            store.close()
     return sum(1 for d in documents if d.added == fresh)
 
 
@@ -81,7 +96,9 @@ def _near_match(store: Any, doc: Document, old_ids: Sequence[str], same: Any) ->
     return None
 
 
-def _nearest_previous(previous: Path, vectors: np.ndarray, rows: Sequence[int]) -> list[str | None]:
+def _nearest_previous(
+    previous: Path, vectors: np.ndarray, rows: Sequence[int], known: Manifest | None = None
+) -> list[str | None]:
     """The id of each row's nearest vector in the previous version, when it is at least COPY_COSINE away."""
     from semsearch.core.errors import SemsearchError
     from semsearch.store.layout import doc_id_from_num
@@ -89,7 +106,7 @@ def _nearest_previous(previous: Path, vectors: np.ndarray, rows: Sequence[int]) 
     from semsearch.store.vectors import IDS_FILE, VECTOR_FILE, VectorStore
 
     try:
-        manifest = read_manifest(previous)
+        manifest = known if known is not None else read_manifest(previous)
     except SemsearchError:
         manifest = None  # only the segments are read from it; the vector files speak for themselves
     try:

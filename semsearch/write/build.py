@@ -7,34 +7,30 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from semsearch.core.errors import (
     IndexCorruptError,
-    IndexFormatError,
     IndexLockedError,
-    IndexNotFoundError,
-    InputError,
     ModelMismatchError,
     SemsearchError,
 )
 from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now
-from semsearch.core.records import DedupResult, Document, IngestResult
+from semsearch.core.records import Document
 from semsearch.core.version import __version__
-from semsearch.dedup.duplicates import deduplicate
-from semsearch.dedup.identity import PreviousIdentity, load_previous_identity, read_identity
+from semsearch.dedup.identity import previous_identity
 from semsearch.encode.cache import EmbeddingCache
+from semsearch.encode.catalogue import DEFAULT_MODEL
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import EncoderChoice, open_build_encoder
 from semsearch.encode.encoding import encode_with_cache, whole_and_windows
-from semsearch.encode.models import DEFAULT_MODEL
 from semsearch.encode.sentence_runs import SCHEME as SENTENCE_SCHEME
-from semsearch.ingest.sources import read_paths, unreadable_notes, walk
-from semsearch.store.ann import AnnSpec, query_like_texts
-from semsearch.store.layout import CACHE_DIR, current_version, live_version, version_folders, with_point_back
+from semsearch.store.ann_build import query_like_texts
+from semsearch.store.ann_kinds import AnnSpec
+from semsearch.store.layout import CACHE_DIR, live_version, version_folders, with_point_back
 from semsearch.store.manifest import Counts, Manifest, ModelInfo
 from semsearch.store.versions import (
     PreviousVersion,
@@ -49,7 +45,8 @@ from semsearch.store.versions import (
 from semsearch.store.windows_part import WINDOWED_READINGS, WindowSet
 from semsearch.write.contents import write_contents
 from semsearch.write.freshness import FOLLOW_LINKS, absolute_source_args
-from semsearch.write.plan import Append, Live, Rewrite, Unchanged, is_unchanged, plan_refresh, walk_rules
+from semsearch.write.inputs import BuildInput, read_input
+from semsearch.write.plan import Append, Live, Rewrite, Unchanged, is_unchanged, plan_refresh
 from semsearch.write.settings import (
     BuildOptions,
     ann_settings,
@@ -58,11 +55,6 @@ from semsearch.write.settings import (
     map_method_of,
     reading_of,
 )
-
-if TYPE_CHECKING:
-    from semsearch.write.catalogue import CatalogueReport
-
-DEFAULT_SOURCE = "seeds"
 
 
 @dataclass
@@ -151,102 +143,6 @@ def _check_model(requested: str | None, manifest: Manifest | None, full: bool) -
         f"the index was built with model {existing!r} ({manifest.model.dimension}-d), not {requested!r}; "
         "rebuild it with --full to switch models"
     )
-
-
-@dataclass
-class _Read:
-    """The build's input, read and deduplicated before the index directory is touched."""
-
-    sources: list[str]  # the arguments as given (recorded for refreshes)
-    excluded: list[str]  # files `semsearch remove --source` took out, still left out
-    ingested: IngestResult
-    dedup: DedupResult
-    identity: PreviousIdentity | None  # the live version's ids and texts the dedup kept ids against
-    near: bool
-    catalogue_args: list[str]  # catalogue files whose records name the documents (semsearch.write.catalogue)
-    follow_links: bool = False  # linked files outside the source folders were read (remembered by the index)
-    catalogue: CatalogueReport | None = None
-
-    def join_catalogue(self) -> None:
-        """Give the documents the titles, authors, links of the catalogue records they match."""
-        if self.catalogue_args:
-            from semsearch.write.catalogue import apply_catalogue
-
-            self.catalogue = apply_catalogue(self.dedup.documents, self.catalogue_args, near=self.near)
-
-    def against(self, version: Path | None) -> None:
-        """Deduplicate again if ``version`` is not the one the ids were kept against (a --full over damage)."""
-        if (self.identity.version if self.identity is not None else None) != version:
-            self.identity = read_identity(version) if version is not None else None
-            self.dedup = deduplicate(self.ingested.records, near=self.near, previous=self.identity)
-            self.join_catalogue()
-
-    @property
-    def counts(self) -> Counts:
-        docs = self.dedup.documents
-        return Counts(
-            read=self.dedup.read,
-            documents=len(docs),
-            exact_duplicates=self.dedup.exact_duplicates,
-            near_duplicates=self.dedup.near_duplicates,
-            vectors=len(docs),
-            title_only=sum(d.title_only for d in docs),
-            aliases=sum(len(d.aliases) for d in docs),
-        )
-
-
-def _recorded_manifest(index_path: Path) -> Manifest | None:
-    """The live version's manifest for a refresh's source list, or None when there is no readable one."""
-    try:
-        return Manifest.read(current_version(index_path))
-    except (IndexNotFoundError, IndexCorruptError, IndexFormatError):
-        return None
-
-
-def _read_input(sources: Sequence[str] | None, index_path: Path, opts: BuildOptions, live: Manifest | None) -> _Read:
-    """Resolve the sources (a refresh re-reads the recorded ones), read and deduplicate them.
-
-    ``live`` is the live version's manifest when the planner read it (else it is read here, if needed).
-    """
-    excluded: list[str] = []
-    wanted = sources is None or opts.catalogues is None
-    recorded = (live if live is not None else _recorded_manifest(index_path)) if wanted else None
-    # A catalogue is kept by every refresh, with or without SOURCES, until another (or none) is given.
-    kept = recorded.catalogue_args if recorded is not None else []
-    catalogues = list(opts.catalogues) if opts.catalogues is not None else list(kept)
-    if sources is None:
-        sources = list(recorded.source_args) if recorded else []
-        # Files taken out with `semsearch remove --source` stay out of refreshes until named again.
-        excluded = list(recorded.excluded_sources) if recorded and sources else []
-        if not sources and version_folders(index_path):
-            # Never replace an index that holds versions by whatever ./seeds holds here.
-            raise InputError(
-                f"{index_path}'s live version records no sources that can be read again; "
-                f"name the SOURCES: semsearch index SOURCES --index {index_path}"
-            )
-        sources = sources or [DEFAULT_SOURCE]
-    if opts.engine != "local" or opts.address is not None or opts.actors is not None:
-        from semsearch.encode.ray_engine import check_options
-
-        check_options(opts.engine, opts.address, opts.actors)
-    # The walk never enters the index, and a folder read last time that cannot be read now stops the build
-    # (its papers stay) unless --drop-unreadable; what it leaves out is said in the summary.
-    previous = recorded if recorded is not None else _recorded_manifest(index_path)
-    rules = walk_rules(index_path, opts, previous)
-    found = walk(sources, prune=rules.prune, follow_links=rules.follow_links)
-    live_paths = [s.path for s in previous.sources] if previous is not None else []
-    notes = unreadable_notes(found, live_paths, drop=rules.drop_unreadable) + found.notes
-    skip = set(excluded)
-    ingested = read_paths([p for p in found.files if p not in skip], skip_bad=opts.skip_bad)
-    ingested.skipped[:0] = notes
-    barrier("read")
-    # The live version's documents keep their ids when copies of their texts arrive (see identity.py).
-    identity = load_previous_identity(index_path)
-    dedup = deduplicate(ingested.records, near=opts.near, previous=identity)
-    read = _Read(list(sources), excluded, ingested, dedup, identity, opts.near, catalogues, rules.follow_links)
-    read.join_catalogue()
-    barrier("plan")
-    return read
 
 
 def _open_encoder(
@@ -346,13 +242,13 @@ def _encode(
             )
     finally:
         cache.close()
-    for superseded in choice.superseded_cache_runtimes():  # vectors nothing reads again: 240 MB at 157k
+    for superseded in choice.superseded_cache_runtimes():  # vectors nothing reads again
         EmbeddingCache.path_for(index_path / CACHE_DIR, enc.fingerprint, superseded).unlink(missing_ok=True)
     return vectors, windows, encoded
 
 
 def _manifest(
-    read: _Read, choice: EncoderChoice, contents: dict[str, Any], started: float, previous: PreviousVersion | None
+    read: BuildInput, choice: EncoderChoice, contents: dict[str, Any], started: float, previous: PreviousVersion | None
 ) -> Manifest:
     enc = choice.embedder
     model = ModelInfo(
@@ -440,32 +336,44 @@ def _rewrite(
     plan: Rewrite,
     map_method: str,
 ) -> BuildSummary:
-    """Read every source and write the index whole (the planner's ``Rewrite``)."""
-    read = _read_input(sources, index_path, opts, plan.live.manifest if plan.live is not None else None)
-    with version_writer(index_path) as writer:
-        previous = PreviousVersion.load(index_path, tolerate_damage=opts.full)
-        read.against(previous.path if previous is not None else None)
-        documents = read.dedup.documents
-        choice = _open_encoder(opts, previous, writer, embedder)
-        vectors, windows, encoded = _encode(choice, documents, index_path, writer, opts)
-        _stamp_arrivals(documents, vectors, previous, index_path)
-        ann, budget = ann_settings(opts, previous.manifest if previous is not None else None)
-        contents = write_contents(
-            writer.path,
-            documents,
-            vectors,
-            ann=ann,
-            memory_budget=budget,
-            previous=previous,
-            retrain=opts.full,
-            relayout=opts.full or opts.relayout,
-            tuning_queries=lambda: choice.embedder.encode(query_like_texts(documents), batch_size=opts.batch_size),
-            near_keys=read.dedup.near_keys,
-            map_method=map_method,
-            windows=windows,
-        )
-        previous_ids = previous.ids if previous is not None else set()
-        final = writer.publish(_manifest(read, choice, contents, started, previous))
+    """Read every source and write the index whole (the planner's ``Rewrite``).
+
+    The live version the planner read is opened once here, for its ids, the ids the dedup keeps and the
+    arrival stamps; files the planner read already are not read again.
+    """
+    live, previous = plan.live, plan.previous
+    try:
+        read = read_input(sources, index_path, opts, live.manifest if live is not None else None, plan.reads)
+        if previous is None:
+            known = (live.version, live.manifest) if live is not None else None
+            previous = PreviousVersion.load(index_path, tolerate_damage=opts.full, live=known, keep_store=True)
+        read.deduplicate(previous_identity(previous))
+        barrier("plan")
+        with version_writer(index_path) as writer:
+            documents = read.dedup.documents
+            choice = _open_encoder(opts, previous, writer, embedder)
+            vectors, windows, encoded = _encode(choice, documents, index_path, writer, opts)
+            _stamp_arrivals(documents, vectors, previous, index_path)
+            ann, budget = ann_settings(opts, previous.manifest if previous is not None else None)
+            contents = write_contents(
+                writer.path,
+                documents,
+                vectors,
+                ann=ann,
+                memory_budget=budget,
+                previous=previous,
+                retrain=opts.full,
+                relayout=opts.full or opts.relayout,
+                tuning_queries=lambda: choice.embedder.encode(query_like_texts(documents), batch_size=opts.batch_size),
+                near_keys=read.dedup.near_keys,
+                map_method=map_method,
+                windows=windows,
+            )
+            previous_ids = previous.ids if previous is not None else set()
+            final = writer.publish(_manifest(read, choice, contents, started, previous))
+    finally:
+        if previous is not None:
+            previous.close()
 
     new_ids = {d.id for d in documents}
     return BuildSummary.of(
@@ -497,7 +405,17 @@ def _append_segment(
     with version_writer(index_path) as writer:
         choice = _open_encoder(opts, previous, writer, embedder)
         vectors, windows, encoded = _encode(choice, change.new, index_path, writer, opts)
-        done = write_appended(change, arrived, previous, writer, vectors, started, windows)
+        done = write_appended(
+            change,
+            arrived,
+            previous,
+            writer,
+            vectors,
+            started,
+            windows,
+            previous_map=plan.fit.previous_map,
+            map_method=plan.map_method,
+        )
     return BuildSummary.of(
         done.counts,
         index=index_path,
@@ -523,8 +441,9 @@ def _stamp_arrivals(
     from semsearch.write.arrival_stamps import stamp_arrivals
 
     version = previous.path if previous is not None else None
+    opened = (previous.store, previous.manifest) if previous is not None and previous.store is not None else None
     try:
-        stamp_arrivals(documents, vectors, version, next_sequence(index), utc_now())
+        stamp_arrivals(documents, vectors, version, next_sequence(index), utc_now(), opened=opened)
     except IndexCorruptError:  # a damaged live version (--full recovers it): its documents count as new
         stamp_arrivals(documents, vectors, None, next_sequence(index), utc_now())
 

@@ -9,21 +9,22 @@ settings it was written with are still the current ones.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from semsearch.atlas.map_part import MapPart
 from semsearch.core.records import Document, NearKeys
 from semsearch.dedup.near_part import NearKeysPart
-from semsearch.store.ann import QuerySource
+from semsearch.store.ann_build import DEFAULT_MEMORY_BUDGET, QuerySource, choose_kind
+from semsearch.store.ann_kinds import ann_kind
 from semsearch.store.index_parts import (
     AnnPart,
     DocumentsPart,
     FilterColumnsPart,
     LexicalPart,
-    MapPart,
     VectorsPart,
     WindowsPart,
 )
@@ -64,7 +65,8 @@ def write_contents(
     """Write a version's vectors (row i for documents[i]), ANN index, document store, BM25 index and map.
 
     ``previous`` is the live version: its trained ANN structure is updated rather than trained again when it
-    still fits (unless ``retrain``), its kept tuning queries stand in when ``tuning_queries`` is None, and its
+    still fits (unless ``retrain``), its kept tuning queries stand in when ``tuning_queries`` is None (a
+    function giving them is called only when the ANN structure is tuned), and its
     map is copied when nothing it depends on changed. ``map_method`` is the map method the writer resolved
     (None: as SEMSEARCH_MAP asks), ``windows`` the documents' window vectors (``--reading windows``; None when
     the reading stores none). Returns the manifest entries that describe what was
@@ -74,6 +76,8 @@ def write_contents(
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if vectors.ndim != 2 or len(vectors) != len(documents):
         raise ValueError(f"{len(documents)} documents but vectors of shape {vectors.shape}")
+    if callable(tuning_queries):
+        tuning_queries = _resolved(tuning_queries, vectors, ann, memory_budget)
     job = BaseJob(
         folder=folder,
         documents=documents,
@@ -90,6 +94,17 @@ def write_contents(
         windows=windows,
     )
     return write_base(job)
+
+
+def _resolved(
+    encode: Callable[[], np.ndarray], vectors: np.ndarray, ann: str, memory_budget: int | None
+) -> np.ndarray | None:
+    """The tuning queries encoded here when the ANN structure the vectors get is tuned at all, else None.
+
+    Handed down as vectors, not as the function: the store never calls back into the layers above it.
+    """
+    kind = choose_kind(len(vectors), vectors.shape[1], ann, memory_budget or DEFAULT_MEMORY_BUDGET)
+    return None if ann_kind(kind).exact or not len(vectors) else encode()
 
 
 def write_base(job: BaseJob, parts: Sequence[IndexPart] = INDEX_PARTS) -> dict[str, Any]:

@@ -1,4 +1,7 @@
-"""Has an index gone stale? Compare the sources recorded at build time with the files on disk now."""
+"""Has an index gone stale? Compare the sources recorded at build time with the files on disk now.
+
+The walk here asks the formats only which names they read (``source_names``): no reader is loaded.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,11 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from semsearch.core import registry
 from semsearch.core.errors import InputError
 from semsearch.core.fileio import file_sha256
 from semsearch.core.records import SourceFile
-from semsearch.ingest.sources import expand_source_names, expand_sources
+from semsearch.ingest.walk import SourceNames, declared_names, walk_sources
 from semsearch.store.manifest import Manifest
 
 FOLLOW_LINKS = "follow_links"  # the manifest key that remembers --follow-links (kept by every refresh)
@@ -53,7 +57,7 @@ def _library_changed(path: Path, recorded: SourceFile) -> bool:
 
 def _differs(path: Path | str, recorded: SourceFile) -> bool:
     try:
-        stat = os.stat(path)  # a str path: a refresh of 100,000 files makes no Path per file
+        stat = os.stat(path)  # a str path: a refresh makes no Path per file
     except OSError:
         return True
     if stat.st_size != recorded.size:
@@ -79,7 +83,7 @@ def stale_sources(manifest: Manifest, index: Path | None = None) -> dict[str, li
         if not os.path.exists(arg) and not glob.has_magic(arg):
             continue  # the files it named show up as missing below
         try:
-            current.update(expand_source_names([arg], prune=prune, follow_links=follows_links(None, manifest)))
+            current.update(_named([arg], prune=prune, follow_links=follows_links(None, manifest)))
         except InputError:
             continue
     report: dict[str, list[str]] = {"new": [], "changed": [], "missing": []}
@@ -101,12 +105,26 @@ def catalogues_changed(manifest: Manifest) -> bool:
     except (KeyError, TypeError, ValueError):
         return True
     try:
-        current = {str(p) for p in expand_sources(manifest.catalogue_args)} if manifest.catalogue_args else set()
+        current = set(_named(manifest.catalogue_args)) if manifest.catalogue_args else set()
     except InputError:
         return True
     if current != {f.path for f in recorded}:
         return True
     return any(file_changed(Path(f.path), f) for f in recorded)
+
+
+def source_names() -> SourceNames:
+    """What the walk needs of the formats: the built-ins' declared names, or the formats themselves with a plugin."""
+    if all(e.built_in for e in registry.entries("format")):
+        return declared_names()
+    from semsearch.ingest.formats import installed_formats  # a plugin's or run-time format's names are its class's
+
+    return installed_formats()
+
+
+def _named(sources: Sequence[str], *, prune: Sequence[str] = (), follow_links: bool = False) -> list[str]:
+    """The files the arguments name now, as a build's walk finds them (``sources.expand_source_names``)."""
+    return walk_sources(sources, source_names(), prune=prune, follow_links=follow_links).files
 
 
 def stale_notice(report: dict[str, list[str]], index_dir: str) -> str | None:

@@ -8,6 +8,9 @@ stat'ed once) and the settings (map method included, resolved by the caller), an
   decided against the live version (``append.decide``);
 - ``Rewrite``: the index is written whole; ``reason`` says why, and ``reported`` whether the summary's
   ``rewritten_because`` tells the user (a refresh that brought or dropped files but could not append).
+
+Whatever it returns carries what it read (the live version, the files that arrived) for the build to use
+rather than read again.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from semsearch.core.options import encoder_regime
 from semsearch.core.records import IngestResult, SourceFile
 from semsearch.core.version import __version__
 from semsearch.encode.sentence_runs import PREVIOUS_SCHEME, SCHEME
-from semsearch.ingest.sources import read_paths, unreadable_notes, walk
+from semsearch.ingest.sources import unreadable_notes, walk
 from semsearch.store.documents import open_documents
 from semsearch.store.layout import CURRENT, current_version
 from semsearch.store.manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION, Manifest
@@ -33,11 +36,14 @@ from semsearch.store.parts import PartSettings
 from semsearch.store.versions import PreviousVersion
 from semsearch.write.contents import stale_parts
 from semsearch.write.freshness import absolute_source_args, catalogues_changed, file_changed, follows_links
+from semsearch.write.inputs import FileReads, WalkRules, ingested, read_files, walk_rules
 from semsearch.write.settings import BuildOptions, ann_settings, encoder_settings, reading_of, recorded_reading
 
 if TYPE_CHECKING:
+    from semsearch.dedup.incremental import Change
     from semsearch.encode.embedder import Embedder
-    from semsearch.write.append import Arrived, Change
+    from semsearch.write.append import Arrived
+    from semsearch.write.segment_writer import SegmentFit
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,8 @@ class Append:
     previous: PreviousVersion  # the live version, with its document ids
     arrived: Arrived  # the files of the new version, the new ones read
     change: Change  # the documents added, changed and dropped (append.decide)
+    fit: SegmentFit  # how the change fits a segment, with the live version's map state
+    map_method: str  # the map method the build resolved
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,10 @@ class Rewrite:
     reason: str  # why, in words
     reported: bool = False  # whether the build summary says it (``rewritten_because``)
     live: Live | None = None  # the live version's manifest when it was read (the full path plans from it)
+    reads: FileReads | None = None  # files read before falling back to a rewrite, not read again
+    # The live version as the append attempt opened it, its document store still open: the build uses it and
+    # closes it (``PreviousVersion.close``) instead of opening the version again.
+    previous: PreviousVersion | None = None
 
 
 Plan = Unchanged | Append | Rewrite
@@ -99,20 +111,6 @@ class Survey:
         """
         skip = set(excluded)
         return not self.changed and not self.gone and not any(p not in skip for p in self.new)
-
-
-@dataclass(frozen=True)
-class WalkRules:
-    """How a refresh walks its sources: the index folder it never enters, links, unreadable folders."""
-
-    prune: tuple[str, ...] = ()  # folders never walked (the index itself, when it lies inside a source)
-    follow_links: bool = False  # read linked files whose targets lie outside the source folders
-    drop_unreadable: bool = False  # drop the recorded files of a folder that cannot be read (else stop)
-
-
-def walk_rules(index_path: Path, opts: BuildOptions, manifest: Manifest | None) -> WalkRules:
-    """The walk a build of ``index_path`` with ``opts`` makes (``--follow-links`` is remembered by the index)."""
-    return WalkRules((str(index_path),), follows_links(opts.follow_links, manifest), opts.drop_unreadable)
 
 
 def survey(args: Sequence[str], manifest: Manifest, rules: WalkRules | None = None) -> Survey:
@@ -173,15 +171,22 @@ def plan_refresh(
     embedder: Embedder | None,
     *,
     map_method: str,
+    live: Live | None = None,
+    live_read: bool = False,
 ) -> Plan:
-    """What a build of ``sources`` with ``opts`` does to the index (the caller holds the writer lock)."""
+    """What a build of ``sources`` with ``opts`` does to the index (the caller holds the writer lock).
+
+    With ``live_read`` the caller read the live version already (``live``: ``read_live``'s answer).
+    """
+    has_live = (index_path / CURRENT).is_file()
+    if not live_read:
+        live = read_live(index_path) if has_live else None
     if opts.full:
-        return Rewrite("a full rebuild was asked for (--full)")
+        return Rewrite("a full rebuild was asked for (--full)", live=live)
     if opts.rewrite:
-        return Rewrite("a rewrite was asked for (--optimize)")
-    if not (index_path / CURRENT).is_file():
+        return Rewrite("a rewrite was asked for (--optimize)", live=live)
+    if not has_live:
         return Rewrite("the index has no live version")
-    live = read_live(index_path)
     if live is None:
         return Rewrite("the live version cannot be read")
     manifest = live.manifest
@@ -214,8 +219,8 @@ def is_unchanged(
 def _unchanged(live: Live, sources: Sequence[str] | None, seen: Survey, opts: BuildOptions) -> bool:
     """Whether the version is what a build would write: a sound version, the same sources, files and catalogue.
 
-    Decided from the manifest and one stat of each source (a hash only for files touched since): a refresh of
-    an unchanged 157k index then costs well under a second instead of re-reading and re-writing everything.
+    Decided from the manifest and one stat of each source (a hash only for files touched since), so that a
+    refresh of an unchanged index reads and writes nothing.
     """
     manifest = live.manifest
     if sources is not None and (seen.args != manifest.source_args or manifest.excluded_sources):
@@ -280,7 +285,7 @@ def encoder_differs(opts: BuildOptions, manifest: Manifest, embedder: Embedder |
     if encoder_regime(backend) != model.regime:
         return "the encoder's regime changed"
     # The model's files may have changed under its name (another models folder, `models install --force`).
-    from semsearch.encode.onnx_backend import source_fingerprint
+    from semsearch.encode.encoder_store import source_fingerprint
 
     on_disk = source_fingerprint(model.name)
     return "" if on_disk is None or on_disk == model.fingerprint else "the model's files changed"
@@ -308,7 +313,8 @@ def _not_appendable(manifest: Manifest, sources: Sequence[str] | None, opts: Bui
 
 def _append_plan(live: Live, seen: Survey, opts: BuildOptions, map_method: str) -> Plan:
     """Read the arrived files and decide the change, or say why the index is rewritten instead."""
-    from semsearch.write.append import Arrived, FullBuild, decide
+    from semsearch.dedup.incremental import FullBuild
+    from semsearch.write.append import Arrived, decide
 
     if not seen.complete:
         return Rewrite("a source names no readable file", live=live)
@@ -319,26 +325,23 @@ def _append_plan(live: Live, seen: Survey, opts: BuildOptions, map_method: str) 
         return Rewrite(f"{changed} changed", reported=True, live=live)
     if not seen.new and not seen.gone:
         return Rewrite("no file came or went", live=live)
-    ingested = read_paths(seen.new, skip_bad=opts.skip_bad) if seen.new else IngestResult([], [], [])
-    ingested.skipped[:0] = seen.notes
+    reads = read_files(seen.new, skip_bad=opts.skip_bad)
+    arrivals = ingested(seen.new, reads, skip_bad=opts.skip_bad) if seen.new else IngestResult([], [], [])
+    arrivals.skipped[:0] = seen.notes
     barrier("read")
     recorded = {s.path: s for s in manifest.sources}
-    read = {f.path: f for f in ingested.files} | {p: recorded[p] for p in seen.kept}
+    read = {f.path: f for f in arrivals.files} | {p: recorded[p] for p in seen.kept}
     files = [read[p] for p in seen.current if p in read]
-    arrived = Arrived(seen.args, files, seen.current, ingested, seen.gone)
-    previous = _previous(live)
+    arrived = Arrived(seen.args, files, seen.current, arrivals, seen.gone)
+    store = open_documents(live.version, manifest)  # the live version's documents, opened once for the build
     try:
-        change = decide(arrived, previous, near=opts.near, share=opts.merge_share, map_method=map_method)
+        previous = PreviousVersion(live.version, manifest, store.ids(), store)
+        change, fit = decide(arrived, previous, near=opts.near, share=opts.merge_share, map_method=map_method)
     except FullBuild as why:
-        return Rewrite(str(why), reported=True, live=live)
-    barrier("plan")
-    return Append(previous, arrived, change)
-
-
-def _previous(live: Live) -> PreviousVersion:
-    """The live version with its document ids, from the manifest the plan read (not read again)."""
-    store = open_documents(live.version, live.manifest)
-    try:
-        return PreviousVersion(live.version, live.manifest, store.ids())
-    finally:
+        return Rewrite(str(why), reported=True, live=live, reads=reads, previous=previous)
+    except BaseException:
         store.close()
+        raise
+    previous.close()
+    barrier("plan")
+    return Append(previous, arrived, change, fit, map_method)

@@ -16,7 +16,7 @@ from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now
 from semsearch.core.records import Document
 from semsearch.dedup import near_part
-from semsearch.dedup.duplicates import no_near_keys
+from semsearch.dedup.near_part import no_near_keys
 from semsearch.encode.encoder_choice import copy_encoder
 from semsearch.ingest.sources import PathLookup
 from semsearch.store import windows_part
@@ -27,8 +27,7 @@ from semsearch.store.manifest import FORMAT_VERSION, Counts, Manifest
 from semsearch.store.segments import MERGE_SHARE
 from semsearch.store.versions import PreviousVersion, VersionWriter, new_version, next_sequence
 from semsearch.write.contents import write_contents
-from semsearch.write.publish import publish_segment, segment_room
-from semsearch.write.segment_writer import SegmentChange
+from semsearch.write.segment_writer import SegmentChange, publish_segment, segment_fit
 from semsearch.write.settings import BuildOptions, map_method_of
 
 
@@ -106,7 +105,7 @@ def remove_documents(
                 if doc is None:
                     raise UnknownDocumentError(f"no document {key!r} in {index_path}")
                 drop.add(doc.id)
-            files = {str(r[0]) for r in store.rows("SELECT DISTINCT file FROM provenance")}
+            files = set(store.source_files())
             gone_paths: set[str] = set()
             gone_files: set[str] = set()
             for given in sources:
@@ -191,12 +190,7 @@ def _read_counts(documents: Sequence[Document]) -> dict[str, int]:
 
 def _touched(store: DocumentStore, drop: set[str], gone_files: set[str]) -> list[Document]:
     """The documents a removal changes: those named, and those with a source among the files removed."""
-    import json
-
-    nums = {doc_num(i) for i in drop}
-    if gone_files:
-        sql = "SELECT DISTINCT num FROM provenance WHERE file IN (SELECT value FROM json_each(?))"
-        nums |= {int(r[0]) for r in store.rows(sql, (json.dumps(sorted(gone_files)),))}
+    nums = {doc_num(i) for i in drop} | set(store.nums_read_from(sorted(gone_files)))
     return list(store.get_many(sorted(nums)).values())
 
 
@@ -224,15 +218,15 @@ def _remove_as_segment(
         (changed if doc.id not in drop and doc.sources else dropped).append(doc)
     left = _read_counts(changed)
     after = manifest.counts.documents - len(dropped)
-    room = segment_room(previous, len(touched), after, len(dropped), share=share, map_method=map_method)
-    if room.refused:
+    fit = segment_fit(previous, len(touched), after, len(dropped), share=share, map_method=map_method)
+    if fit.refused:
         return None
     no_vectors = np.zeros((0, manifest.model.dimension), dtype=np.float32)
     gone = {doc_num(d.id) for d in dropped}
     # The segment gains no text, so it keeps no band keys; an empty set, lest the next refresh take it for a segment
     # written before keys were kept and rewrite the whole index.
     segment = SegmentChange(
-        [], no_vectors, changed, gone, no_near_keys(), previous_map=room.previous_map, map_method=map_method
+        [], no_vectors, changed, gone, no_near_keys(), previous_map=fit.previous_map, map_method=map_method
     )
     counts = replace(
         manifest.counts,

@@ -1,17 +1,23 @@
-"""Writing a version as the previous one plus a segment: shared files hard-linked, new documents appended.
+"""Writing and publishing a version as the previous one plus a segment: shared files linked, new documents appended.
 
 Used when a change is small against the corpus (``segments.MERGE_SHARE``): a refresh that brings new files,
 ``remove`` by id or by source. The new version links every file of the previous one (no bytes copied), writes
 the documents that are new or changed into one new ``seg-<seq>/`` folder and records which older rows it no
 longer holds (``hidden.npy``). Vectors, the ANN structure of the base, documents and BM25 postings of unchanged
 documents are thus shared; the manifest is written whole, and the map writes its point file and state beside a
-linked base (``corpus_map.append_map``).
+linked base (``atlas.append.append_map``).
+
+A refresh that appends and a removal both publish through here: ``segment_fit`` says whether a change fits a
+segment (the segment budget, then the map's layout) and reads the previous map's state once;
+``publish_segment`` writes the segment version and publishes it with the previous manifest updated by the
+caller's fields.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from semsearch.core.fileio import utc_now
 from semsearch.core.records import Document, NearKeys
 from semsearch.encode.encoder_choice import copy_encoder
 from semsearch.store.index_parts import LexicalPart
@@ -27,8 +34,8 @@ from semsearch.store.lexical_build import TF_FILE
 from semsearch.store.map_layers import MAP_PREFIX, MapState
 from semsearch.store.parts import IndexPart, SegmentJob, manifest_entries
 from semsearch.store.segments import HIDDEN_FILE, MAX_SEGMENTS, MERGE_SHARE, SEGMENT_PREFIX, Segment, write_hidden
-from semsearch.store.vectors import IDS_FILE
-from semsearch.store.versions import PreviousVersion
+from semsearch.store.vectors import IDS_FILE, VectorsOfIds
+from semsearch.store.versions import PreviousVersion, VersionWriter
 from semsearch.store.windows_part import WindowSet
 from semsearch.write.contents import INDEX_PARTS
 
@@ -45,7 +52,7 @@ class SegmentChange:
     rewritten: list[Document]  # live documents written again under the same id; they keep their vectors
     dropped: set[int]  # numbers of documents the version no longer holds
     near_keys: NearKeys | None = None  # band keys of the texts the segment's documents gained (dedup.py)
-    previous_map: MapState | None = None  # the previous version's map, as corpus_map.append_state read it
+    previous_map: MapState | None = None  # the previous version's map, as atlas.append.append_state read it
     map_method: str | None = None  # auto, pca, umap or off as the writer resolved it; None: SEMSEARCH_MAP
     windows: WindowSet | None = None  # window vectors of ``added`` (--reading windows: windows_part.py)
 
@@ -152,10 +159,6 @@ def write_segment_version(
         entries.append({"name": name, "rows": len(docs)})
     hidden_rows = write_hidden(folder, hidden)
 
-    def previous_vectors_of(ids: list[str]) -> np.ndarray:
-        """The previous version's vectors of document ids (dropped ones included)."""
-        return np.asarray(store.get([doc_num(i) for i in ids]), dtype=np.float32).reshape(len(ids), -1)
-
     job = SegmentJob(
         version=folder,
         segment=seg,
@@ -166,7 +169,7 @@ def write_segment_version(
         added=change.added,
         added_vectors=vectors[: len(change.added)],
         dropped_ids={doc_id_from_num(n) for n in change.dropped},
-        previous_vectors_of=previous_vectors_of,
+        previous_vectors_of=VectorsOfIds(store),
         near_keys=change.near_keys,
         previous_map=change.previous_map,
         map_method=change.map_method,
@@ -179,3 +182,61 @@ def write_segment_version(
         "hidden": hidden_rows,
         **sections,
     }
+
+
+MAP_DUE = "the map is due for a new layout"
+
+
+@dataclass(frozen=True)
+class SegmentFit:
+    """Whether a change fits a segment of the previous version, and that version's map state if it does."""
+
+    refused: str  # why it does not fit ('' when it does)
+    previous_map: MapState | None = None  # atlas.append.append_state, read once for the segment writer
+
+
+def segment_fit(
+    previous: PreviousVersion, rows: int, documents_after: int, moved: int, *, share: float, map_method: str
+) -> SegmentFit:
+    """Whether ``rows`` documents written (``moved`` of them added or removed) fit a segment of ``previous``."""
+    from semsearch.atlas.append import append_state, can_append
+
+    why = no_room(previous, rows, share)
+    if why:
+        return SegmentFit(why)
+    state = append_state(previous.path, method=map_method)
+    if not can_append(state, documents_after, moved, method=map_method):
+        return SegmentFit(MAP_DUE)
+    return SegmentFit("", state)
+
+
+@dataclass(frozen=True)
+class Published:
+    """A version published as the previous one plus a segment."""
+
+    version: Path
+    segments: int  # its extra segments
+
+
+def publish_segment(
+    writer: VersionWriter,
+    previous: PreviousVersion,
+    change: SegmentChange,
+    seq: int,
+    *,
+    started: float | None = None,
+    **fields: Any,
+) -> Published:
+    """Write ``change`` as a segment of ``previous`` into the writer's folder and publish it.
+
+    ``fields`` are the manifest fields the caller changes (counts, sources...); the segment writer's entries
+    (segments, hidden rows, lexical, map) and a fresh ``built_at`` are added, the file list recomputed; with
+    ``started`` (a ``perf_counter`` reading) the build's seconds too.
+    """
+    contents = write_segment_version(writer.path, previous, change, seq)
+    if started is not None:
+        fields["build_seconds"] = round(time.perf_counter() - started, 3)
+    manifest = previous.manifest.updated(built_at=utc_now(), **fields, files={}, **contents)
+    # The previous manifest's file list, as read by the planner: not parsed again (it grows with the sources).
+    final = writer.publish(manifest, linked_from=previous.path, linked_files=previous.manifest.files)
+    return Published(final, len(contents["segments"]))

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from semsearch.core import registry
 from semsearch.core.errors import SemsearchError
-from semsearch.core.options import BACKENDS, DEFAULT_BATCH_SIZE, DEFAULT_READING, READINGS, fusion_entry
+from semsearch.core.options import DEFAULT_BACKEND, DEFAULT_BATCH_SIZE, DEFAULT_READING, READINGS, fusion_entry
 from semsearch.store.manifest import Manifest, ModelInfo
 from semsearch.store.segments import MERGE_SHARE
 
@@ -45,7 +46,7 @@ class BuildOptions:
 def map_method_of(opts: BuildOptions) -> str:
     """The map method a build draws with, resolved once: the option, else SEMSEARCH_MAP, else auto."""
     if opts.map_method is None:
-        from semsearch.store.corpus_map import requested_method
+        from semsearch.atlas.method import requested_method
 
         return requested_method()
     method = opts.map_method.strip().lower()
@@ -57,8 +58,8 @@ def map_method_of(opts: BuildOptions) -> str:
 def encoder_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, str]:
     """Backend and precision: as asked, else as the index was built (a refresh keeps its encoder)."""
     model = manifest.model if manifest is not None else None
-    recorded = model.backend if model is not None and model.backend in BACKENDS else None
-    backend = opts.backend or recorded or "onnx"
+    recorded = model.backend if model is not None and registry.has("backend", model.backend) else None
+    backend = opts.backend or recorded or DEFAULT_BACKEND
     kept = model.precision if model is not None and model.backend == backend else None
     return backend, opts.precision or kept or "int8"
 

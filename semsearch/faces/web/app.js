@@ -54,7 +54,7 @@
   // ------------------------------------------------------------------ readable text
   // Markup in titles and abstracts shown as a person reads it: *emphasis*, **bold**, \textbf{x}, accents,
   // inline math with common commands as symbols. A small twin of semsearch/core/paperinfo.py plain_text (which
-  // decodes with pylatexenc): it reads the seed abstracts alike (tests/test_paperinfo.py).
+  // decodes with pylatexenc): it reads the seed abstracts alike (tests/core/test_paperinfo.py).
   const SYMBOLS = {
     alpha: "α", beta: "β", gamma: "γ", delta: "δ", epsilon: "ϵ", varepsilon: "ε", zeta: "ζ", eta: "η",
     theta: "θ", kappa: "κ", lambda: "λ", mu: "μ", nu: "ν", xi: "ξ", pi: "π", rho: "ρ", sigma: "σ", tau: "τ",
