@@ -58,6 +58,7 @@ BUILT_IN: dict[Kind, tuple[tuple[str, str], ...]] = {
         ("tsv", "semsearch.ingest.csv_rows:Tsv"),
         ("bibtex", "semsearch.ingest.bibtex:BibTeX"),
         ("zotero", "semsearch.ingest.zotero:Zotero"),
+        ("pdf", "semsearch.ingest.pdf:Pdf"),
     ),
     "ann": (
         ("flat", "semsearch.store.ann_kinds:Flat"),
@@ -81,7 +82,7 @@ BUILT_IN: dict[Kind, tuple[tuple[str, str], ...]] = {
 class WalkedNames:
     """What a folder walk needs to know of a built-in input format, declared so that a walk imports no format."""
 
-    extensions: tuple[str, ...] = ()  # the file extensions a text format reads, as its class names them
+    extensions: tuple[str, ...] = ()  # the file extensions a format's walk reads, as its class names them
     data_file: str = ""  # a whole-file format: the file that makes a folder argument its data folder
 
 
@@ -95,6 +96,7 @@ BUILT_IN_NAMES: dict[str, WalkedNames] = {
     "tsv": WalkedNames((".tsv",)),
     "bibtex": WalkedNames((".bib",)),
     "zotero": WalkedNames(data_file="zotero.sqlite"),
+    "pdf": WalkedNames((".pdf",)),
 }
 
 

@@ -4,11 +4,12 @@ A ``TextFormat`` reads decoded text (``sources.py`` has already gunzipped and de
 extensions it owns (a folder walk reads only files so named), whether such a name decides the format
 (``name_decides``; a ``.txt`` file is still sniffed), ``sniff`` to claim text whose name does not decide, and
 ``items`` to parse it into objects for ingest's field rules (``fields.py``). A ``FileFormat`` reads a whole file
-itself (Zotero's SQLite database). ``FormatRegistry`` holds them in one place and answers the questions
-``sources.py`` asks; ``installed_formats`` builds it from the extension registry's format entries (the built-in
-ones and any installed in the ``semsearch.formats`` entry-point group). Every call into a plugin's format goes
-through the registry, which turns whatever the plugin raises (but a ``SemsearchError`` or a Ctrl-C) into one
-``InputError`` line naming the plugin and the file it was reading.
+itself (Zotero's SQLite database, a PDF); one that names ``extensions`` is read by folder walks too.
+``FormatRegistry`` holds them in one place and answers the questions ``sources.py`` asks; ``installed_formats``
+builds it from the extension registry's format entries (the built-in ones and any installed in the
+``semsearch.formats`` entry-point group). Every call into a plugin's format goes through the registry, which
+turns whatever the plugin raises (but a ``SemsearchError`` or a Ctrl-C) into one ``InputError`` line naming the
+plugin and the file it was reading.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class FileFormat:
     """A format read from the file itself rather than its decoded text (a database)."""
 
     name: ClassVar[str]
+    extensions: ClassVar[tuple[str, ...]] = ()  # files a folder walk reads (a database is named, not walked)
 
     def in_folder(self, folder: Path) -> Path | None:
         """The file a folder argument means when it is this format's data folder, else None."""
@@ -96,9 +98,9 @@ class FormatRegistry:
                     self._owners.setdefault(ext, []).append(fmt)
         # The walk's filter: every extension some format reads, in registration order (for messages too).
         self.extensions: dict[str, str] = {}
-        for fmt in self.text:
-            for ext in fmt.extensions:
-                self.extensions.setdefault(ext, fmt.name)
+        for owner in every:
+            for ext in owner.extensions:
+                self.extensions.setdefault(ext, owner.name)
 
     def get(self, name: str) -> TextFormat:
         """The text format of that name."""

@@ -104,6 +104,8 @@ def test_detection(name: str, text: str, expected: str) -> None:
 
 
 def test_the_walk_filter_and_its_message_list_every_extension_in_order() -> None:
-    assert list(built_in_formats().extensions) == [".txt", ".md", ".jsonl", ".ndjson", ".json", ".csv", ".tsv", ".bib"]
+    every = [".txt", ".md", ".jsonl", ".ndjson", ".json", ".csv", ".tsv", ".bib", ".pdf"]
+    assert list(built_in_formats().extensions) == every
+    assert built_in_formats().for_name("Paper.PDF") == "pdf"
     assert built_in_formats().for_name("A.JSONL.GZ") == "jsonl"
     assert built_in_formats().for_name("notes.docx") is None

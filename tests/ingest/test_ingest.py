@@ -513,7 +513,7 @@ def _tree(root: Path) -> None:
     write(root / "b.txt", SEED_TEXT)
     write(root / "a" / "x.jsonl", '{"text": "x"}\n')
     write(root / "a" / "deeper" / "y.csv.gz", gzip.compress(b"abstract\ny\n"))
-    write(root / "a" / "readme.pdf", b"%PDF")
+    write(root / "a" / "readme.docx", b"PK\x03\x04")
     write(root / ".hidden.txt", SEED_TEXT)
     write(root / "~$lock.txt", SEED_TEXT)
     write(root / ".git" / "notes.txt", SEED_TEXT)

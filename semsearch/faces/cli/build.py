@@ -35,6 +35,7 @@ def index(ctx: click.Context, request: ops.Build, index_dir: Path, as_json: bool
       BibTeX (.bib)  title, abstract, author, year, booktitle|journal, doi, url; the citation key as id
       any of them gzipped (.gz); UTF-8 (BOM or not), UTF-16 with BOM, GB18030/GBK; CRLF line ends
       Zotero     ~/Zotero or ~/Zotero/zotero.sqlite (read from a private copy; Zotero may be running)
+      PDF (.pdf) title, authors and abstract from page 1; a file that cannot be read is one line
     A record with a title and no abstract is indexed by its title (marked title-only).
     Identical abstracts become one document that remembers every source; near-duplicates
     (re-wrapped, markup, a few words changed) are merged too unless --no-near. A copy that

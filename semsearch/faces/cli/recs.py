@@ -59,10 +59,12 @@ def _fmt(fmt: str, as_json: bool, as_jsonl: bool) -> str:
 @request_options("recommend")
 @click.option(
     "--like-text",
+    "--like-file",
     "like_files",
     multiple=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="A file holding an abstract you liked that is not in the index ('-': stdin).",
+    help="A file holding an abstract you liked that is not in the index: text, or a PDF (its title and abstract); "
+    "'-': stdin.",
 )
 @index_option
 @_format_option
@@ -82,6 +84,7 @@ def recommend(
       semsearch recommend --like liked                       # a tag's papers
       semsearch recommend --like 6a24ce769ac8 447e10ab --not 4fec9eb5    # several ids after one flag
       semsearch recommend --like-text my_abstract.txt --since 2026-12-01 --format bibtex
+      semsearch recommend --like-text paper.pdf             # a PDF's title and abstract
     The default method is the one measured best (docs: Explanations, Quality).
     """
     fmt = _fmt(fmt, as_json, as_jsonl)
@@ -92,12 +95,9 @@ def recommend(
 
 
 def _read_file(path: Path) -> str:
-    if str(path) == "-":
-        return sys.stdin.read()
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SemsearchCliError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+    from semsearch.ingest.pdf import abstract_of_file
+
+    return sys.stdin.read() if str(path) == "-" else abstract_of_file(path)
 
 
 def _recommend_table(recs: Sequence[Any]) -> str:

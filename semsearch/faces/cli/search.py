@@ -158,7 +158,7 @@ query.help = f"{inspect.cleandoc(query.help or '')}\n\n{HELP_SCORES}"
     "--file",
     "file_",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Find papers related to the abstract in this text file.",
+    help="Find papers related to the abstract in this file: a text file, or a PDF (its title and abstract).",
 )
 @index_option
 @output_options
@@ -174,18 +174,17 @@ def related(
 ) -> None:
     """Papers nearest to one you know: by DOC_ID (or an external id such as a BEIR _id), --text or --file.
 
-    The paper itself and its duplicates are never returned. Scores are cosine similarities; a paper's 100
-    nearest are ordered by its own subject words too (its most distinctive words), so its topic comes first.
+    --file reads a text file, or a PDF's title and abstract as an index reads them. The paper itself and its
+    duplicates are never returned. Scores are cosine similarities; a paper's 100 nearest are ordered by its own
+    subject words too (its most distinctive words), so its topic comes first.
     """
     given = [x for x in (request.id, request.text, file_) if x is not None]
     if len(given) != 1:
         raise SemsearchCliError("give exactly one of DOC_ID, --text or --file")
     if file_ is not None:
-        try:
-            text = file_.read_text(encoding="utf-8-sig")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SemsearchCliError(f"cannot read {file_}: {getattr(exc, 'strerror', None) or exc}") from exc
-        request = dataclasses.replace(request, text=text)
+        from semsearch.ingest.pdf import abstract_of_file  # imported here: a query reads no file
+
+        request = dataclasses.replace(request, text=abstract_of_file(file_))
     if request.text is not None:
         request = dataclasses.replace(request, text=request.text or "")
     app = application(ctx, index_dir)
