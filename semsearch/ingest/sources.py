@@ -53,14 +53,35 @@ def read_sources(sources: Sequence[str], *, skip_bad: bool = False) -> IngestRes
     return result
 
 
+FileRead = tuple[list[Record], SourceFile, list[str]]  # one file's records, description and skipped records
+FileReads = dict[str, FileRead]  # path -> what reading it gave
+
+
 def read_paths(paths: Sequence[str], *, skip_bad: bool = False) -> IngestResult:
     """Read every abstract from files a walk named (absolute, resolved, in reading order)."""
+    return ingested(paths, read_files(paths, skip_bad=skip_bad), skip_bad=skip_bad)
+
+
+def read_files(paths: Sequence[str], *, skip_bad: bool, into: FileReads | None = None) -> FileReads:
+    """Read each of ``paths`` (absolute, resolved, as a walk names them) not already in ``into``.
+
+    A writer keeps what it read: when its plan changes (an append falls back to a rewrite), no file is read twice.
+    """
+    reads: FileReads = {} if into is None else into
+    here = _working_dir()  # once, not per file: resolving it for every path adds up over a big folder
+    for path in paths:
+        if path not in reads:
+            reads[path] = read_file(Path(path), skip_bad=skip_bad, resolved_in=here)
+    return reads
+
+
+def ingested(paths: Sequence[str], reads: FileReads, *, skip_bad: bool) -> IngestResult:
+    """The records of these files in this order, with the ids two of them claim checked across files."""
     if not paths:
         raise InputError("no input files given")
     result = IngestResult(records=[], files=[], skipped=[])
-    here = _working_dir()  # once, not per file: resolving it for every path adds up over a big folder
     for path in paths:
-        records, source_file, skipped = read_file(Path(path), skip_bad=skip_bad, resolved_in=here)
+        records, source_file, skipped = reads[path]
         result.records.extend(records)
         result.files.append(source_file)
         result.skipped.extend(skipped)

@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING
 
 from semsearch.core.errors import IndexCorruptError, IndexFormatError, IndexNotFoundError, InputError
 from semsearch.core.faults import barrier
-from semsearch.core.records import DedupResult, IngestResult, Record, SourceFile
+from semsearch.core.records import DedupResult, IngestResult
 from semsearch.dedup.duplicates import deduplicate
 from semsearch.dedup.identity import PreviousIdentity
-from semsearch.ingest.guards import check_duplicate_ids
-from semsearch.ingest.sources import read_file, unreadable_notes, walk
+from semsearch.ingest.sources import FileReads, ingested, read_files, unreadable_notes, walk
 from semsearch.store.layout import current_version, version_folders
 from semsearch.store.manifest import Counts, Manifest
 from semsearch.write.freshness import follows_links
@@ -41,38 +40,6 @@ class WalkRules:
 def walk_rules(index_path: Path, opts: BuildOptions, manifest: Manifest | None) -> WalkRules:
     """The walk a build of ``index_path`` with ``opts`` makes (``--follow-links`` is remembered by the index)."""
     return WalkRules((str(index_path),), follows_links(opts.follow_links, manifest), opts.drop_unreadable)
-
-
-FileRead = tuple[list[Record], SourceFile, list[str]]  # one file's records, description and skipped records
-FileReads = dict[str, FileRead]  # path -> what reading it gave
-
-
-def read_files(paths: Sequence[str], *, skip_bad: bool, into: FileReads | None = None) -> FileReads:
-    """Read each of ``paths`` (absolute, resolved, as a walk names them) not already in ``into``."""
-    reads: FileReads = {} if into is None else into
-    try:
-        here: Path | None = Path.cwd().resolve()
-    except OSError:
-        here = None  # the working directory was deleted: names are resolved per file
-    for path in paths:
-        if path not in reads:
-            reads[path] = read_file(Path(path), skip_bad=skip_bad, resolved_in=here)
-    return reads
-
-
-def ingested(paths: Sequence[str], reads: FileReads, *, skip_bad: bool) -> IngestResult:
-    """The records of these files in this order, as one read of them gives (``ingest.sources.read_paths``)."""
-    if not paths:
-        raise InputError("no input files given")
-    result = IngestResult(records=[], files=[], skipped=[])
-    for path in paths:
-        records, source_file, skipped = reads[path]
-        result.records.extend(records)
-        result.files.append(source_file)
-        result.skipped.extend(skipped)
-    result.records, clashes = check_duplicate_ids(result.records, skip_bad=skip_bad)
-    result.skipped.extend(clashes)
-    return result
 
 
 @dataclass

@@ -28,7 +28,7 @@ from semsearch.core.options import encoder_regime
 from semsearch.core.records import IngestResult, SourceFile
 from semsearch.core.version import __version__
 from semsearch.encode.sentence_runs import PREVIOUS_SCHEME, SCHEME
-from semsearch.ingest.sources import unreadable_notes, walk
+from semsearch.ingest.sources import FileReads, ingested, read_files, unreadable_notes, walk
 from semsearch.store.documents import open_documents
 from semsearch.store.layout import CURRENT, current_version
 from semsearch.store.manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION, Manifest
@@ -36,7 +36,7 @@ from semsearch.store.parts import PartSettings
 from semsearch.store.versions import PreviousVersion
 from semsearch.write.contents import stale_parts
 from semsearch.write.freshness import absolute_source_args, catalogues_changed, file_changed, follows_links
-from semsearch.write.inputs import FileReads, WalkRules, ingested, read_files, walk_rules
+from semsearch.write.inputs import WalkRules, walk_rules
 from semsearch.write.settings import BuildOptions, ann_settings, encoder_settings, reading_of, recorded_reading
 
 if TYPE_CHECKING:
