@@ -18,6 +18,12 @@ attachments, annotations and the items of subscribed feeds are skipped. Metadata
 ``url``, ``tags``, ``collection`` (a list of collection names, so ``--where collection=Reading`` matches an
 item in that collection, as it matches a seed file's header) and ``item_type``. The item's key is its external id,
 so ``semsearch related ABCD2345`` works.
+
+An item whose abstract field is empty takes its abstract from its PDF attachment, read as a PDF source is (and
+cached by the file's content): a file Zotero stores (``storage:<name>``, in ``storage/<attachment key>/`` beside the
+database) or a linked file's absolute path. Its title and authors stay the library's; the record says so
+(``abstract_source: "pdf"``, ``pdf``: the file's path). A missing or unreadable attachment leaves the item
+title-only, silently: a library holds many. An item with an abstract never has its PDF read.
 """
 
 from __future__ import annotations
@@ -99,6 +105,7 @@ class _Item:
     creators: list[tuple[str, str]] = field(default_factory=list)  # (creator type, name), in order
     tags: list[str] = field(default_factory=list)
     collections: list[str] = field(default_factory=list)
+    pdfs: list[tuple[str, str]] = field(default_factory=list)  # its PDF attachments: (key, path as Zotero stores it)
 
 
 def read_zotero(path: Path, display: str, *, skip_bad: bool = False) -> tuple[list[Record], SourceFile, list[str]]:
@@ -111,6 +118,8 @@ def read_zotero(path: Path, display: str, *, skip_bad: bool = False) -> tuple[li
     for item in items:
         provenance = Provenance(display, "item", item.item_id)
         record = _to_record(item, provenance)
+        if record is not None and record.title_only and item.pdfs:
+            record = _with_pdf_abstract(record, item, path.parent)
         if record is not None:
             records.append(record)
             continue
@@ -131,6 +140,45 @@ def read_zotero(path: Path, display: str, *, skip_bad: bool = False) -> tuple[li
         mtime_ns=mtime_ns,
     )
     return records, source, skipped
+
+
+def _attachment_file(key: str, where: str, data_folder: Path) -> Path | None:
+    """A PDF attachment's file (``storage:<name>`` in its key's folder, or a linked absolute path), if it exists."""
+    if where.startswith("storage:"):
+        candidate = data_folder / "storage" / key / where.removeprefix("storage:")
+    elif Path(where).is_absolute():
+        candidate = Path(where)  # a linked file, kept where the user put it
+    else:
+        return None  # relative to a base folder set in Zotero's preferences, which the database does not hold
+    return candidate if candidate.is_file() else None
+
+
+def _with_pdf_abstract(record: Record, item: _Item, data_folder: Path) -> Record:
+    """The record with its abstract read from its first readable PDF attachment (unchanged when none yields one)."""
+    from semsearch.ingest.pdf import cached_head  # only a library with title-only items pays for the PDF reader
+
+    for key, where in item.pdfs:
+        found = _attachment_file(key, where, data_folder)
+        if found is None:
+            continue
+        try:
+            raw = found.read_bytes()
+        except OSError:
+            continue
+        head = cached_head(raw, hashlib.sha256(raw).hexdigest(), found)
+        if isinstance(head, str) or not head.abstract:
+            continue
+        source = "pdf" if head.abstract_source == "heading" else f"pdf-{head.abstract_source}"
+        metadata = {**record.metadata, "abstract_source": source, "pdf": str(found.resolve())}
+        return Record(
+            text=head.abstract,
+            provenance=record.provenance,
+            title=record.title,
+            external_id=record.external_id,
+            metadata=metadata,
+            title_only=False,
+        )
+    return record
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -275,6 +323,14 @@ def _query_items(conn: sqlite3.Connection, tables: set[str]) -> list[_Item]:
         ):
             if item_id in items:
                 items[item_id].collections.append(str(name))
+    if "itemAttachments" in tables:
+        trashed = "AND a.itemID NOT IN (SELECT itemID FROM deletedItems)" if "deletedItems" in tables else ""
+        for parent_id, key, stored in conn.execute(
+            "SELECT a.parentItemID, i.key, a.path FROM itemAttachments a JOIN items i ON i.itemID = a.itemID "
+            f"WHERE a.contentType = 'application/pdf' AND a.path IS NOT NULL {trashed} ORDER BY a.itemID"
+        ):
+            if parent_id in items:
+                items[parent_id].pdfs.append((str(key), str(stored)))
     return list(items.values())
 
 

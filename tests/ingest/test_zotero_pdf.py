@@ -1,0 +1,120 @@
+"""Zotero attachments: an item without an abstract takes it from its PDF in storage/ (or a linked file)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from semsearch.ingest import pdf
+from semsearch.ingest.sources import read_sources
+from tests.ingest.test_pdf import norm
+from tests.ingest.test_zotero import Library
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pdf"
+EXPECTED = {
+    e["file"]: e for e in map(json.loads, (FIXTURES / "expected.jsonl").read_text(encoding="utf-8").splitlines())
+}
+TITLE = "The library's own title"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "pdf-cache"
+    monkeypatch.setenv("SEMSEARCH_PDF_CACHE", str(folder))
+    return folder
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The files the PDF reader opens."""
+    seen: list[Path] = []
+    real = pdf.extract
+
+    def counting(raw: bytes, path: Path) -> pdf.PdfHead:
+        seen.append(path)
+        return real(raw, path)
+
+    monkeypatch.setattr(pdf, "extract", counting)
+    return seen
+
+
+def _library(tmp_path: Path, attachments: list[tuple[str, str | None, str]], **fields: str) -> Path:
+    """A Zotero folder with one paper and its PDF attachments: (attachment key, fixture copied in or None, path)."""
+    folder = tmp_path / "Zotero"
+    folder.mkdir()
+    lib = Library(folder / "zotero.sqlite")
+    parent = lib.add("journalArticle", "PAPER001", title=TITLE, creators=(("Ada", "Lovelace", "author"),), **fields)
+    for key, fixture, where in attachments:
+        item_id = lib.next_id
+        lib.next_id += 1
+        lib.conn.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, 2, 1, ?)", (item_id, key))
+        lib.conn.execute("INSERT INTO itemAttachments VALUES (?, ?, 0, 'application/pdf', ?)", (item_id, parent, where))
+        if fixture is not None and where.startswith("storage:"):
+            (folder / "storage" / key).mkdir(parents=True)
+            shutil.copy(FIXTURES / fixture, folder / "storage" / key / where.removeprefix("storage:"))
+    lib.close()
+    return folder / "zotero.sqlite"
+
+
+def test_an_item_without_abstract_takes_it_from_its_stored_pdf(tmp_path: Path, calls: list[Path]) -> None:
+    database = _library(tmp_path, [("ATTACH01", "05-twocol.pdf", "storage:Lovelace - 2021.pdf")])
+    (record,) = read_sources([str(database)]).records
+    assert not record.title_only
+    assert norm(record.text) == norm(EXPECTED["05-twocol.pdf"]["abstract"])
+    assert record.title == TITLE and record.metadata["authors"] == ["Ada Lovelace"]
+    assert record.metadata["abstract_source"] == "pdf"
+    stored = tmp_path / "Zotero" / "storage" / "ATTACH01" / "Lovelace - 2021.pdf"
+    assert record.metadata["pdf"] == str(stored.resolve())
+    assert len(calls) == 1
+    read_sources([str(database)])  # read again: the cache by content answers
+    assert len(calls) == 1
+
+
+def test_a_linked_file_is_read_where_it_lies(tmp_path: Path) -> None:
+    linked = tmp_path / "elsewhere" / "paper.pdf"
+    linked.parent.mkdir()
+    shutil.copy(FIXTURES / "01-single.pdf", linked)
+    database = _library(tmp_path, [("LINKED01", None, str(linked))])
+    (record,) = read_sources([str(database)]).records
+    assert norm(record.text) == norm(EXPECTED["01-single.pdf"]["abstract"])
+    assert record.metadata["pdf"] == str(linked.resolve())
+
+
+def test_an_item_with_an_abstract_never_reads_its_pdf(tmp_path: Path, calls: list[Path]) -> None:
+    database = _library(
+        tmp_path, [("ATTACH01", "05-twocol.pdf", "storage:paper.pdf")], abstractNote="The library's abstract."
+    )
+    (record,) = read_sources([str(database)]).records
+    assert record.text == "The library's abstract." and "abstract_source" not in record.metadata
+    assert "pdf" not in record.metadata
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    "attachment",
+    [
+        ("MISSING1", None, "storage:gone.pdf"),  # the file was never synced
+        ("ENCRYPT1", "bad/encrypted.pdf", "storage:locked.pdf"),  # needs a password
+        ("NOTAPDF1", "bad/not-a-pdf.pdf", "storage:not.pdf"),
+        ("RELATIVE", None, "attachments:papers/base-folder.pdf"),  # a base folder the database does not hold
+    ],
+)
+def test_a_missing_or_unreadable_attachment_leaves_the_item_title_only(
+    tmp_path: Path, attachment: tuple[str, str | None, str]
+) -> None:
+    database = _library(tmp_path, [attachment])
+    result = read_sources([str(database)])
+    (record,) = result.records
+    assert record.title_only and record.text == TITLE
+    assert result.skipped == []  # silent: a library holds many such items
+    assert "pdf" not in record.metadata and "abstract_source" not in record.metadata
+
+
+def test_a_bad_attachment_gives_way_to_the_next_one(tmp_path: Path) -> None:
+    bad = FIXTURES / "bad" / "encrypted.pdf"
+    database = _library(tmp_path, [("ENCRYPT1", None, str(bad)), ("ATTACH02", "06-twocol.pdf", "storage:good.pdf")])
+    (record,) = read_sources([str(database)]).records
+    assert norm(record.text) == norm(EXPECTED["06-twocol.pdf"]["abstract"])
