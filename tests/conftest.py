@@ -52,6 +52,30 @@ def _private_encoder_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield
 
 
+@pytest.fixture(autouse=True)
+def pdf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Readings of PDFs go to this test's own folder, never the user's cache (subprocesses inherit it)."""
+    folder = tmp_path / "pdf-cache"
+    monkeypatch.setenv("SEMSEARCH_PDF_CACHE", str(folder))
+    return folder
+
+
+@pytest.fixture
+def pdf_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The files the PDF reader opens (a reading taken from the cache opens none)."""
+    from semsearch.ingest import pdf
+
+    seen: list[Path] = []
+    real = pdf.extract
+
+    def counting(raw: bytes, path: Path) -> pdf.PdfHead:
+        seen.append(path)
+        return real(raw, path)
+
+    monkeypatch.setattr(pdf, "extract", counting)
+    return seen
+
+
 @pytest.fixture
 def fake() -> FakeEmbedder:
     """The test's own fake encoder (it records every text it encodes)."""

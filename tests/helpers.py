@@ -21,6 +21,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import unicodedata
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -291,6 +292,175 @@ def _install_plugin(site: Path, target: str) -> None:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyfmt\nVersion: 0.1\n", encoding="utf-8")
     (info / "entry_points.txt").write_text(f"[semsearch.formats]\nlines = {target}\n", encoding="utf-8")
     importlib.invalidate_caches()
+
+
+def toy_format() -> Any:
+    """The toy plugin's format class itself, for registering at run time (made on call: importing the helpers
+    must not load the ingest layer, which the query-path tests check stays out)."""
+    namespace: dict[str, Any] = {}
+    exec(compile(TOY_MODULE, "<toyfmt>", "exec"), namespace)
+    return namespace["Lines"]
+
+
+# ---------------------------------------------------------------------------------------------- PDFs
+
+PDFS = FIXTURES / "pdf"  # papers printed in several layouts, their expected readings, and bad files under bad/
+PDF_EXPECTED: dict[str, dict[str, Any]] = {
+    e["file"]: e for e in map(json.loads, (PDFS / "expected.jsonl").read_text(encoding="utf-8").splitlines())
+}
+BAD_PDFS = {  # each bad fixture and the reason its one line gives
+    "encrypted.pdf": "encrypted (needs a password)",
+    "image-only.pdf": "no text layer",
+    "truncated.pdf": "damaged or truncated",
+    "not-a-pdf.pdf": "not a PDF",
+    "empty.pdf": "empty file",
+}
+
+
+def pdf_compare_form(text: str) -> str:
+    """The issue's compare form: compatibility forms folded, line-end hyphens gone, whitespace collapsed."""
+    text = unicodedata.normalize("NFKC", text).replace("\u2019", "'").replace("\u00ad", "")
+    return " ".join(text.split())
+
+
+# ---------------------------------------------------------------------------------------------- Zotero
+
+# The tables semsearch reads, as Zotero 5+ defines them (resource/schema/userdata.sql and system.sql).
+SCHEMA = """
+CREATE TABLE itemTypes (itemTypeID INTEGER PRIMARY KEY, typeName TEXT, templateItemTypeID INT, display INT DEFAULT 1);
+CREATE TABLE fields (fieldID INTEGER PRIMARY KEY, fieldName TEXT, fieldFormatID INT);
+CREATE TABLE creatorTypes (creatorTypeID INTEGER PRIMARY KEY, creatorType TEXT);
+CREATE TABLE items (
+    itemID INTEGER PRIMARY KEY, itemTypeID INT NOT NULL,
+    dateAdded TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, dateModified TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    clientDateModified TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, libraryID INT NOT NULL, key TEXT NOT NULL,
+    version INT NOT NULL DEFAULT 0, synced INT NOT NULL DEFAULT 0, UNIQUE (libraryID, key)
+);
+CREATE TABLE itemDataValues (valueID INTEGER PRIMARY KEY, value UNIQUE);
+CREATE TABLE itemData (
+    itemID INT, fieldID INT, valueID, PRIMARY KEY (itemID, fieldID),
+    FOREIGN KEY (itemID) REFERENCES items(itemID) ON DELETE CASCADE,
+    FOREIGN KEY (valueID) REFERENCES itemDataValues(valueID)
+);
+CREATE INDEX itemData_fieldID ON itemData(fieldID);
+CREATE TABLE creators (
+    creatorID INTEGER PRIMARY KEY, firstName TEXT, lastName TEXT, fieldMode INT, UNIQUE (lastName, firstName, fieldMode)
+);
+CREATE TABLE itemCreators (
+    itemID INT NOT NULL, creatorID INT NOT NULL, creatorTypeID INT NOT NULL DEFAULT 1,
+    orderIndex INT NOT NULL DEFAULT 0,
+    PRIMARY KEY (itemID, creatorID, creatorTypeID, orderIndex), UNIQUE (itemID, orderIndex)
+);
+CREATE TABLE collections (
+    collectionID INTEGER PRIMARY KEY, collectionName TEXT NOT NULL, parentCollectionID INT DEFAULT NULL,
+    clientDateModified TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, libraryID INT NOT NULL, key TEXT NOT NULL,
+    version INT NOT NULL DEFAULT 0, synced INT NOT NULL DEFAULT 0, UNIQUE (libraryID, key)
+);
+CREATE TABLE collectionItems (
+    collectionID INT NOT NULL, itemID INT NOT NULL, orderIndex INT NOT NULL DEFAULT 0,
+    PRIMARY KEY (collectionID, itemID)
+);
+CREATE TABLE deletedItems (itemID INTEGER PRIMARY KEY, dateDeleted DEFAULT CURRENT_TIMESTAMP NOT NULL);
+CREATE TABLE tags (tagID INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE itemTags (itemID INT NOT NULL, tagID INT NOT NULL, type INT NOT NULL, PRIMARY KEY (itemID, tagID));
+CREATE TABLE libraries (
+    libraryID INTEGER PRIMARY KEY, type TEXT NOT NULL, editable INT NOT NULL, filesEditable INT NOT NULL,
+    version INT NOT NULL DEFAULT 0, storageVersion INT NOT NULL DEFAULT 0, lastSync INT NOT NULL DEFAULT 0,
+    archived INT NOT NULL DEFAULT 0
+);
+CREATE TABLE itemNotes (itemID INTEGER PRIMARY KEY, parentItemID INT, note TEXT, title TEXT);
+CREATE TABLE itemAttachments (itemID INTEGER PRIMARY KEY, parentItemID INT, linkMode INT, contentType TEXT, path TEXT);
+"""
+ITEM_TYPES = {1: "annotation", 2: "attachment", 3: "conferencePaper", 4: "journalArticle", 5: "note"}
+FIELDS = {1: "title", 2: "abstractNote", 3: "date", 4: "DOI", 5: "url", 6: "publicationTitle", 7: "proceedingsTitle"}
+CREATOR_TYPES = {1: "author", 2: "editor"}
+
+
+class Library:
+    """A small Zotero database built through one connection, as Zotero would write it."""
+
+    def __init__(self, path: Path, *, wal: bool = False, exclusive: bool = False, create: bool = True) -> None:
+        self.path = path
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        if not create:
+            self.next_id = 1 + self.conn.execute("SELECT max(itemID) FROM items").fetchone()[0]
+            return
+        if exclusive:
+            self.conn.execute("PRAGMA locking_mode=EXCLUSIVE")  # Zotero's default
+        if wal:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA wal_autocheckpoint=0")  # keep every change in the -wal file
+        self.conn.executescript(SCHEMA)
+        self.conn.executemany("INSERT INTO itemTypes (itemTypeID, typeName) VALUES (?, ?)", ITEM_TYPES.items())
+        self.conn.executemany("INSERT INTO fields (fieldID, fieldName) VALUES (?, ?)", FIELDS.items())
+        self.conn.executemany("INSERT INTO creatorTypes VALUES (?, ?)", CREATOR_TYPES.items())
+        self.conn.execute("INSERT INTO libraries (libraryID, type, editable, filesEditable) VALUES (1, 'user', 1, 1)")
+        self.conn.execute("INSERT INTO libraries (libraryID, type, editable, filesEditable) VALUES (2, 'feed', 0, 0)")
+        self.conn.execute(
+            "INSERT INTO collections (collectionID, collectionName, libraryID, key) VALUES (1, 'Reading', 1, 'C1')"
+        )
+        self.conn.execute(
+            "INSERT INTO collections (collectionID, collectionName, libraryID, key) VALUES (2, 'Privacy', 1, 'C2')"
+        )
+        self.next_id = 1
+
+    def add(
+        self,
+        item_type: str,
+        key: str,
+        *,
+        creators: tuple[tuple[str, str, str], ...] = (),
+        tags: tuple[str, ...] = (),
+        collections: tuple[int, ...] = (),
+        deleted: bool = False,
+        library: int = 1,
+        **fields: str,
+    ) -> int:
+        item_id = self.next_id
+        self.next_id += 1
+        type_id = next(i for i, name in ITEM_TYPES.items() if name == item_type)
+        c = self.conn
+        c.execute("BEGIN")
+        c.execute(
+            "INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, ?, ?, ?)",
+            (item_id, type_id, library, key),
+        )
+        for name, value in fields.items():
+            field_id = next(i for i, f in FIELDS.items() if f == name)
+            c.execute("INSERT OR IGNORE INTO itemDataValues (value) VALUES (?)", (value,))
+            value_id = c.execute("SELECT valueID FROM itemDataValues WHERE value = ?", (value,)).fetchone()[0]
+            c.execute("INSERT INTO itemData VALUES (?, ?, ?)", (item_id, field_id, value_id))
+        for order, (first, last, kind) in enumerate(creators):
+            mode = 1 if not first else 0
+            c.execute(
+                "INSERT OR IGNORE INTO creators (firstName, lastName, fieldMode) VALUES (?, ?, ?)", (first, last, mode)
+            )
+            creator_id = c.execute(
+                "SELECT creatorID FROM creators WHERE firstName = ? AND lastName = ?", (first, last)
+            ).fetchone()[0]
+            kind_id = next(i for i, k in CREATOR_TYPES.items() if k == kind)
+            c.execute("INSERT INTO itemCreators VALUES (?, ?, ?, ?)", (item_id, creator_id, kind_id, order))
+        for tag in tags:
+            c.execute("INSERT OR IGNORE INTO tags (name) VALUES (?)", (tag,))
+            tag_id = c.execute("SELECT tagID FROM tags WHERE name = ?", (tag,)).fetchone()[0]
+            c.execute("INSERT INTO itemTags VALUES (?, ?, 0)", (item_id, tag_id))
+        for collection in collections:
+            c.execute("INSERT INTO collectionItems (collectionID, itemID) VALUES (?, ?)", (collection, item_id))
+        if deleted:
+            c.execute("INSERT INTO deletedItems (itemID) VALUES (?)", (item_id,))
+        if item_type == "note":
+            c.execute(
+                "INSERT INTO itemNotes VALUES (?, NULL, '<p>My reading notes on privacy</p>', 'notes')", (item_id,)
+            )
+        if item_type == "attachment":
+            c.execute(
+                "INSERT INTO itemAttachments VALUES (?, 1, 0, 'application/pdf', 'storage:paper.pdf')", (item_id,)
+            )
+        c.execute("COMMIT")
+        return item_id
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 # ---------------------------------------------------------------------------------------------- ray

@@ -15,46 +15,23 @@ import pytest
 
 from semsearch.ingest import pdf
 from semsearch.ingest.pdf_layout import column_order, page_lines
-from tests.helpers import FakeEmbedder, run
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pdf"
-EXPECTED = [json.loads(line) for line in (FIXTURES / "expected.jsonl").read_text(encoding="utf-8").splitlines()]
-BAD = {
-    "encrypted.pdf": "encrypted (needs a password)",
-    "image-only.pdf": "no text layer",
-    "truncated.pdf": "damaged or truncated",
-    "not-a-pdf.pdf": "not a PDF",
-    "empty.pdf": "empty file",
-}
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "pdf-cache"
-    monkeypatch.setenv("SEMSEARCH_PDF_CACHE", str(folder))
-    return folder
-
-
-def norm(text: str) -> str:
-    """The issue's compare form: compatibility forms folded, line-end hyphens gone, whitespace collapsed."""
-    text = unicodedata.normalize("NFKC", text).replace("\u2019", "'").replace("\u00ad", "")
-    return " ".join(text.split())
+from tests.helpers import BAD_PDFS, PDF_EXPECTED, PDFS, FakeEmbedder, pdf_compare_form, run
 
 
 @pytest.fixture(scope="module")
 def heads() -> dict[str, pdf.PdfHead]:
-    return {e["file"]: pdf.extract((FIXTURES / e["file"]).read_bytes(), FIXTURES / e["file"]) for e in EXPECTED}
+    return {e["file"]: pdf.extract((PDFS / e["file"]).read_bytes(), PDFS / e["file"]) for e in PDF_EXPECTED.values()}
 
 
 def test_every_fixture_reads_its_title_authors_and_abstract_exactly(heads: dict[str, pdf.PdfHead]) -> None:
     wrong: list[str] = []
-    for exp in EXPECTED:
+    for exp in PDF_EXPECTED.values():
         head = heads[exp["file"]]
-        if norm(head.title) != norm(exp["title"]):
+        if pdf_compare_form(head.title) != pdf_compare_form(exp["title"]):
             wrong.append(f"{exp['file']} title: {head.title!r}")
-        if [norm(a) for a in head.authors] != [norm(a) for a in exp["authors"]]:
+        if [pdf_compare_form(a) for a in head.authors] != [pdf_compare_form(a) for a in exp["authors"]]:
             wrong.append(f"{exp['file']} authors: {head.authors!r}")
-        if norm(head.abstract) != norm(exp["abstract"]):
+        if pdf_compare_form(head.abstract) != pdf_compare_form(exp["abstract"]):
             wrong.append(f"{exp['file']} abstract: {head.abstract[:80]!r}")
         if (head.abstract_source == "heading") != exp["abstract_heading"]:
             wrong.append(f"{exp['file']} abstract source: {head.abstract_source}")
@@ -63,13 +40,13 @@ def test_every_fixture_reads_its_title_authors_and_abstract_exactly(heads: dict[
 
 
 def test_a_paper_without_an_abstract_heading_is_flagged(tmp_path: Path) -> None:
-    source = FIXTURES / "15-single-noheading.pdf"
+    source = PDFS / "15-single-noheading.pdf"
     shutil.copy(source, tmp_path / "paper.pdf")
     records, _, _ = pdf.read_pdf(tmp_path / "paper.pdf", "paper.pdf")
     assert records[0].metadata["abstract_source"] == "first-paragraph"
-    headed, _, _ = pdf.read_pdf(FIXTURES / "01-single.pdf", "01-single.pdf")
+    headed, _, _ = pdf.read_pdf(PDFS / "01-single.pdf", "01-single.pdf")
     assert "abstract_source" not in headed[0].metadata
-    assert headed[0].metadata["file"] == str((FIXTURES / "01-single.pdf").resolve())
+    assert headed[0].metadata["file"] == str((PDFS / "01-single.pdf").resolve())
     assert headed[0].metadata["pages"] == 5
 
 
@@ -77,8 +54,8 @@ def test_a_paper_without_an_abstract_heading_is_flagged(tmp_path: Path) -> None:
 def test_two_columns_read_left_then_right_even_when_drawn_right_first(name: str) -> None:
     import pypdfium2 as pdfium
 
-    exp = next(e for e in EXPECTED if e["file"] == name)
-    document = pdfium.PdfDocument(str(FIXTURES / name))
+    exp = PDF_EXPECTED[name]
+    document = pdfium.PdfDocument(str(PDFS / name))
     try:
         texts = []
         for index in range(len(document)):
@@ -105,10 +82,10 @@ def _papers(tmp_path: Path, *names: str, bad: bool = False) -> Path:
     folder = tmp_path / "papers"
     folder.mkdir(exist_ok=True)
     for name in names:
-        shutil.copy(FIXTURES / name, folder / name)
+        shutil.copy(PDFS / name, folder / name)
     if bad:
-        for name in BAD:
-            shutil.copy(FIXTURES / "bad" / name, folder / name)
+        for name in BAD_PDFS:
+            shutil.copy(PDFS / "bad" / name, folder / name)
     return folder
 
 
@@ -118,7 +95,7 @@ def test_each_bad_pdf_is_one_line_and_the_build_goes_on(tmp_path: Path) -> None:
     built = run(["index", str(papers), "--index", str(index)], FakeEmbedder())
     assert built.exit_code == 0, built.output
     assert "Traceback" not in built.output
-    for name, reason in BAD.items():
+    for name, reason in BAD_PDFS.items():
         lines = [line for line in built.output.splitlines() if name in line]
         assert len(lines) == 1, built.output
         assert reason in lines[0]
@@ -130,11 +107,11 @@ def test_each_bad_pdf_is_one_line_and_the_build_goes_on(tmp_path: Path) -> None:
 
 
 def test_a_book_is_read_from_its_first_pages_only(tmp_path: Path) -> None:
-    sys.path.insert(0, str(FIXTURES))
+    sys.path.insert(0, str(PDFS))
     try:
         from make_fixtures import make_big_pdf
     finally:
-        sys.path.remove(str(FIXTURES))
+        sys.path.remove(str(PDFS))
     book = tmp_path / "book.pdf"
     make_big_pdf(book, pages=2000)
     start = time.perf_counter()
@@ -143,15 +120,8 @@ def test_a_book_is_read_from_its_first_pages_only(tmp_path: Path) -> None:
     assert head.pages == 2000
 
 
-def test_an_unchanged_pdf_is_never_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[Path] = []
-    real = pdf.extract
-
-    def counting(raw: bytes, path: Path) -> pdf.PdfHead:
-        calls.append(path)
-        return real(raw, path)
-
-    monkeypatch.setattr(pdf, "extract", counting)
+def test_an_unchanged_pdf_is_never_read_again(tmp_path: Path, pdf_reads: list[Path]) -> None:
+    calls = pdf_reads
     papers = _papers(tmp_path, "05-twocol.pdf")
     first, _, _ = pdf.read_pdf(papers / "05-twocol.pdf", "05-twocol.pdf")
     shutil.copy(papers / "05-twocol.pdf", papers / "renamed.pdf")  # same content under another name
@@ -169,10 +139,10 @@ def test_an_unchanged_pdf_is_never_read_again(tmp_path: Path, monkeypatch: pytes
     assert len(calls) == 3
 
 
-def test_a_damaged_cache_entry_is_read_again(tmp_path: Path, _private_cache: Path) -> None:
+def test_a_damaged_cache_entry_is_read_again(tmp_path: Path, pdf_cache: Path) -> None:
     papers = _papers(tmp_path, "06-twocol.pdf")
     good, _, _ = pdf.read_pdf(papers / "06-twocol.pdf", "06-twocol.pdf")
-    (entry,) = _private_cache.glob("*.json")
+    (entry,) = pdf_cache.glob("*.json")
     entry.write_text("{not json", encoding="utf-8")
     again, _, _ = pdf.read_pdf(papers / "06-twocol.pdf", "06-twocol.pdf")
     assert again[0].text == good[0].text
@@ -191,10 +161,10 @@ def test_a_folder_mixing_pdf_and_jsonl_is_indexed_and_a_query_finds_the_pdf(tmp_
     built = run(["index", str(papers), "--index", str(index)], fake)
     assert built.exit_code == 0, built.output
     assert "read 3 abstracts from 3 files" in built.output
-    exp = next(e for e in EXPECTED if e["file"] == "11-twocol-ieee.pdf")
+    exp = PDF_EXPECTED["11-twocol-ieee.pdf"]
     words = " ".join(exp["abstract"].split()[5:25])
     found = run(["query", words, "--index", str(index), "-k", "1", "--json"], fake)
     assert found.exit_code == 0, found.output
     hits: Any = json.loads(found.output)
     first = hits["results"][0] if isinstance(hits, dict) else hits[0]
-    assert norm(first["title"]) == norm(exp["title"])
+    assert pdf_compare_form(first["title"]) == pdf_compare_form(exp["title"])

@@ -10,25 +10,9 @@ import pytest
 
 from semsearch.core.errors import InputError
 from semsearch.ingest.pdf import abstract_of_file
-from tests.helpers import PAPERS, FakeEmbedder, assert_one_line_error, run
+from tests.helpers import BAD_PDFS, PAPERS, PDF_EXPECTED, PDFS, FakeEmbedder, assert_one_line_error, run
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pdf"
-EXPECTED = {
-    e["file"]: e for e in map(json.loads, (FIXTURES / "expected.jsonl").read_text(encoding="utf-8").splitlines())
-}
 PAPER = "05-twocol.pdf"  # two columns, the abstract inside the left one
-BAD = {
-    "encrypted.pdf": "encrypted (needs a password)",
-    "image-only.pdf": "no text layer",
-    "truncated.pdf": "damaged or truncated",
-    "not-a-pdf.pdf": "not a PDF",
-    "empty.pdf": "empty file",
-}
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SEMSEARCH_PDF_CACHE", str(tmp_path / "pdf-cache"))
 
 
 def earlier_version(entry: dict[str, str]) -> str:
@@ -40,11 +24,13 @@ def earlier_version(entry: dict[str, str]) -> str:
 def build(root: Path, *, whole: bool) -> Path:
     """An index of the other fixture papers, the small corpus, and the paper (whole, or an earlier version)."""
     rows = [
-        {"id": e["id"], "title": e["title"], "abstract": e["abstract"]} for f, e in EXPECTED.items() if f[:2].isdigit()
+        {"id": e["id"], "title": e["title"], "abstract": e["abstract"]}
+        for f, e in PDF_EXPECTED.items()
+        if f[:2].isdigit()
     ]
-    rows = [r for r in rows if r["id"] != EXPECTED[PAPER]["id"]]
+    rows = [r for r in rows if r["id"] != PDF_EXPECTED[PAPER]["id"]]
     rows += [{"id": name, "title": name, "abstract": text} for name, text in PAPERS.items()]
-    paper = EXPECTED[PAPER]
+    paper = PDF_EXPECTED[PAPER]
     abstract = paper["abstract"] if whole else earlier_version(paper)
     rows.append({"id": "the-paper", "title": paper["title"], "abstract": abstract})
     corpus = root / "corpus.jsonl"
@@ -65,25 +51,23 @@ def texts(output: str) -> list[str]:
 
 
 def test_a_pdf_reads_as_its_title_and_abstract(tmp_path: Path) -> None:
-    paper = EXPECTED[PAPER]
-    text = abstract_of_file(FIXTURES / PAPER)
+    paper = PDF_EXPECTED[PAPER]
+    text = abstract_of_file(PDFS / PAPER)
     assert " ".join(text.split()) == " ".join(f"{paper['title']} {paper['abstract']}".split())
     # Known by its %PDF- header, whatever its name; a text file is read as text.
     for name in ("paper", "paper.txt"):
-        shutil.copy(FIXTURES / PAPER, tmp_path / name)
+        shutil.copy(PDFS / PAPER, tmp_path / name)
         assert abstract_of_file(tmp_path / name) == text
     (tmp_path / "abstract.txt").write_text("\ufeffGraph networks pass messages.\n", encoding="utf-8")
     assert abstract_of_file(tmp_path / "abstract.txt") == "Graph networks pass messages.\n"
 
 
 def test_related_file_pdf_ranks_its_paper_first(near: Path, tmp_path: Path) -> None:
-    result = run(
-        ["related", "--file", str(FIXTURES / PAPER), "--index", str(near), "--json", "-k", "3"], FakeEmbedder()
-    )
+    result = run(["related", "--file", str(PDFS / PAPER), "--index", str(near), "--json", "-k", "3"], FakeEmbedder())
     assert result.exit_code == 0, result.output
-    assert texts(result.output)[0] == earlier_version(EXPECTED[PAPER])
+    assert texts(result.output)[0] == earlier_version(PDF_EXPECTED[PAPER])
     # A PDF saved without its extension is still read as one.
-    shutil.copy(FIXTURES / PAPER, tmp_path / "download")
+    shutil.copy(PDFS / PAPER, tmp_path / "download")
     unnamed = run(["related", "--file", str(tmp_path / "download"), "--index", str(near), "--json"], FakeEmbedder())
     assert unnamed.exit_code == 0, unnamed.output
     assert texts(unnamed.output)[:3] == texts(result.output)
@@ -91,36 +75,36 @@ def test_related_file_pdf_ranks_its_paper_first(near: Path, tmp_path: Path) -> N
 
 def test_related_file_pdf_of_an_indexed_paper_leaves_it_out(tmp_path: Path) -> None:
     index = build(tmp_path, whole=True)
-    result = run(["related", "--file", str(FIXTURES / PAPER), "--index", str(index), "--json"], FakeEmbedder())
+    result = run(["related", "--file", str(PDFS / PAPER), "--index", str(index), "--json"], FakeEmbedder())
     assert result.exit_code == 0, result.output
     found = texts(result.output)
-    assert found and EXPECTED[PAPER]["abstract"] not in found  # the paper itself, as for DOC_ID and --text
+    assert found and PDF_EXPECTED[PAPER]["abstract"] not in found  # the paper itself, as for DOC_ID and --text
 
 
 @pytest.mark.parametrize("flag", ["--like-text", "--like-file"])
 def test_recommend_like_text_pdf_gives_cards(near: Path, flag: str) -> None:
     fake = FakeEmbedder()
-    result = run(["recommend", flag, str(FIXTURES / PAPER), "--index", str(near), "--json", "-k", "3"], fake)
+    result = run(["recommend", flag, str(PDFS / PAPER), "--index", str(near), "--json", "-k", "3"], fake)
     assert result.exit_code == 0, result.output
     cards = json.loads(result.output)
     assert len(cards) == 3
-    assert cards[0]["text"] == earlier_version(EXPECTED[PAPER])
-    table = run(["recommend", "--like-text", str(FIXTURES / PAPER), "--index", str(near), "-k", "2"], fake)
+    assert cards[0]["text"] == earlier_version(PDF_EXPECTED[PAPER])
+    table = run(["recommend", "--like-text", str(PDFS / PAPER), "--index", str(near), "-k", "2"], fake)
     assert table.exit_code == 0 and "because: near your abstract" in table.output, table.output
 
 
-@pytest.mark.parametrize("name", sorted(BAD))
+@pytest.mark.parametrize("name", sorted(BAD_PDFS))
 def test_a_bad_pdf_as_the_query_is_one_line(near: Path, name: str) -> None:
-    path = FIXTURES / "bad" / name
+    path = PDFS / "bad" / name
     for args in (["related", "--file", str(path)], ["recommend", "--like-text", str(path)]):
-        assert_one_line_error(run([*args, "--index", str(near)], FakeEmbedder()), str(path), BAD[name])
-    with pytest.raises(InputError, match=BAD[name].split(" (")[0]):
+        assert_one_line_error(run([*args, "--index", str(near)], FakeEmbedder()), str(path), BAD_PDFS[name])
+    with pytest.raises(InputError, match=BAD_PDFS[name].split(" (")[0]):
         abstract_of_file(path)
 
 
 def test_a_text_file_works_as_before(near: Path, tmp_path: Path) -> None:
     path = tmp_path / "abstract.txt"
-    path.write_text(earlier_version(EXPECTED[PAPER]).replace(". ", ".\r\n"), encoding="utf-8-sig")
+    path.write_text(earlier_version(PDF_EXPECTED[PAPER]).replace(". ", ".\r\n"), encoding="utf-8-sig")
     for args in (["related", "--file", str(path)], ["recommend", "--like-text", str(path)]):
         result = run([*args, "--index", str(near), "--json", "-k", "2"], FakeEmbedder())
         assert result.exit_code == 0, result.output

@@ -2,43 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from semsearch.ingest import pdf
 from semsearch.ingest.sources import read_sources
-from tests.ingest.test_pdf import norm
-from tests.ingest.test_zotero import Library
+from tests.helpers import PDF_EXPECTED, PDFS, Library, pdf_compare_form
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pdf"
-EXPECTED = {
-    e["file"]: e for e in map(json.loads, (FIXTURES / "expected.jsonl").read_text(encoding="utf-8").splitlines())
-}
 TITLE = "The library's own title"
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "pdf-cache"
-    monkeypatch.setenv("SEMSEARCH_PDF_CACHE", str(folder))
-    return folder
-
-
-@pytest.fixture
-def calls(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """The files the PDF reader opens."""
-    seen: list[Path] = []
-    real = pdf.extract
-
-    def counting(raw: bytes, path: Path) -> pdf.PdfHead:
-        seen.append(path)
-        return real(raw, path)
-
-    monkeypatch.setattr(pdf, "extract", counting)
-    return seen
 
 
 def _library(tmp_path: Path, attachments: list[tuple[str, str | None, str]], **fields: str) -> Path:
@@ -54,43 +26,43 @@ def _library(tmp_path: Path, attachments: list[tuple[str, str | None, str]], **f
         lib.conn.execute("INSERT INTO itemAttachments VALUES (?, ?, 0, 'application/pdf', ?)", (item_id, parent, where))
         if fixture is not None and where.startswith("storage:"):
             (folder / "storage" / key).mkdir(parents=True)
-            shutil.copy(FIXTURES / fixture, folder / "storage" / key / where.removeprefix("storage:"))
+            shutil.copy(PDFS / fixture, folder / "storage" / key / where.removeprefix("storage:"))
     lib.close()
     return folder / "zotero.sqlite"
 
 
-def test_an_item_without_abstract_takes_it_from_its_stored_pdf(tmp_path: Path, calls: list[Path]) -> None:
+def test_an_item_without_abstract_takes_it_from_its_stored_pdf(tmp_path: Path, pdf_reads: list[Path]) -> None:
     database = _library(tmp_path, [("ATTACH01", "05-twocol.pdf", "storage:Lovelace - 2021.pdf")])
     (record,) = read_sources([str(database)]).records
     assert not record.title_only
-    assert norm(record.text) == norm(EXPECTED["05-twocol.pdf"]["abstract"])
+    assert pdf_compare_form(record.text) == pdf_compare_form(PDF_EXPECTED["05-twocol.pdf"]["abstract"])
     assert record.title == TITLE and record.metadata["authors"] == ["Ada Lovelace"]
     assert record.metadata["abstract_source"] == "pdf"
     stored = tmp_path / "Zotero" / "storage" / "ATTACH01" / "Lovelace - 2021.pdf"
     assert record.metadata["pdf"] == str(stored.resolve())
-    assert len(calls) == 1
+    assert len(pdf_reads) == 1
     read_sources([str(database)])  # read again: the cache by content answers
-    assert len(calls) == 1
+    assert len(pdf_reads) == 1
 
 
 def test_a_linked_file_is_read_where_it_lies(tmp_path: Path) -> None:
     linked = tmp_path / "elsewhere" / "paper.pdf"
     linked.parent.mkdir()
-    shutil.copy(FIXTURES / "01-single.pdf", linked)
+    shutil.copy(PDFS / "01-single.pdf", linked)
     database = _library(tmp_path, [("LINKED01", None, str(linked))])
     (record,) = read_sources([str(database)]).records
-    assert norm(record.text) == norm(EXPECTED["01-single.pdf"]["abstract"])
+    assert pdf_compare_form(record.text) == pdf_compare_form(PDF_EXPECTED["01-single.pdf"]["abstract"])
     assert record.metadata["pdf"] == str(linked.resolve())
 
 
-def test_an_item_with_an_abstract_never_reads_its_pdf(tmp_path: Path, calls: list[Path]) -> None:
+def test_an_item_with_an_abstract_never_reads_its_pdf(tmp_path: Path, pdf_reads: list[Path]) -> None:
     database = _library(
         tmp_path, [("ATTACH01", "05-twocol.pdf", "storage:paper.pdf")], abstractNote="The library's abstract."
     )
     (record,) = read_sources([str(database)]).records
     assert record.text == "The library's abstract." and "abstract_source" not in record.metadata
     assert "pdf" not in record.metadata
-    assert calls == []
+    assert pdf_reads == []
 
 
 @pytest.mark.parametrize(
@@ -114,7 +86,7 @@ def test_a_missing_or_unreadable_attachment_leaves_the_item_title_only(
 
 
 def test_a_bad_attachment_gives_way_to_the_next_one(tmp_path: Path) -> None:
-    bad = FIXTURES / "bad" / "encrypted.pdf"
+    bad = PDFS / "bad" / "encrypted.pdf"
     database = _library(tmp_path, [("ENCRYPT1", None, str(bad)), ("ATTACH02", "06-twocol.pdf", "storage:good.pdf")])
     (record,) = read_sources([str(database)]).records
-    assert norm(record.text) == norm(EXPECTED["06-twocol.pdf"]["abstract"])
+    assert pdf_compare_form(record.text) == pdf_compare_form(PDF_EXPECTED["06-twocol.pdf"]["abstract"])

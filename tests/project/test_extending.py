@@ -17,14 +17,12 @@ import numpy as np
 import pytest
 
 from semsearch.core import registry
-from semsearch.core.records import Provenance
 from semsearch.encode.hashed import HashedBackend, HashedWords
-from semsearch.ingest.formats import TextFormat
 from semsearch.query.search import Index
 from semsearch.store.layout import current_version
 from semsearch.store.manifest import Manifest
 from semsearch.write.build import BuildOptions, build_index
-from tests.helpers import FakeEmbedder, assert_one_line_error, run
+from tests.helpers import FakeEmbedder, assert_one_line_error, run, toy_format
 
 # The toy package: one module per extension, as a third party would write each.
 TOY_ANN = '''
@@ -182,24 +180,12 @@ def test_a_model_from_a_package_is_listed_and_chosen_with_model(tmp_path: Path, 
 
 
 def test_an_input_format_registered_at_run_time_is_read_on_every_face(tmp_path: Path) -> None:
-    class Lines(TextFormat):
-        """One paper per line: its title, a bar, its abstract."""
-
-        name = "lines"
-        extensions = (".lines",)
-
-        def items(self, text: str, display: str):  # type: ignore[no-untyped-def]
-            for number, line in enumerate(text.split("\n"), 1):
-                title, bar, abstract = line.partition("|")
-                if bar:
-                    yield Provenance(display, "line", number), {"title": title.strip(), "abstract": abstract.strip()}
-
     papers = tmp_path / "papers"
     papers.mkdir()
     (papers / "reading.lines").write_text(
         "Graph Networks | Message passing neural networks learn on molecular graphs.\n", encoding="utf-8"
     )
-    registry.register("format", "lines", Lines)
+    registry.register("format", "lines", toy_format())
     try:
         fake = FakeEmbedder()
         built = run(["index", str(papers), "--index", str(tmp_path / "idx"), "-q"], fake)

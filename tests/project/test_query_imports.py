@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from semsearch.core import registry
-from semsearch.core.records import Provenance
 from semsearch.ingest.formats import FileFormat, TextFormat, built_in_formats, installed_formats
 from semsearch.ingest.walk import DeclaredNames
 from semsearch.ingest.zotero import DATABASE_NAME
@@ -18,7 +17,7 @@ from semsearch.store.filter_columns import SCHEMA
 from semsearch.store.layout import current_version
 from semsearch.store.manifest import Manifest
 from semsearch.write.freshness import source_names, stale_sources
-from tests.helpers import REPO, FakeEmbedder, run
+from tests.helpers import REPO, FakeEmbedder, run, toy_format
 
 MAX_QUERY_MODULES = 45  # issue 38's bound on the package modules a cold query enters (package __init__s apart)
 
@@ -51,22 +50,10 @@ def test_the_declared_names_answer_a_walk_as_the_formats_do(tmp_path: Path) -> N
 
 
 def test_a_format_registered_at_run_time_counts_in_the_stale_check(tmp_path: Path) -> None:
-    class Lines(TextFormat):
-        """One paper per line: its title, a bar, its abstract."""
-
-        name = "lines"
-        extensions = (".lines",)
-
-        def items(self, text: str, display: str):  # type: ignore[no-untyped-def]
-            for number, line in enumerate(text.split("\n"), 1):
-                title, bar, abstract = line.partition("|")
-                if bar:
-                    yield Provenance(display, "line", number), {"title": title.strip(), "abstract": abstract.strip()}
-
     papers = tmp_path / "papers"
     papers.mkdir()
     (papers / "a.lines").write_text("Graph Networks | Message passing networks learn on graphs.\n", encoding="utf-8")
-    registry.register("format", "lines", Lines)
+    registry.register("format", "lines", toy_format())
     try:
         assert source_names() is installed_formats()
         built = run(["index", str(papers), "--index", str(tmp_path / "idx"), "-q"], FakeEmbedder())
