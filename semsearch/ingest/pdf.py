@@ -14,6 +14,7 @@ the index): a PDF the same way, and one that yields nothing is an ``InputError``
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -108,12 +109,10 @@ def read_pdf(path: Path, display: str, *, skip_bad: bool = False) -> tuple[list[
     """One record from a PDF (its cached reading when the content was read before), or the line saying why not."""
     try:
         mtime_ns = path.stat().st_mtime_ns  # before the read: a file changed meanwhile looks stale, never fresh
-        raw = path.read_bytes()
+        outcome, digest, size = head_of(path)
     except OSError as exc:
         raise InputError(f"{display}: cannot be read ({exc.strerror or exc})") from None
-    digest = hashlib.sha256(raw).hexdigest()
-    source = SourceFile(str(path.resolve()), digest, len(raw), "pdf", "binary", 0, mtime_ns)
-    outcome = cached_head(raw, digest, path)
+    source = SourceFile(str(path.resolve()), digest, size, "pdf", "binary", 0, mtime_ns)
     if isinstance(outcome, str):
         return [], source, [f"{display}: {outcome}"]
     item: dict[str, Any] = {"title": outcome.title or None, "abstract": outcome.abstract or None}
@@ -129,7 +128,7 @@ def read_pdf(path: Path, display: str, *, skip_bad: bool = False) -> tuple[list[
     records, skipped = collect([(Provenance(display, "page", 1), item)], skip_bad=True)
     if not records:
         return [], source, [f"{display}: no title or abstract found on page 1"]
-    return records, SourceFile(source.path, digest, len(raw), "pdf", "binary", 1, mtime_ns), skipped
+    return records, dataclasses.replace(source, records=len(records)), skipped
 
 
 # ------------------------------------------------------------------------------------------------- cache
@@ -142,6 +141,13 @@ def cache_folder() -> Path:
         return Path(chosen)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "semsearch" / "pdf"
+
+
+def head_of(path: Path) -> tuple[PdfHead | str, str, int]:
+    """A PDF file's reading (its head, or why it has none), its content's sha256 and its size; OSError if unreadable."""
+    raw = path.read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
+    return cached_head(raw, digest, path), digest, len(raw)
 
 
 def cached_head(raw: bytes, digest: str, path: Path) -> PdfHead | str:

@@ -155,17 +155,16 @@ def _attachment_file(key: str, where: str, data_folder: Path) -> Path | None:
 
 def _with_pdf_abstract(record: Record, item: _Item, data_folder: Path) -> Record:
     """The record with its abstract read from its first readable PDF attachment (unchanged when none yields one)."""
-    from semsearch.ingest.pdf import cached_head  # only a library with title-only items pays for the PDF reader
+    from semsearch.ingest.pdf import head_of  # only a library with title-only items pays for the PDF reader
 
     for key, where in item.pdfs:
         found = _attachment_file(key, where, data_folder)
         if found is None:
             continue
         try:
-            raw = found.read_bytes()
+            head, _, _ = head_of(found)
         except OSError:
             continue
-        head = cached_head(raw, hashlib.sha256(raw).hexdigest(), found)
         if isinstance(head, str) or not head.abstract:
             continue
         source = "pdf" if head.abstract_source == "heading" else f"pdf-{head.abstract_source}"
