@@ -70,13 +70,7 @@ STEPS = {
     "semsearch.write.inputs": ("read_files", "deduplicate"),
     "semsearch.write.build": ("encode_with_cache", "_stamp_arrivals"),
     # The index parts (semsearch/store/index_parts.py), for a base and for an appended segment alike.
-    "semsearch.store.index_parts": (
-        "write_vector_files",
-        "write_ann",
-        "write_documents",
-        "add_filter_columns",
-        "write_lexical",
-    ),
+    "semsearch.store.index_parts": ("write_vector_files", "write_ann", "write_lexical"),
     "semsearch.atlas.compute": ("write_map",),
     "semsearch.atlas.append": ("append_map",),
     # A refresh that appends a segment: planned (plan.py: one walk, the new files read), decided
@@ -111,6 +105,27 @@ def with_steps(fn: Callable[[], T]) -> tuple[T, dict[str, Any]]:
                     figures[_n] = (round(s + time.perf_counter() - t, 2), b + written() - w)
 
             setattr(module, name, timed)
+    from semsearch.write.contents import INDEX_PARTS
+
+    # Every part's writers too (documents, filter columns, ...), named "<part>.write_base" / ".write_segment".
+    for part in INDEX_PARTS:
+        for name in ("write_base", "write_segment"):
+            owner = type(part)
+            original = owner.__dict__.get(name)
+            if original is None:
+                continue
+            originals.append((owner, name, original))
+
+            @functools.wraps(original)
+            def timed_part(*args: Any, _f: Any = original, _n: str = f"{part.name}.{name}", **kwargs: Any) -> Any:
+                w, t = written(), time.perf_counter()
+                try:
+                    return _f(*args, **kwargs)
+                finally:
+                    s, b = figures.get(_n, (0.0, 0))
+                    figures[_n] = (round(s + time.perf_counter() - t, 2), b + written() - w)
+
+            setattr(owner, name, timed_part)
     try:
         return fn(), {k: {"s": s, "bytes_written": b} for k, (s, b) in figures.items()}
     finally:

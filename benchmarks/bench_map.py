@@ -46,19 +46,16 @@ from semsearch.dedup.duplicates import deduplicate
 
 def from_index(index_dir: str) -> tuple[list[Document], np.ndarray]:
     """An index's documents and their vectors, in the same order."""
-    import faiss
-
-    from semsearch.store.ann import VECTORS, read_faiss
     from semsearch.store.documents import DocumentStore
     from semsearch.store.layout import DOCS, current_version, doc_num
+    from semsearch.store.vectors import IDS_FILE, VECTOR_FILE
 
     version = current_version(Path(index_dir))
     store = DocumentStore(version / DOCS)
     docs = list(store.iter_documents())
     store.close()
-    index = read_faiss(version / VECTORS)
-    row = {int(n): i for i, n in enumerate(faiss.vector_to_array(index.id_map))}
-    vectors = index.index.reconstruct_n(0, index.ntotal)
+    vectors = np.load(version / VECTOR_FILE, allow_pickle=False)  # the exact copy (a flat version has no other)
+    row = {int(n): i for i, n in enumerate(np.load(version / IDS_FILE, allow_pickle=False))}
     return docs, vectors[[row[doc_num(d.id)] for d in docs]]
 
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from benchmarks.harness import CORPUS, REPO, arguments, emit, log
 from semsearch.core.options import ann_choices
-from semsearch.encode.cache import embedding_key
+from semsearch.encode.cache import SCALE_BYTES, cache_key, decode_vector, embedding_key
 from semsearch.store.ann import AnnSearcher
 from semsearch.store.ann_build import build_ann, exact_top, factory_string, tie_aware_recall
 from semsearch.store.vectors import VectorStore, write_vector_files
@@ -60,15 +60,22 @@ def percentile_ms(samples: Sequence[float], q: float) -> float:
 # ---------------------------------------------------------------- vectors
 
 
-def real_vectors(cache_index: Path) -> dict[str, np.ndarray]:
-    """Every vector in the int8 ONNX embedding cache of an index (read-only)."""
-    found: dict[str, np.ndarray] = {}
+def real_vectors(cache_index: Path) -> dict[bytes, np.ndarray]:
+    """Every vector in the int8 ONNX embedding cache of an index (read-only), by its stored key (``cache_key``)."""
+    found: dict[bytes, np.ndarray] = {}
     # A cache file is named after its encoding regime too (-alone-...), since issue #15.
     for path in sorted((cache_index / "cache").glob("embeddings-*-onnx-int8*.sqlite")):
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            for key, _dim, blob in conn.execute("SELECT key, dim, vector FROM vectors"):
-                found[key] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "codes" in tables:  # the compact cache: int8 codes after a scale
+                for key, code in conn.execute("SELECT key, code FROM codes"):
+                    vector = decode_vector(code, (len(code) - SCALE_BYTES))
+                    if vector is not None:
+                        found[bytes(key)] = vector
+            if "vectors" in tables:  # a cache an earlier release wrote, not converted yet
+                for key, _dim, blob in conn.execute("SELECT key, dim, vector FROM vectors"):
+                    found[cache_key(key)] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
         finally:
             conn.close()
     return found
@@ -88,7 +95,7 @@ class CachedEmbedder:
     name = "bench-scale-minilm-cache"
     fingerprint = "benchscale0001"
 
-    def __init__(self, real: dict[str, np.ndarray], query_encoder: Any) -> None:
+    def __init__(self, real: dict[bytes, np.ndarray], query_encoder: Any) -> None:
         self.real = real
         self.pool = np.vstack(list(real.values())) if real else np.eye(1, 384, dtype=np.float32)
         self.dimension = int(self.pool.shape[1])
@@ -100,7 +107,7 @@ class CachedEmbedder:
         short = []
         for i, text in enumerate(texts):
             key = embedding_key(text)
-            vec = self.real.get(key)
+            vec = self.real.get(cache_key(key))
             if vec is not None:
                 self.hits += 1
                 out[i] = vec
@@ -277,7 +284,7 @@ print(json.dumps(out))
 """
 
 
-def bench_end_to_end(corpus: Path, real: dict[str, np.ndarray], titles: list[str], work: Path) -> dict[str, Any]:
+def bench_end_to_end(corpus: Path, real: dict[bytes, np.ndarray], titles: list[str], work: Path) -> dict[str, Any]:
     from semsearch.write.build import BuildOptions, build_index
 
     enc = CachedEmbedder(real, query_encoder())

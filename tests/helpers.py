@@ -814,7 +814,9 @@ def make_scene(root: Path, *, with_removal: bool) -> Scene:
         removed = root / "d.txt"
         _seed(removed, [GONE])
         sources.append(str(removed))
-    assert run(["index", *sources, "--index", str(index), "-q"], fake).exit_code == 0
+    # HNSW: a kind that writes vectors.faiss (a flat index is built from vectors.npy), so each writer's FAISS
+    # write is a layer a fault can hit.
+    assert run(["index", *sources, "--index", str(index), "-q", "--ann", "hnsw"], fake).exit_code == 0
     if removed is not None:
         assert run(["remove", "--source", str(removed), "--index", str(index)], fake).exit_code == 0
     with Index.open(index) as idx:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from semsearch.app import operations as ops
-from semsearch.core.errors import QueryError
+from semsearch.core.errors import QueryError, UnknownDocumentError
 from semsearch.core.options import DEFAULT_INDEX, MAX_K
 
 if TYPE_CHECKING:
@@ -259,6 +259,8 @@ class Application:
         from semsearch.query.syntax import parse_query
 
         want = _wanted(r.k, r.offset)
+        if r.passages:
+            return self._search_passages(r, want)
         with self._use() as v:
             hits = v.index.search(
                 r.query,
@@ -273,6 +275,19 @@ class Application:
             parsed = parse_query(r.query)  # read without error: the search did
             spelling = v.index.spell(r.query, exact=r.exact or r.mode == "dense")  # dense reads no words
             warnings = v.index.where_warnings([*r.where, *parsed.where])  # year:, venue:, title: filter too
+            catalogued = v.index.manifest.catalogue is not None
+        hits, more = _page(hits, r)
+        return Found(hits, v.name, more, warnings, parsed, spelling, catalogued)
+
+    def _search_passages(self, r: ops.Search, want: int) -> Found:
+        """A search's passages (``--passages``): each its paper's hit with that passage, best first."""
+        from semsearch.query.syntax import parse_query
+
+        with self._use() as v:
+            hits = v.index.search_passages(r.query, want, where=list(r.where), min_score=r.min_score)
+            spelling = v.index.spell(r.query, exact=True)  # the dense side reads the words as typed
+            parsed = parse_query(r.query)
+            warnings = v.index.where_warnings([*r.where, *parsed.where])
             catalogued = v.index.manifest.catalogue is not None
         hits, more = _page(hits, r)
         return Found(hits, v.name, more, warnings, parsed, spelling, catalogued)
@@ -301,6 +316,25 @@ class Application:
     def get_paper(self, r: ops.GetPaper) -> Got:
         with self._use() as v:
             return Got(v.index.get(r.id), v.name)
+
+    def paper_pdf(self, r: ops.PaperPdf) -> Path:
+        """The PDF a paper was read from: the first PDF source of it the version records that is still a PDF file.
+
+        Only a path the version's manifest records as a PDF source of this document is ever returned (the request
+        names a paper, never a path); ``UnknownDocumentError`` when there is none.
+        """
+        from semsearch.dedup.paper_ids import is_pdf_file, pdf_files
+
+        with self._use() as v:
+            doc = v.index.get(r.id)
+            sources = v.index.manifest.sources
+            files = pdf_files(doc, sources)
+        recorded = {s.path: s for s in sources}
+        for name in files:
+            if is_pdf_file(Path(name), recorded.get(name)):
+                return Path(name)
+        why = "its PDF is no longer the file the index read" if files else "it was not read from a PDF"
+        raise UnknownDocumentError(f"paper {doc.id} has no PDF to open: {why}")
 
     def info(self, r: ops.Info) -> dict[str, Any]:
         """The index's facts (``IndexInfo.to_dict()``); a server's, read once per version."""
@@ -521,8 +555,10 @@ class Application:
                 full=r.full,
                 relayout=r.relayout,
                 skip_bad=r.skip_bad,
+                strict=r.strict,
                 drop_unreadable=r.drop_unreadable,
                 follow_links=r.follow_links,
+                full_text=r.full_text,
                 near=not r.no_near,
                 batch_size=r.batch_size,
                 progress=r.progress,

@@ -358,6 +358,12 @@ class Search:
         "knows as its nearest frequent word, and says so).",
         mcp={"help": "Search the words as typed (no typo correction)."},
     )
+    passages: bool = arg(
+        False,
+        help="List passages of the papers' full text (an index built with --full-text) instead of papers: each "
+        "with its page, best first by cosine.",
+        faces=(CLI, HTTP),
+    )
     offset: int | None = _offset()
 
 
@@ -380,6 +386,13 @@ class Related:
 @dataclass(frozen=True)
 class GetPaper:
     """One document: text, title, metadata, sources."""
+
+    id: str = _paper_id()
+
+
+@dataclass(frozen=True)
+class PaperPdf:
+    """The PDF a paper was read from: a file the served version records as a PDF source of it (404 otherwise)."""
 
     id: str = _paper_id()
 
@@ -575,6 +588,10 @@ class Build:
         "(--full lays out afresh too)."
     )
     skip_bad: bool = _flag("Skip malformed records (reported) instead of stopping.")
+    strict: bool = _flag(
+        "Fail (exit 2, nothing written) when any input is skipped: a PDF that cannot be read, a record --skip-bad "
+        "passes over, a file the folder walk leaves out. Each is named first."
+    )
     drop_unreadable: bool = _flag(
         "Drop the papers of a source folder that cannot be read now (said in the summary). Without it such a "
         "refresh stops and the index keeps them."
@@ -585,6 +602,13 @@ class Build:
         "by the index) [default: the index's, else not: each is named in the summary]. Linked folders are always "
         "walked.",
         name="--follow-links/--no-follow-links",
+    )
+    full_text: bool | None = _cli(
+        None,
+        help="Also index the full text of PDFs (a PDF source, a Zotero item's PDF attachment) as passages of a "
+        "few sentences with their page, which searches score papers by and show (remembered by the index) "
+        "[default: the index's, else off: papers by title and abstract only].",
+        name="--full-text/--no-full-text",
     )
     no_near: bool = _flag("Merge only exact duplicates, not near-duplicates.")
     ann: str | None = _cli(
@@ -868,6 +892,8 @@ OPERATIONS: tuple[Operation, ...] = (
         mcp="get_paper",
         agent_help="Get one paper in full (abstract, metadata, sources) by the id that a search or related card gave.",
     ),
+    # The file itself, for the page's link: a browser opens it; an agent reads the paper through get_paper.
+    Operation("paper_pdf", PaperPdf, "paper_pdf", http="/api/documents/{doc_id}/pdf"),
     Operation(
         "info",
         Info,

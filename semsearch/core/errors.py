@@ -38,6 +38,15 @@ class InputError(SemsearchError):
     """A source path, file or record cannot be read as abstracts."""
 
 
+class SkippedInputError(InputError):
+    """A strict build skipped inputs (each one line in ``skipped``, as a build summary gives it): nothing written."""
+
+    def __init__(self, skipped: list[str]) -> None:
+        self.skipped = list(skipped)
+        many = "input was" if len(self.skipped) == 1 else "inputs were"
+        super().__init__(f"{{field}}: {len(self.skipped)} {many} skipped; nothing was written", field="strict")
+
+
 class QueryError(SemsearchError):
     """A query or its options are invalid (empty text, k < 1, ...)."""
 

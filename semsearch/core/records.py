@@ -29,6 +29,14 @@ class Provenance:
         return cls(file=str(data["file"]), kind=str(data["kind"]), number=int(data["number"]))
 
 
+@dataclass(frozen=True)
+class Passage:
+    """A few sentences of a paper's full text and the 1-based page they are on (``--full-text``)."""
+
+    page: int
+    text: str
+
+
 @dataclass
 class Record:
     """One abstract as read from a source, before deduplication."""
@@ -40,6 +48,8 @@ class Record:
     collection: str | None = None  # the seed file's header line, e.g. "NeurIPS 2025 Papers"
     metadata: dict[str, Any] = field(default_factory=dict)
     title_only: bool = False  # no abstract: ``text`` is the title
+    passages: list[Passage] = field(default_factory=list)  # its full text in passages (--full-text), else none
+    pdf_files: list[str] = field(default_factory=list)  # PDFs its full text may come from (a Zotero item's)
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,8 @@ class Document:
     texts: list[str] = field(default_factory=list)  # hashes of the other texts merged into it (not text_hash)
     aliases: list[str] = field(default_factory=list)  # former ids of this document that still resolve to it
     added: Arrival | None = None  # first entered the index (carried forward by every build; see arrivals.py)
+    # Its full text in passages (--full-text), as read this build: kept in the index's passages part, not the store.
+    passages: list[Passage] = field(default_factory=list, compare=False, repr=False)
     # (title, text, decoded title, decoded text) when decoding changed them: a build reads them twice (encoder, BM25).
     _decoded: tuple[str | None, str, str | None, str] | None = field(
         default=None, init=False, repr=False, compare=False
@@ -213,6 +225,7 @@ class Hit:
     relevance_rank: int | None = None  # its rank by relevance alone, when --diverse re-ordered the list
     fusion: dict[str, Any] | None = None  # hybrid only: the dense weight (alpha) its query got, and why
     by: str | None = None  # the author the query named (a name query or author:), as the paper gives the name
+    passage: dict[str, Any] | None = None  # a full-text index: its passage nearest the query (page, text, score)
 
     @classmethod
     def of(cls, rank: int, score: float, doc: Document, mode: str) -> Hit:
@@ -252,4 +265,5 @@ class Hit:
             **({"order": "diverse", "relevance_rank": self.relevance_rank} if self.relevance_rank is not None else {}),
             **({"fusion": self.fusion} if self.fusion is not None else {}),
             **({"by": self.by} if self.by is not None else {}),  # found as that person's paper
+            **({"passage": self.passage} if self.passage is not None else {}),  # a full-text index's
         }

@@ -3,7 +3,8 @@
 Exact duplicates share the sha256 of their normalized text. Near duplicates (the same abstract re-wrapped,
 marked up, or with a few words changed) are found with MinHash signatures over word 3-shingles of an
 aggressively canonicalized text, banded LSH to propose candidate pairs, and the true Jaccard similarity of
-the shingle sets to confirm each candidate before anything is merged.
+the shingle sets to confirm each candidate before anything is merged. A PDF and another source's record of the
+paper it shows the DOI or arXiv id of are merged too, whatever their abstracts say (``paper_ids.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from semsearch.core.records import DedupResult, Document, NearKeys, Provenance, Record
 from semsearch.core.textnorm import canonical_for_near, canonical_normalized, doc_id_for, normalize_text, text_hash
+from semsearch.dedup.paper_ids import same_paper_links
 
 if TYPE_CHECKING:
     from semsearch.dedup.identity import PreviousIdentity
@@ -373,6 +375,13 @@ def deduplicate(
             if ri != rj:
                 # Keep the smaller (earlier) root so roots stay in first-appearance order.
                 parent[max(ri, rj)] = min(ri, rj)
+    if near:
+        # A PDF and another source's record of the paper it shows the DOI or arXiv id of: one paper, whatever
+        # their abstracts say (see paper_ids.py).
+        for i, j in same_paper_links(records):
+            ri, rj = _find(parent, group_of_hash[hashes[i]]), _find(parent, group_of_hash[hashes[j]])
+            if ri != rj:
+                parent[max(ri, rj)] = min(ri, rj)
     # Final groups: lists of exact-group indices, ordered by first appearance (root is the earliest group).
     final: dict[int, list[int]] = {}
     for g in range(n_nodes):
@@ -476,4 +485,6 @@ def make_document(
         text_hash=rep_hash,
         title_only=r.title_only,
         texts=sorted({hashes[i] for i in members} - {rep_hash}),
+        # The full text's passages (--full-text) of the first copy read from a PDF: the kept one's when it has them.
+        passages=next((records[i].passages for i in [rep, *members] if records[i].passages), []),
     )

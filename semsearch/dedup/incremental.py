@@ -34,10 +34,12 @@ from semsearch.dedup.duplicates import (
     text_hash,
 )
 from semsearch.dedup.near_part import load_near_keys, shared_bands
+from semsearch.dedup.paper_ids import PDF_KIND, PaperId, is_pdf, paper_ids
 from semsearch.ingest.sources import PathLookup
 from semsearch.store.documents import DocumentStore
 from semsearch.store.layout import doc_num
 from semsearch.store.manifest import Counts
+from semsearch.store.passages_part import has_passages
 from semsearch.store.versions import PreviousVersion
 
 
@@ -81,6 +83,8 @@ def change_against(
     held = store.held_external_ids([r.external_id for r in records if r.external_id is not None])
     if held:
         raise FullBuild(f"an arriving record has the id {held[0]!r} of an indexed document")
+    if near:
+        _check_paper_ids(records, store)
     dedup = deduplicate(records, near=near)
     owner = store.text_owners([h for d in dedup.documents for h in (d.text_hash, *d.texts)])
     # Every segment's band keys, read once when arrivals have texts to check: merges re-own them too (two live
@@ -116,12 +120,20 @@ def change_against(
             new.append(doc)
     late: list[Document] = []
     merged: list[Document] = []
+    # A merge in a full-text index must keep the passages a full build would: only a full build says whose.
+    full_text = has_passages(previous.manifest) or any(r.passages for r in records)
     for group in groups:
         winner = live[winner_of[next(iter(group))]]
         others = sorted((live[i] for i in group if i != winner.id), key=lambda d: d.id)
         joining = arrivals[winner.id]
         wanted = {p for d in joining for p in d.sources}
         members = [r for r in records if r.provenance in wanted]
+        if full_text and others:
+            # The segment carries the winner's live passages; a full build may keep another member's.
+            raise FullBuild("indexed documents merge in a full-text index")
+        if full_text and any(r.passages for r in members):
+            # Which copy's passages a full build keeps is its representative's: the segment carries the live ones.
+            raise FullBuild("an arriving copy with its full text joins an indexed document")
         if not others and len(winner.sources) == 1:
             # Its one record is known whole: merge as the full build does, whichever record represents it.
             late.append(_rebuilt(winner, members, rank))
@@ -133,6 +145,41 @@ def change_against(
     keys = _segment_near_keys(dedup, {d_id: winner_of[next(iter(h))] for d_id, h in hits_of.items()})
     keys = _with_texts_of(keys, merged, winner_of, kept)
     return Change(new, late, dropped, dedup, joined_groups, merged, keys)
+
+
+def _check_paper_ids(records: Sequence[Record], store: DocumentStore) -> None:
+    """FullBuild when an arriving record and a live document may be one paper by DOI or arXiv id (paper_ids.py).
+
+    An arriving PDF is checked against the live documents read from another source whose metadata mentions one of
+    its ids; another source's record against the live documents read from a PDF (two PDFs, or two records of other
+    sources, never merge by id). Which of them merge is the full build's to say.
+    """
+    from_pdfs: set[PaperId] = set()
+    from_others: set[PaperId] = set()
+    for record in records:
+        (from_pdfs if is_pdf(record) else from_others).update(paper_ids(record.metadata))
+    if from_others and store.rows("SELECT 1 FROM provenance WHERE kind = ? LIMIT 1", (PDF_KIND,)):
+        nums = [int(r[0]) for r in store.rows("SELECT DISTINCT num FROM provenance WHERE kind = ?", (PDF_KIND,))]
+        _raise_on_shared(store, nums, from_others, from_pdf=True)
+    needles = sorted({value for _, value in from_pdfs})
+    for start in range(0, len(needles), _NEEDLES):
+        chunk = needles[start : start + _NEEDLES]
+        where = " OR ".join(["instr(lower(metadata), ?) > 0"] * len(chunk))
+        nums = [int(r[0]) for r in store.rows(f"SELECT num FROM documents WHERE {where}", chunk)]
+        _raise_on_shared(store, nums, from_pdfs, from_pdf=False)
+
+
+_NEEDLES = 200  # ids per query: well under SQLite's bound on a statement's parameters
+
+
+def _raise_on_shared(store: DocumentStore, nums: Sequence[int], ids: set[PaperId], *, from_pdf: bool) -> None:
+    """FullBuild when a live document among ``nums`` names one of ``ids`` and was read from a PDF (``from_pdf``), or
+    else from another source."""
+    for start in range(0, len(nums), 500):
+        for doc in store.get_many(nums[start : start + 500]).values():
+            read = {p.kind == PDF_KIND for p in doc.sources}
+            if from_pdf in read and paper_ids(doc.metadata) & ids:
+                raise FullBuild("an arriving paper shows the DOI or arXiv id of an indexed document")
 
 
 def _groups(hits: Iterable[set[str]]) -> list[set[str]]:

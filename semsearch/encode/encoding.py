@@ -20,6 +20,7 @@ from semsearch.encode.embedder import Embedder
 from semsearch.encode.sentence_runs import SentenceText, sentence_text
 from semsearch.encode.windows import ReadChars, document_windows, pool
 from semsearch.store.layout import doc_num
+from semsearch.store.passages_part import PassageSet
 from semsearch.store.windows_part import WindowSet
 
 # Texts handed to the encoder per progress step; each chunk is cached at once, so an
@@ -187,8 +188,7 @@ def encode_with_cache(
             texts = [plan.texts[i] for i in chunk]
             vectors = embedder.encode(texts, batch_size=batch_size)
             check_shape(vectors, len(chunk), embedder.dimension, texts)
-            pairs = [(plan.keys[i], vectors[j]) for j, i in enumerate(chunk)]
-            cache.put_many(pairs)
+            pairs = cache.put_many([(plan.keys[i], vectors[j]) for j, i in enumerate(chunk)])
             plan.known.update(pairs)
             bar(len(chunk))
         bar(0, close=True)
@@ -210,8 +210,7 @@ def _encode_sentences(embedder: Embedder, plan: CachePlan, cache: EmbeddingCache
             check_shape(np.asarray(sentences), len(rows), embedder.dimension)
             pairs.append((plan.keys[row], document))
             pairs.extend((plan.keys[j], vector) for j, vector in zip(rows, sentences, strict=True))
-        cache.put_many(pairs)
-        plan.known.update(pairs)
+        plan.known.update(cache.put_many(pairs))
         bar(len(chunk))
     bar(0, close=True)
 
@@ -230,3 +229,51 @@ def progress_bar(total: int, enabled: bool, desc: str = "encoding") -> Progress:
             bar.close()
 
     return update
+
+
+def passage_texts(document: Document) -> list[str]:
+    """What the encoder reads of each of a document's passages: the passage alone, as a query's words meet it."""
+    return [p.text for p in document.passages]
+
+
+def encode_passages(
+    embedder: Embedder,
+    documents: Sequence[Document],
+    cache: EmbeddingCache,
+    *,
+    batch_size: int,
+    progress: bool,
+) -> tuple[PassageSet, int]:
+    """The passages of the documents (``--full-text``) with their vectors, encoding only texts the cache lacks.
+
+    Returns the passages (rows in document order, each document's in reading order) and how many were encoded.
+    """
+    owners: list[int] = []
+    pages: list[int] = []
+    texts: list[str] = []  # as encoded
+    shown: list[str] = []  # as stored
+    for doc in documents:
+        num = doc_num(doc.id)
+        for passage, text in zip(doc.passages, passage_texts(doc), strict=True):
+            owners.append(num)
+            pages.append(passage.page)
+            texts.append(text)
+            shown.append(passage.text)
+    keys = [embedding_key(t) for t in texts]
+    known = cache.get_many(keys)
+    missing = sorted({k: i for i, k in enumerate(keys) if k not in known}.values())
+    bar = progress_bar(len(missing), progress, desc="passages")
+    for start in range(0, len(missing), ENCODE_CHUNK):
+        chunk = missing[start : start + ENCODE_CHUNK]
+        batch = [texts[i] for i in chunk]
+        vectors = embedder.encode(batch, batch_size=batch_size)
+        check_shape(vectors, len(chunk), embedder.dimension, batch)
+        # As the cache serves them, so a rebuild from the cache gives the same passages' vectors.
+        known.update(cache.put_many([(keys[i], vectors[j]) for j, i in enumerate(chunk)]))
+        bar(len(chunk))
+    bar(0, close=True)
+    matrix = np.zeros((len(texts), embedder.dimension), dtype=np.float16)
+    for row, key in enumerate(keys):
+        matrix[row] = known[key]
+    ids = np.array(owners, dtype=np.int64)
+    return PassageSet(ids, np.array(pages, dtype=np.int32), shown, matrix), len(missing)

@@ -58,6 +58,7 @@ class PaperCard:
     best_sentence: str | None = None  # the abstract's sentence that best matches the query (or the paper)
     link: str | None = None
     why: str | None = None  # recommend / whats_new: the liked paper, tag or saved query; search: "by <name>"
+    passage: dict[str, Any] | None = None  # search of a full-text index: {"page", "text"} of the passage that matched
 
     @classmethod
     def of(cls, doc: Document | Hit, *, score: float | None = None, sentence: str | None = None) -> PaperCard:
@@ -249,13 +250,16 @@ def paginate(cards: Sequence[PaperCard], *, offset: int, k: int, more: bool, bud
 
 
 def _shrink(card: PaperCard, room: int) -> PaperCard:
-    """A card made to fit ``room`` characters: the sentence goes first, then the authors, then the title."""
+    """A card made to fit ``room`` characters: the passage, then the sentence, the authors, the title."""
     trimmed = PaperCard(**asdict(card))
-    for step in ("sentence", "authors", "title"):
+    for step in ("passage", "sentence", "authors", "title"):
         over = len(compact_json(to_dict(trimmed))) + 1 - room
         if over <= 0:
             break
-        if step == "sentence" and trimmed.best_sentence:
+        if step == "passage" and trimmed.passage:
+            keep = len(trimmed.passage["text"]) - over - 1
+            trimmed.passage = {**trimmed.passage, "text": _clip(trimmed.passage["text"], keep)} if keep > 20 else None
+        elif step == "sentence" and trimmed.best_sentence:
             keep = len(trimmed.best_sentence) - over - 1
             trimmed.best_sentence = _clip(trimmed.best_sentence, keep) if keep > 20 else None
         elif step == "authors" and trimmed.authors:
@@ -291,6 +295,9 @@ def search_cards(found: Found, r: ops.Search, budget: int = DEFAULT_BUDGET, vers
     cards = [PaperCard.of(h, score=h.score, sentence=h.highlights[0] if h.highlights else None) for h in found.hits]
     for card, hit in zip(cards, found.hits, strict=True):
         card.why = f"by {hit.by}" if hit.by is not None else None
+        if hit.passage is not None:
+            text = _clip(paperinfo.plain_text(str(hit.passage["text"])), MAX_SENTENCE_CHARS)
+            card.passage = {"page": hit.passage["page"], "text": text}
     page = paginate(
         cards, offset=r.offset or 0, k=r.k, more=found.more, budget=budget, version=version or found.version
     )

@@ -87,7 +87,19 @@ def hits_table(hits: Sequence[Hit], *, color: bool = False) -> str:
         )
         if color and hit.matched_terms:
             body = highlight(body, hit.matched_terms, "ansi")
-        blocks.append("\n".join([head, click.style(ids, dim=True) if color else ids, body]))
+        lines = [head, click.style(ids, dim=True) if color else ids]
+        if hit.passage is not None:  # a full-text index: the passage that matched, and its page
+            said = textwrap.fill(
+                f"p. {hit.passage['page']}: " + plain_text(snippet(str(hit.passage["text"]), 2 * SNIPPET_CHARS)),
+                width=width,
+                initial_indent="    ",
+                subsequent_indent="      ",
+            )
+            # A passage listing (--passages) shows the passage in the abstract's place.
+            lines += [said] if hit.mode == "passages" else [body, said]
+        else:
+            lines.append(body)
+        blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 

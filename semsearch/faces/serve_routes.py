@@ -7,9 +7,11 @@ JSON. Imported only by ``serve.create_app`` (the 'serve' extra).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse
 from starlette.exceptions import HTTPException
 
 from semsearch.app import operations as ops
@@ -40,6 +42,7 @@ def search(found: Found, r: ops.Search, http: Request) -> dict[str, Any]:
         "took_ms": round((time.perf_counter() - http.state.started) * 1000, 2),
         "hits": rows,
         "warnings": found.warnings,
+        **({"passages": True} if r.passages else {}),  # the hits are passages, each its paper's hit
     }
 
 
@@ -50,6 +53,21 @@ def related(found: Found, r: ops.Related, _: Request) -> dict[str, Any]:
 
 def document(got: Got, r: ops.GetPaper, _: Request) -> dict[str, Any]:
     return {**got.document.to_dict(), "version": got.version}
+
+
+# A PDF shown by the browser's own viewer: no script of ours, and the viewer is an embedded object of the page.
+PDF_CSP = "default-src 'none'; object-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+
+def paper_pdf(path: Path, r: ops.PaperPdf, _: Request) -> Any:
+    """The file, streamed as the application named it (a recorded PDF source of the paper), shown inline."""
+    return FileResponse(
+        path,
+        media_type="application/pdf",
+        filename=path.name,
+        content_disposition_type="inline",
+        headers={"Content-Security-Policy": PDF_CSP, "Cache-Control": "no-store"},
+    )
 
 
 def export_ids(r: ops.Export) -> ops.Export:
@@ -82,6 +100,7 @@ def corpus_map(data: dict[str, Any] | None, r: ops.CorpusMap, _: Request) -> dic
 route(router, "search", search)
 route(router, "related", related)
 route(router, "get_paper", document, name="document")
+route(router, "paper_pdf", paper_pdf, returns=Any, name="paper_pdf_endpoint", response_class=FileResponse)
 route(router, "export", export, parse=export_ids, returns=Any, name="export_endpoint")
 route(router, "info", None)
 route(router, "health", None)

@@ -31,11 +31,11 @@ from semsearch.core.errors import InputError
 from semsearch.core.records import Provenance, Record, SourceFile
 from semsearch.ingest.fields import collect
 from semsearch.ingest.formats import FileFormat
-from semsearch.ingest.pdf_layout import Glyph, column_order, page_glyphs, page_lines, segments
+from semsearch.ingest.pdf_layout import Glyph, column_order, page_glyphs, page_lines, segments, turned
 from semsearch.ingest.walk import suffix
 
 # Bumped when extraction changes, so results cached by an older reader are read again.
-EXTRACTOR_VERSION = 1
+EXTRACTOR_VERSION = 2
 HEAD_PAGES = 3  # pages read: the head is on page 1; the next pages only lend words to hyphen joins
 MIN_TEXT_CHARS = 20  # per page read: fewer on all of them is a page image without a text layer
 _MAGIC = b"%PDF-"
@@ -51,7 +51,12 @@ _NAME = re.compile(r"^[A-ZÀ-Þ][\w.'’\-]*(?: (?:[A-ZÀ-Þ][\w.'’\-]*|de|van
 _ABSTRACT_HEADING = re.compile(r"(?im)^\s*abstract\s*$\n|^\s*abstract\s*[—–:.\-]\s*")
 _SECTION = re.compile(r"\n\s*(?:1\.?|I\.)\s+[A-Z][A-Za-z ]{3,40}\s*\n|\n\s*Keywords?:|\n\s*Index Terms")
 _DOI = re.compile(r"\b(10\.\d{4,9}/[^\s\"<>]+[^\s\"<>.,;)\]])")
-_ARXIV = re.compile(r"\barXiv:\s*(\d{4}\.\d{4,5}(?:v\d+)?)", re.I)
+# A DOI the page labels as one ("doi:10.1145/…", "DOI 10.1109/…", "https://doi.org/10.…") before a bare one.
+_DOI_SAID = re.compile(r"(?:\bdoi\s*:?\s*|\bdoi\.org/)" + _DOI.pattern.removeprefix(r"\b"), re.I)
+# New-style (2106.09685v2) and old-style (cs/0112017, math.GT/0309136) arXiv ids.
+_ARXIV = re.compile(r"\barXiv\s*:\s*((?:\d{4}\.\d{4,5}|[a-z][a-z\-]*(?:\.[A-Z]{2})?/\d{7})(?:v\d+)?)", re.I)
+# What comes before an arXiv id that page 1 cites rather than is ("arXiv preprint arXiv:1810.04805").
+_CITED = re.compile(r"(?:preprint|e-?prints?|CoRR|abs/)[\s,]*$", re.I)
 _TEXT_SUFFIXES = frozenset(
     ext for name, declared in registry.BUILT_IN_NAMES.items() if name != "pdf" for ext in declared.extensions
 )
@@ -211,7 +216,7 @@ def _read_document(document: Any) -> PdfHead:
     if pages == 0:
         raise BadPdf("no pages")
     texts: list[str] = []
-    page1 = ""
+    page1 = margin = ""
     glyphs: list[Glyph] = []
     for index in range(min(pages, HEAD_PAGES)):
         page = document[index]
@@ -221,6 +226,7 @@ def _read_document(document: Any) -> PdfHead:
                 width, height = page.get_width(), page.get_height()
                 page1 = "\n".join(line.text for line in column_order(page_lines(textpage, height), width))
                 glyphs = page_glyphs(textpage, height)
+                margin = margin_text(textpage)
                 texts.append(page1)
             else:
                 texts.append(textpage.get_text_range())
@@ -233,17 +239,50 @@ def _read_document(document: Any) -> PdfHead:
     title, authors = _title_and_authors(glyphs)
     abstract, source = find_abstract(page1, title)
     title = clean(title, vocabulary)
-    doi = _DOI.search(page1)
-    arxiv = _ARXIV.search(page1)
+    doi, arxiv = paper_ids(page1, margin)
     return PdfHead(
         title=title,
         authors=[clean(name, vocabulary) for name in authors],
         abstract=clean(abstract, vocabulary),
         abstract_source=source,
         pages=pages,
-        doi=doi.group(1) if doi else None,
-        arxiv=arxiv.group(1) if arxiv else None,
+        doi=doi,
+        arxiv=arxiv,
     )
+
+
+def margin_text(textpage: Any) -> str:
+    """The page's rotated text (an arXiv stamp up the margin) in drawing order, spaced where PDFium spaces it."""
+    import pypdfium2.raw as raw
+
+    out: list[str] = []
+    last = -1
+    text = textpage.get_text_range()
+    turn = turned(textpage, text)
+    for k in range(min(textpage.count_chars(), len(text))):
+        if text[k].isspace() or not turn[k] or raw.FPDFText_IsGenerated(textpage.raw, k):
+            continue
+        if out and " " in text[last + 1 : k]:
+            out.append(" ")
+        out.append(text[k])
+        last = k
+    return "".join(out)
+
+
+def paper_ids(page1: str, margin: str = "") -> tuple[str | None, str | None]:
+    """The DOI and the arXiv id that page 1 shows for its own paper, as printed (None where it shows none).
+
+    The arXiv stamp up the margin comes first, then an ``arXiv:`` id in the text that no "preprint" introduces (a
+    citation's); a DOI labelled as one (``doi:``, ``DOI``, ``doi.org/``) before a bare ``10.…/…``.
+    """
+    found = _ARXIV.search(margin)
+    if found is None:
+        found = next(
+            (m for m in _ARXIV.finditer(page1) if not _CITED.search(page1[max(0, m.start() - 24) : m.start()])), None
+        )
+    both = f"{margin}\n{page1}"
+    doi = _DOI_SAID.search(both) or _DOI.search(both)
+    return (doi.group(1) if doi else None), (found.group(1) if found else None)
 
 
 def _title_and_authors(glyphs: list[Glyph]) -> tuple[str, list[str]]:

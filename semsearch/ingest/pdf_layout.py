@@ -9,6 +9,7 @@ glyphs of page 1 with their size and weight, grouped into lines and blocks.
 from __future__ import annotations
 
 import ctypes
+import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any
 # PDFium's marks for a hyphen at a line end that it joined (U+FFFE) or left as a control character (U+0002).
 LINE_END_HYPHENS = (0xFFFE, 0x02)
 _SPACES = (0x20, 0x0D, 0x0A)
+_LEVEL = 0.05  # radians: a glyph turned less than this is level
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ def page_lines(textpage: Any, height: float) -> list[Line]:
     import pypdfium2.raw as raw
 
     text = textpage.get_text_range()
+    turn = turned(textpage, text)
     lines: list[Line] = []
     current: list[str] = []
     box = [1e9, 1e9, -1e9, -1e9]
@@ -71,12 +74,38 @@ def page_lines(textpage: Any, height: float) -> list[Line]:
             current, box = [], [1e9, 1e9, -1e9, -1e9]
             continue
         current.append(ch)
-        if not ch.isspace() and not raw.FPDFText_IsGenerated(textpage.raw, k):
+        if not ch.isspace() and not turn[k] and not raw.FPDFText_IsGenerated(textpage.raw, k):
             left, bottom, right, top = textpage.get_charbox(k)
             box = [min(box[0], left), min(box[1], height - top), max(box[2], right), max(box[3], height - bottom)]
     if current and box[0] < 1e9:
         lines.append(Line(box[0], box[1], box[2], box[3], "".join(current)))
     return lines
+
+
+def turned(textpage: Any, text: str) -> list[bool]:
+    """Per character of a page's text: whether its line is rotated (an arXiv stamp up the margin), not level.
+
+    Rotated text is no line of the page's reading (nor its title, however large). PDFium starts a new line where
+    the writing turns, so each line's first drawn glyph speaks for the line: one look per line, not per glyph. A
+    page whose every line is turned (a landscape page drawn sideways) is read as it is: none counts as turned.
+    """
+    import pypdfium2.raw as raw
+
+    out = [False] * len(text)
+    start, look, level = 0, True, False
+    for k, ch in enumerate(text):
+        if ch in "\r\n":
+            start, look = k + 1, True
+        elif look and not ch.isspace():
+            look = False
+            angle = raw.FPDFText_GetCharAngle(textpage.raw, k)
+            angle = angle % (2 * math.pi) if angle >= 0 else 0.0  # -1: PDFium cannot say
+            if _LEVEL < angle < 2 * math.pi - _LEVEL:
+                end = min([len(text), *(stop for stop in (text.find("\r", k), text.find("\n", k)) if stop >= 0)])
+                out[start:end] = [True] * (end - start)
+            else:
+                level = True
+    return out if level else [False] * len(text)
 
 
 def column_order(lines: list[Line], width: float) -> list[Line]:
@@ -136,9 +165,10 @@ def page_glyphs(textpage: Any, height: float) -> list[Glyph]:
     out: list[Glyph] = []
     name = ctypes.create_string_buffer(256)
     flags = ctypes.c_int()
+    turn = turned(textpage, textpage.get_text_range())
     for i in range(textpage.count_chars()):
         code = raw.FPDFText_GetUnicode(textpage.raw, i)
-        if raw.FPDFText_IsGenerated(textpage.raw, i) or code in _SPACES:
+        if raw.FPDFText_IsGenerated(textpage.raw, i) or code in _SPACES or (i < len(turn) and turn[i]):
             continue
         if code in LINE_END_HYPHENS:
             code = 0x2D

@@ -120,6 +120,8 @@ def read_zotero(path: Path, display: str, *, skip_bad: bool = False) -> tuple[li
         record = _to_record(item, provenance)
         if record is not None and record.title_only and item.pdfs:
             record = _with_pdf_abstract(record, item, path.parent)
+        if record is not None and item.pdfs:  # where --full-text finds its passages (nothing is opened here)
+            record.pdf_files = [str(p) for key, where in item.pdfs if (p := _attachment_path(key, where, path.parent))]
         if record is not None:
             records.append(record)
             continue
@@ -144,13 +146,17 @@ def read_zotero(path: Path, display: str, *, skip_bad: bool = False) -> tuple[li
 
 def _attachment_file(key: str, where: str, data_folder: Path) -> Path | None:
     """A PDF attachment's file (``storage:<name>`` in its key's folder, or a linked absolute path), if it exists."""
+    candidate = _attachment_path(key, where, data_folder)
+    return candidate if candidate is not None and candidate.is_file() else None
+
+
+def _attachment_path(key: str, where: str, data_folder: Path) -> Path | None:
+    """Where a PDF attachment's file would be (not looked at): its key's storage folder, or a linked absolute path."""
     if where.startswith("storage:"):
-        candidate = data_folder / "storage" / key / where.removeprefix("storage:")
-    elif Path(where).is_absolute():
-        candidate = Path(where)  # a linked file, kept where the user put it
-    else:
-        return None  # relative to a base folder set in Zotero's preferences, which the database does not hold
-    return candidate if candidate.is_file() else None
+        return data_folder / "storage" / key / where.removeprefix("storage:")
+    if Path(where).is_absolute():
+        return Path(where)  # a linked file, kept where the user put it
+    return None  # relative to a base folder set in Zotero's preferences, which the database does not hold
 
 
 def _with_pdf_abstract(record: Record, item: _Item, data_folder: Path) -> Record:

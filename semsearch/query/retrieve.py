@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from semsearch.query.weighting import FusionChoice, FusionPolicy, QuerySignal
 from semsearch.store.ann import Searcher
 from semsearch.store.lexical import BM25Index
 from semsearch.store.windows_part import RESCORE_DEPTH, WindowIndex
+
+if TYPE_CHECKING:
+    from semsearch.store.passages_part import PassageIndex
 
 # --diverse: MMR's λ still leans on relevance, so a diverse list loses little of it; a candidate whose cosine is
 # below DIVERSITY_FLOOR times the best candidate's is never promoted for being different alone (see
@@ -129,6 +133,7 @@ class Retriever:
     windows: WindowIndex | None  # window (or sentence) vectors that re-score dense candidates, if the index keeps them
     lexical: Callable[[], BM25Index]  # the BM25 index, loaded on first use (a dense search never reads it)
     fusion: FusionPolicy  # what hybrid fuses with when a request names no other weighting
+    passages: PassageIndex | None = None  # a full-text index's passages: its papers' dense side sees them too
 
     @property
     def count(self) -> int:
@@ -190,7 +195,12 @@ class Retriever:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The dense candidates a search ranks: with ``windows`` and a windowed index, re-scored by their windows."""
         rescored = self.dense_top_windows(vector, depth, allowed, exclude, pool) if windows else None
-        return rescored or self.dense_top(vector, depth, allowed, exclude)
+        nums, scores = rescored or self.dense_top(vector, depth, allowed, exclude)
+        if self.passages is None or not windows:
+            return nums, scores
+        from semsearch.query.passages import rescore  # a full-text index's only
+
+        return rescore(self.passages, nums, scores, vector[0], depth, allowed, exclude)
 
     def dense_top(
         self, vector: np.ndarray, depth: int, allowed: np.ndarray | None, exclude: frozenset[int]

@@ -41,6 +41,7 @@ from semsearch.store.windows_part import open_windows
 if TYPE_CHECKING:
     from semsearch.query.index_info import IndexInfo
     from semsearch.query.where import WhereFilters
+    from semsearch.store.passages_part import PassageIndex
 
 T = TypeVar("T")
 DEFAULT_INDEX = Path(options.DEFAULT_INDEX)
@@ -88,6 +89,12 @@ class Index:
         self._where_made = threading.Lock()  # a server's threads filtering at once share one memo
         # --reading windows: each long abstract's tail windows, which re-score a search's dense candidates.
         self.windows = open_windows(version, manifest)
+        # --full-text: the papers' passages, which the dense side and each hit's passage read.
+        self.passages: PassageIndex | None = None
+        if manifest.extra.get("full_text"):
+            from semsearch.store.passages_part import open_passages  # a full-text index's only
+
+            self.passages = open_passages(version, manifest)
         expected = manifest.counts.vectors
         if self.ann.ntotal != expected or self.store.count() != expected:
             raise IndexCorruptError(
@@ -126,6 +133,7 @@ class Index:
         self.ann.index = None
         self.vectors.matrix = np.zeros((0, self.vectors.dimension), dtype=np.float32)
         self.windows = None
+        self.passages = None
         self._lexical = None
 
     def __len__(self) -> int:
@@ -342,7 +350,39 @@ class Index:
             hits += more
         for rank, hit in enumerate(hits, start=1):
             hit.rank = rank
+        if self.passages is not None and shape.explain:
+            from semsearch.query.passages import attach
+
+            attach(hits, self.passages, ranking.vector, rank_text)
         return hits
+
+    def search_passages(
+        self, text: str, k: int = 10, *, where: Sequence[str] = (), min_score: float | None = None
+    ) -> list[Hit]:
+        """The k passages of a full-text index nearest a text, best first, each as its paper's hit with ``passage``.
+
+        Scored by cosine (the dense side); ``where`` filters the papers as for ``search``. An index built without
+        ``--full-text`` has none: QueryError says how to build one.
+        """
+        check_k(k)
+        text = check_text(text)
+        if self.passages is None:
+            raise QueryError(
+                f"{self.path} holds no passages: rebuild it with --full-text (semsearch index --full-text)"
+            )
+        from semsearch.query.passages import passage_hits
+
+        parsed = parse_query(text)
+        reading = self.read_query(parsed)
+        filters = [*where, *reading.where]
+        allowed = self.allowed_rows(filters)
+        self._say_why_nothing_matched(filters, allowed, stacklevel=2)
+        if reading.people is not None:
+            allowed = reading.people if allowed is None else np.intersect1d(allowed, reading.people)
+        if not reading.rank_text:
+            raise QueryError(f"the query {parsed.raw.strip()!r} has no words to rank passages by")
+        vector = self.encode_query(reading.rank_text)
+        return passage_hits(self.passages, self.store, vector[0], k, allowed=allowed, min_score=min_score)
 
     def _named_first(
         self, named: dict[str, list[int]], allowed: np.ndarray | None, parsed: ParsedQuery, k: int
@@ -414,7 +454,7 @@ class Index:
 
     def _retrieval(self) -> Retriever:
         """What finds this version's candidates (the dense list, BM25's, and their fusion)."""
-        return Retriever(self.ann, self.windows, lambda: self.lexical, self.fusion)
+        return Retriever(self.ann, self.windows, lambda: self.lexical, self.fusion, self.passages)
 
     def _hits(self) -> HitMaker:
         """What turns this version's ranked document numbers into hits."""

@@ -19,7 +19,7 @@ from semsearch.store.ann_kinds import AnnKind, AnnSpec
 from semsearch.store.manifest import Manifest
 from semsearch.store.vectors import SegmentedVectorStore, VectorStore
 
-VECTORS = "vectors.faiss"  # the ANN index file of a version
+VECTORS = "vectors.faiss"  # the ANN index file of a version (none for the flat kind since format 4)
 TUNING_QUERIES = "tuning_queries.npy"  # encoded sample queries the search was tuned on
 # IVF files at least this big are memory-mapped when opened (see AnnSearcher.open).
 MMAP_MIN_BYTES = 512 << 20
@@ -134,6 +134,28 @@ class AnnSearcher(_TopK):
         scores = self.store.get(nums) @ query[0]
         order = np.lexsort((nums, -scores))[:k]
         return nums[order], scores[order].astype(np.float32, copy=False)
+
+
+def flat_index(matrix: np.ndarray, ids: np.ndarray) -> Any:
+    """The exact FAISS index (``IDMap2,Flat`` over inner product) of these rows, built in memory."""
+    import faiss
+
+    index = faiss.IndexIDMap2(faiss.IndexFlatIP(int(matrix.shape[1])))
+    if len(ids):
+        index.add_with_ids(np.ascontiguousarray(matrix, dtype=np.float32), np.ascontiguousarray(ids, dtype=np.int64))
+    return index
+
+
+def writes_ann_file(spec: AnnSpec) -> bool:
+    """Whether a version keeps its ANN structure in ``vectors.faiss``: all but the flat kind, whose exact index
+    would only repeat ``vectors.npy`` float for float (it is built from that file when a version is opened)."""
+    return spec.kind != "flat"
+
+
+def _flat_from_vectors(version: Path, spec: AnnSpec) -> bool:
+    """Whether a version's exact index is to be built from its vectors: a flat one without the file (format 4
+    writes none; a version written before keeps and reads its own, and ``verify`` names it if it went missing)."""
+    return not writes_ann_file(spec) and not (version / VECTORS).exists()
 
 
 def read_faiss(path: Path, flags: int = 0) -> Any:
@@ -268,14 +290,22 @@ def open_version_vectors(version: Path, manifest: Manifest) -> tuple[Searcher, V
             store = VectorStore.open_segments(segments, dimension=dimension, count=count)
         else:
             store = VectorStore.open(version, dimension=dimension, count=count)
+        in_memory = _flat_from_vectors(version, spec)
         if isinstance(store, SegmentedVectorStore):
-            base = AnnSearcher.open(version / VECTORS, spec, store, hidden=segments[0].hidden)
+            if in_memory:  # the base's index holds all the base's rows, hidden ones too, as its file would
+                first = store.parts[0]
+                index = flat_index(first.matrix, first.ids)
+                base = AnnSearcher(index, spec, store, hidden=segments[0].hidden)
+            else:
+                base = AnnSearcher.open(version / VECTORS, spec, store, hidden=segments[0].hidden)
             if base.index.ntotal != segments[0].rows:
                 raise IndexCorruptError(
                     f"{version / VECTORS} holds {base.index.ntotal} vectors, the base segment {segments[0].rows}; "
                     "rebuild with: semsearch index --full"
                 )
             searcher = SegmentedSearcher(base, store)
+        elif in_memory:
+            searcher = AnnSearcher(flat_index(store.matrix, store.ids), spec, store)
         else:
             searcher = AnnSearcher.open(version / VECTORS, spec, store)
     if searcher.dimension != dimension:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from semsearch.core.errors import IndexCorruptError, InputError, SemsearchError
-from semsearch.store.ann import TUNING_QUERIES, VECTORS, AnnSearcher, Searcher
+from semsearch.store.ann import TUNING_QUERIES, VECTORS, AnnSearcher, Searcher, writes_ann_file
 from semsearch.store.ann_kinds import AnnSpec, ann_kind, ann_kind_names
 from semsearch.store.manifest import Manifest
 from semsearch.store.vectors import VectorStore, first_non_finite
@@ -424,7 +424,8 @@ def write_ann(
     )
     if used and len(used[-1]) and used[-1].shape[1:] == vectors.shape[1:]:
         np.save(folder / TUNING_QUERIES, used[-1], allow_pickle=False)
-    faiss.write_index(index, str(folder / VECTORS))
+    if writes_ann_file(spec):
+        faiss.write_index(index, str(folder / VECTORS))
     return {
         "faiss": {"type": factory_string(spec), "metric": "inner_product", "normalized": True},
         "ann": spec.to_dict(),

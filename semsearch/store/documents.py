@@ -70,6 +70,7 @@ class DocumentStore:
         self._count: int | None = None
         try:
             self.conn = sqlite3.connect(readonly_uri(path), uri=True, check_same_thread=False)
+            _check_whole_pages(self.conn, "main", path)
             if segments:
                 tables = self._attach(segments)
             else:
@@ -108,6 +109,7 @@ class DocumentStore:
             try:
                 if i:
                     conn.execute(f"ATTACH DATABASE ? AS {schema}", (readonly_uri(path),))
+                    _check_whole_pages(conn, schema, path)
                 found = {r[0] for r in conn.execute(f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table'")}
                 missing = [t for t in _REQUIRED_TABLES if t not in found]
                 if missing:
@@ -405,6 +407,14 @@ def filter_index_counts(path: Path, tables: Sequence[str]) -> tuple[int, int] | 
         return None
     indexed, held = _first_values(path, "SELECT count FROM filter_documents", "SELECT count(*) FROM documents")
     return indexed, held
+
+
+def _check_whole_pages(conn: sqlite3.Connection, schema: str, path: Path) -> None:
+    """Raise unless the file is a whole number of its pages: SQLite reads a cut last page as zeros, not an error."""
+    page = int(conn.execute(f"PRAGMA {schema}.page_size").fetchone()[0])
+    size = path.stat().st_size
+    if page and size % page:
+        raise sqlite3.DatabaseError(f"{size} bytes is not a whole number of {page}-byte pages: the file was cut short")
 
 
 def _first_values(path: Path, *sql: str) -> list[Any]:

@@ -1,9 +1,10 @@
 """The parts of an index version the store layer owns, each behind ``parts.IndexPart``.
 
 Each class adapts one file format (``vectors.py``, ``ann.py``, ``documents.py``, ``filter_columns.py``,
-``lexical_build.py``, ``windows_part.py``) to the five steps every part offers; the near-duplicate keys, owned by
-the dedup layer, are ``dedup.near_part.NearKeysPart``, and the corpus map, computed by the atlas layer,
-``atlas.map_part.MapPart``. The sqlite checks are imported where they are used: a query never loads them here.
+``lexical_build.py``, ``windows_part.py``, ``passages_part.py``) to the five steps every part offers; the
+near-duplicate keys, owned by the dedup layer, are ``dedup.near_part.NearKeysPart``, and the corpus map, computed by
+the atlas layer, ``atlas.map_part.MapPart``. The sqlite checks are imported where they are used: a query never loads
+them here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from semsearch.core.errors import SemsearchError
-from semsearch.store import windows_part
+from semsearch.store import passages_part, windows_part
 from semsearch.store.analyzer import ANALYZER_NAME
 from semsearch.store.ann import VECTORS, SegmentedSearcher, open_version_vectors
 from semsearch.store.ann_build import previous_ann, write_ann
@@ -33,6 +34,7 @@ from semsearch.store.lexical import LexicalIndex, bm25_settings
 from semsearch.store.lexical_build import write_lexical
 from semsearch.store.manifest import Manifest
 from semsearch.store.parts import BaseJob, PartSettings, SegmentJob
+from semsearch.store.passages_part import PassageIndex, PassageSet, has_passages
 from semsearch.store.sections import AnnSection, FaissSection, LexicalSection, VectorsSection
 from semsearch.store.vectors import IDS_FILE, VECTOR_FILE, VectorStore, write_vector_files
 from semsearch.store.windows_part import WindowIndex, WindowSet, is_windowed
@@ -110,6 +112,45 @@ class WindowsPart:
 
     def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
         return ""  # another reading re-encodes everything: the planner rewrites for it (write/plan.py)
+
+
+class PassagesPart:
+    """A full-text index's passages (``passages.npy`` and the files beside it: passages_part.py) of each segment.
+
+    Written only where the job carries passages (``--full-text``); an index built without it has none of these
+    files, and the manifest's ``full_text`` setting is its record: no section.
+    """
+
+    name = "passages"
+
+    def write_base(self, job: BaseJob) -> None:
+        if job.passages is not None:
+            passages_part.write(job.folder, job.passages)
+
+    def write_segment(self, job: SegmentJob) -> None:
+        """The segment's passages: the added documents' own, the rewritten ones' kept from the previous version."""
+        manifest = job.previous.manifest
+        if job.segment is None or not has_passages(manifest):
+            return
+        added = {doc_num(d.id) for d in job.added}
+        rewritten = [int(n) for n in job.ids if int(n) not in added]
+        kept = passages_part.carry(job.previous.path, manifest, rewritten)
+        dimension = manifest.model.dimension
+        own = job.passages if job.passages is not None else PassageSet.empty(dimension)
+        passages_part.write(job.segment, PassageSet.concat([own, kept or PassageSet.empty(dimension)], dimension))
+
+    def open(self, version: Path, manifest: Manifest) -> PassageIndex | None:
+        """The version's passages (None when it was built without ``--full-text``)."""
+        return passages_part.open_passages(version, manifest)
+
+    def verify(self, version: Path, manifest: Manifest) -> list[str]:
+        return passages_part.verify(version, manifest)
+
+    def describe(self, manifest: Manifest) -> None:
+        return None
+
+    def stale(self, manifest: Manifest, settings: PartSettings | None = None) -> str:
+        return ""
 
 
 class AnnPart:

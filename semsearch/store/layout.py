@@ -7,7 +7,10 @@ Layout of an index directory (``indexes/default``)::
                          previous version are hard links)
         manifest.json    format version, model, counts, sources, file sizes and checksums (manifest.py)
         vectors.npy      the exact float32 vectors (memory-mapped by readers); ids.npy: their ids (vectors.py)
-        vectors.faiss    the ANN index over inner product (exact, IVF, IVF-PQ or HNSW; ann_build.py, ann.py)
+        vectors.faiss    the ANN index over inner product (IVF, IVF-PQ or HNSW; ann_build.py, ann.py); none for
+                         the exact kind, built from vectors.npy when a version is opened
+        windows.npy      sentence (window) vectors as int8 codes, window_scales.npy and window_ids.npy beside
+                         them, with a sentence or windowed reading (windows_part.py)
         tuning_queries.npy  encoded sample queries the ANN search was tuned on (ann_build.py)
         docs.sqlite      documents, provenance and external ids (documents.py)
         lexical/         the BM25 index, numpy arrays and JSON (lexical.py)
@@ -16,7 +19,7 @@ Layout of an index directory (``indexes/default``)::
         near/            the near-duplicate band keys of every text, checked by refreshes (dedup.py)
         seg-<seq>/       a segment a refresh appended; hidden.npy: rows no longer live (segments.py)
         encoder/         the ONNX export of the model, when the ONNX backend built it (onnx_backend.py)
-    cache/               embedding caches, one SQLite file per model fingerprint and precision (cache.py)
+    cache/               embedding caches, one SQLite file per model fingerprint and precision, int8 codes (cache.py)
     .lock                held by the one writer (flock; versions.py)
     .build-*             a half-written version; removed by the next writer (versions.py)
     .publishing          the version a writer is moving into place and what CURRENT was then (JSON); a leftover

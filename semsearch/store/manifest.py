@@ -21,9 +21,12 @@ if TYPE_CHECKING:
     from semsearch.store.segments import Segment
 
 FORMAT_NAME = INDEX_FORMAT
-FORMAT_VERSION = 2  # 2: vectors.npy + ids.npy beside an ANN index of any kind
-SEGMENTED_FORMAT_VERSION = 3  # a version with extra segments (segments.py): older releases cannot read it
-READABLE_FORMAT_VERSION = SEGMENTED_FORMAT_VERSION
+# 2: vectors.npy + ids.npy beside an ANN index of any kind; 3: extra segments (segments.py); 4: compact sentence
+# vectors (windows.npy as int8 codes beside window_scales.npy, windows_part.py). Each is unreadable to releases
+# before it; this release reads all of them and writes 4, with segments or without.
+FORMAT_VERSION = 4
+SEGMENTED_FORMAT_VERSION = FORMAT_VERSION
+READABLE_FORMAT_VERSION = FORMAT_VERSION
 REBUILD = "rebuild with: semsearch index --full"
 REQUIRED_COUNTS = ("read", "documents", "exact_duplicates", "near_duplicates", "vectors")
 

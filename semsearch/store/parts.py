@@ -1,12 +1,12 @@
 """The one interface every part of an index version implements, and what its writers are handed.
 
-A version is its parts: documents, filter columns, exact vectors, the ANN structure, BM25, the near-duplicate
-keys, the corpus map and, for a windowed reading, the sentence-window vectors. Each part writes its files for a
-version's base (``write_base``) or for a segment appended to the previous version (``write_segment``), opens and
-verifies what it wrote, describes its manifest section (``sections.py``) and says when the settings it was
-written with are no longer the current ones (``stale``). The version writer (``write/contents.py``) and the
-segment writer (``write/segment_writer.py``) loop over the parts in order instead of calling each format by
-hand.
+A version is its parts: documents, filter columns, exact vectors, the ANN structure, BM25, the near-duplicate keys,
+the corpus map and, for a windowed reading, the sentence-window vectors (for ``--full-text``, the passages). Each
+part writes its files for a version's base (``write_base``) or for a segment appended to the previous version
+(``write_segment``), opens and verifies what it wrote, describes its manifest section (``sections.py``) and says
+when the settings it was written with are no longer the current ones (``stale``). The version writer
+(``write/contents.py``) and the segment writer (``write/segment_writer.py``) loop over the parts in order instead of
+calling each format by hand.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from semsearch.store.ann_build import QuerySource
     from semsearch.store.manifest import Manifest
     from semsearch.store.map_layers import MapState
+    from semsearch.store.passages_part import PassageSet
     from semsearch.store.versions import PreviousVersion
     from semsearch.store.windows_part import WindowSet
 
@@ -51,6 +52,7 @@ class BaseJob:
     near_keys: NearKeys | None = None  # band keys of the texts the documents hold (dedup.duplicates)
     map_method: str | None = None  # as the writer resolved it; None: as SEMSEARCH_MAP asks
     windows: WindowSet | None = None  # the documents' window vectors (--reading windows); None: the reading stores none
+    passages: PassageSet | None = None  # the documents' passages (--full-text); None: the index keeps none
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class SegmentJob:
     previous_map: MapState | None = None
     map_method: str | None = None  # as the writer resolved it; None: as SEMSEARCH_MAP asks
     windows: WindowSet | None = None  # window vectors of ``added`` (--reading windows); None: the reading stores none
+    passages: PassageSet | None = None  # passages of ``added`` (--full-text); None: the index keeps none
 
 
 class IndexPart(Protocol):

@@ -6,8 +6,13 @@ With ``--reading windows`` a document keeps its one whole-text vector (``vectors
 long abstract ends. Each segment folder (the version folder for the base) holds its own documents' windows
 beside its vectors::
 
-    windows.npy      float16 (W, dimension): one unit vector per window (half the bytes; ranks as float32 does)
-    window_ids.npy   int64 (W,): the document number each row belongs to, ascending
+    windows.npy        int8 (W, dimension): one unit vector per window as codes, value = code * its row's scale
+    window_scales.npy  float32 (W,): each row's scale (its largest value over 127)
+    window_ids.npy     int64 (W,): the document number each row belongs to, ascending
+
+A quarter of float32's bytes: a window only re-scores candidates by its cosine, which the codes keep to a few
+thousandths. A version written before the codes holds float16 rows in ``windows.npy`` and no scales file; both
+are read.
 
 A query re-scores the whole vectors' top ``RESCORE_DEPTH`` by ``WHOLE_WEIGHT * whole + (1 - WHOLE_WEIGHT) *
 max(whole, best window)``, which never lowers a score, so they stay above the rest of its dense candidates (hybrid
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
 WINDOWED_READINGS = ("windows", "windows-all", "sentences")  # options.READINGS whose versions carry these files
 WINDOW_FILE = "windows.npy"
 WINDOW_IDS_FILE = "window_ids.npy"
+WINDOW_SCALES_FILE = "window_scales.npy"
 WHOLE_WEIGHT = 0.3  # the whole vector's share: the best window of a long abstract's tail decides most of the score
 RESCORE_DEPTH = 200  # re-scoring deeper ranks no better, and every re-scored row costs its windows' reads
 REBUILD = "rebuild with: semsearch index --full"
@@ -72,36 +78,79 @@ def open_windows(version: Path, manifest: Manifest) -> WindowIndex | None:
     return WindowIndex.open_version(version, manifest) if is_windowed(manifest) else None
 
 
+def quantize_rows(vectors: np.ndarray, chunk: int = 65_536) -> tuple[np.ndarray, np.ndarray]:
+    """Each row as int8 codes and a float32 scale (its largest absolute value over 127), read in chunks."""
+    codes = np.empty(vectors.shape, dtype=np.int8)
+    scales = np.empty(len(vectors), dtype=np.float32)
+    for start in range(0, len(vectors), chunk):
+        block = np.asarray(vectors[start : start + chunk], dtype=np.float32)
+        peak = np.abs(block).max(axis=1) if block.shape[1] else np.zeros(len(block), np.float32)
+        scale = (peak / np.float32(127.0)).astype(np.float32)
+        safe = np.where(scale > 0, scale, np.float32(1.0))
+        codes[start : start + chunk] = np.rint(block / safe[:, None]).clip(-127, 127).astype(np.int8)
+        scales[start : start + chunk] = scale
+    return codes, scales
+
+
 def write(folder: Path, windows: WindowSet) -> None:
     """Write a segment's window files, rows sorted by document number (a document's windows in their order)."""
     order = np.argsort(windows.ids, kind="stable")
-    vectors = np.ascontiguousarray(np.asarray(windows.vectors, dtype=np.float16)[order])
-    np.save(folder / WINDOW_FILE, vectors, allow_pickle=False)
+    codes, scales = quantize_rows(np.asarray(windows.vectors)[order])
+    np.save(folder / WINDOW_FILE, np.ascontiguousarray(codes), allow_pickle=False)
+    np.save(folder / WINDOW_SCALES_FILE, scales, allow_pickle=False)
     np.save(folder / WINDOW_IDS_FILE, np.ascontiguousarray(windows.ids[order], dtype=np.int64), allow_pickle=False)
 
 
 @dataclass
 class _Part:
     ids: np.ndarray  # ascending document numbers, one per row
-    vectors: np.ndarray  # memory-mapped float16 rows
+    vectors: np.ndarray  # memory-mapped int8 codes (float16 rows in a version written before them)
     hidden: np.ndarray  # numbers whose rows this version no longer holds (segments.py)
+    scales: np.ndarray | None = None  # memory-mapped float32 scale of each row of codes; None: float16 rows
+
+    def rows(self, rows: np.ndarray) -> np.ndarray:
+        """These rows as float32 vectors."""
+        block = np.asarray(self.vectors[rows], dtype=np.float32)
+        return block if self.scales is None else block * np.asarray(self.scales[rows], dtype=np.float32)[:, None]
+
+    def cosines(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """These rows' inner products with ``query`` (a code row's sum is scaled once, not each value)."""
+        scores = np.asarray(self.vectors[rows], dtype=np.float32) @ query
+        return scores if self.scales is None else scores * np.asarray(self.scales[rows], dtype=np.float32)
 
 
-def _read(folder: Path, dimension: int) -> tuple[np.ndarray, np.ndarray]:
-    """A segment's memory-mapped window vectors and their ids, checked; IndexCorruptError when unsound."""
+def _read(folder: Path, dimension: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A segment's memory-mapped window vectors, their ids and scales (None for float16 rows), checked.
+
+    IndexCorruptError when unsound.
+    """
     path = folder / WINDOW_FILE
+    scales = None
     try:
         vectors = np.load(path, mmap_mode="r", allow_pickle=False)
         ids = np.load(folder / WINDOW_IDS_FILE, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise IndexCorruptError(f"{path} is not readable ({exc}); {REBUILD}") from exc
-    if vectors.dtype != np.float16 or vectors.ndim != 2 or vectors.shape[1] != dimension:
+    if vectors.dtype == np.int8:
+        try:
+            scales = np.load(folder / WINDOW_SCALES_FILE, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise IndexCorruptError(f"{folder / WINDOW_SCALES_FILE} is not readable ({exc}); {REBUILD}") from exc
+    if vectors.dtype not in (np.int8, np.float16) or vectors.ndim != 2 or vectors.shape[1] != dimension:
         raise IndexCorruptError(
-            f"{path} holds {vectors.dtype} {vectors.shape}, expected float16 (W, {dimension}); {REBUILD}"
+            f"{path} holds {vectors.dtype} {vectors.shape}, expected int8 (W, {dimension}); {REBUILD}"
         )
     if ids.dtype != np.int64 or ids.shape != (len(vectors),) or (len(ids) > 1 and bool((np.diff(ids) < 0).any())):
         raise IndexCorruptError(f"{folder / WINDOW_IDS_FILE} does not match {path}; {REBUILD}")
-    return vectors, ids
+    if scales is not None and (scales.dtype != np.float32 or scales.shape != (len(vectors),)):
+        raise IndexCorruptError(f"{folder / WINDOW_SCALES_FILE} does not match {path}; {REBUILD}")
+    return vectors, ids, scales
+
+
+def read_all(folder: Path, dimension: int) -> WindowSet:
+    """Every window row of a segment folder as float32 vectors (whichever form the file holds)."""
+    vectors, ids, scales = _read(folder, dimension)
+    return WindowSet(ids, _Part(ids, vectors, np.zeros(0, np.int64), scales).rows(np.arange(len(ids))))
 
 
 class WindowIndex:
@@ -116,8 +165,8 @@ class WindowIndex:
         """Memory-map every segment's window files (base first)."""
         parts = []
         for seg in segments:
-            vectors, ids = _read(seg.folder, dimension)
-            parts.append(_Part(ids, vectors, seg.hidden))
+            vectors, ids, scales = _read(seg.folder, dimension)
+            parts.append(_Part(ids, vectors, seg.hidden, scales))
         return cls(parts, dimension)
 
     @classmethod
@@ -149,7 +198,7 @@ class WindowIndex:
         parts = []
         for part in self.parts:
             owner, rows = self._rows(part, nums)
-            parts.append(WindowSet(nums[owner], np.asarray(part.vectors[rows], dtype=np.float16)))
+            parts.append(WindowSet(nums[owner], part.rows(rows).astype(np.float16)))
         return WindowSet.concat(parts, self.dimension)
 
     def best(self, nums: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -159,7 +208,7 @@ class WindowIndex:
         for part in self.parts:
             owner, rows = self._rows(part, np.asarray(nums, dtype=np.int64))
             if len(rows):
-                np.maximum.at(out, owner, np.asarray(part.vectors[rows], dtype=np.float32) @ q)
+                np.maximum.at(out, owner, part.cosines(rows, q))
         return out
 
     def rescore(
@@ -194,14 +243,15 @@ def verify(version: Path, manifest: Manifest) -> list[str]:
     problems = []
     for seg in manifest.version_segments(version):
         try:
-            vectors, ids = _read(seg.folder, manifest.model.dimension)
+            vectors, ids, scales = _read(seg.folder, manifest.model.dimension)
             stray = np.setdiff1d(ids, np.load(seg.folder / IDS_FILE, allow_pickle=False))
-            bad = first_non_finite(vectors)
+            bad = first_non_finite(vectors if scales is None else scales[:, None])
         except (IndexCorruptError, OSError, ValueError) as exc:
             problems.append(str(exc))
             continue
         if bad is not None:
-            problems.append(f"{seg.folder / WINDOW_FILE}: the window of document number {int(ids[bad])} is not finite")
+            where = seg.folder / (WINDOW_FILE if scales is None else WINDOW_SCALES_FILE)
+            problems.append(f"{where}: the window of document number {int(ids[bad])} is not finite")
         if len(stray):
             problems.append(f"{seg.folder / WINDOW_IDS_FILE}: windows of {len(stray)} documents the segment lacks")
     return problems

@@ -18,6 +18,7 @@ from semsearch.core.records import Arrival, IngestResult, SourceFile
 from semsearch.dedup.incremental import Change, FullBuild, change_against, counts_after
 from semsearch.store.manifest import Counts
 from semsearch.store.map_layers import MapState
+from semsearch.store.passages_part import PassageSet
 from semsearch.store.versions import PreviousVersion, VersionWriter, next_sequence
 from semsearch.store.windows_part import WindowSet
 from semsearch.write.segment_writer import SegmentChange, SegmentFit, publish_segment, segment_fit
@@ -74,11 +75,12 @@ def write_appended(
     *,
     previous_map: MapState | None = None,
     map_method: str | None = None,
+    passages: PassageSet | None = None,
 ) -> Appended:
     """Publish the version as ``previous`` plus a segment of the new and changed documents.
 
     ``new_vectors`` are the vectors of ``change.new``, in order, ``windows`` their window vectors
-    (``--reading windows``); changed documents keep theirs.
+    (``--reading windows``), ``passages`` their full text's (``--full-text``); changed documents keep theirs.
     """
     seq = next_sequence(writer.index_dir)
     stamp = Arrival(seq, utc_now())
@@ -93,6 +95,7 @@ def write_appended(
         previous_map,
         map_method,
         windows,
+        passages,
     )
     counts = counts_after(previous.manifest.counts, change)
     done = publish_segment(

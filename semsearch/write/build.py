@@ -16,6 +16,7 @@ from semsearch.core.errors import (
     IndexLockedError,
     ModelMismatchError,
     SemsearchError,
+    SkippedInputError,
 )
 from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now
@@ -26,12 +27,13 @@ from semsearch.encode.cache import EmbeddingCache
 from semsearch.encode.catalogue import DEFAULT_MODEL
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import EncoderChoice, open_build_encoder
-from semsearch.encode.encoding import encode_with_cache, whole_and_windows
+from semsearch.encode.encoding import encode_passages, encode_with_cache, whole_and_windows
 from semsearch.encode.sentence_runs import SCHEME as SENTENCE_SCHEME
 from semsearch.store.ann_build import query_like_texts
 from semsearch.store.ann_kinds import AnnSpec
 from semsearch.store.layout import CACHE_DIR, live_version, version_folders, with_point_back
 from semsearch.store.manifest import Counts, Manifest, ModelInfo
+from semsearch.store.passages_part import FULL_TEXT, PassageSet, has_passages
 from semsearch.store.versions import (
     PreviousVersion,
     VersionWriter,
@@ -51,6 +53,7 @@ from semsearch.write.settings import (
     BuildOptions,
     ann_settings,
     encoder_settings,
+    full_text_of,
     fusion_after,
     map_method_of,
     reading_of,
@@ -247,8 +250,26 @@ def _encode(
     return vectors, windows, encoded
 
 
+def _encode_passages(
+    choice: EncoderChoice, documents: Sequence[Document], index_path: Path, opts: BuildOptions
+) -> PassageSet:
+    """The documents' passages (``--full-text``) with their vectors, through the embedding cache (encoded here)."""
+    enc = choice.embedder
+    cache = EmbeddingCache(index_path / CACHE_DIR, enc.fingerprint, choice.cache_runtime(), enc.dimension)
+    try:
+        passages, _ = encode_passages(enc, documents, cache, batch_size=opts.batch_size, progress=opts.progress)
+    finally:
+        cache.close()
+    return passages
+
+
 def _manifest(
-    read: BuildInput, choice: EncoderChoice, contents: dict[str, Any], started: float, previous: PreviousVersion | None
+    read: BuildInput,
+    choice: EncoderChoice,
+    contents: dict[str, Any],
+    started: float,
+    previous: PreviousVersion | None,
+    full_text: bool = False,
 ) -> Manifest:
     enc = choice.embedder
     model = ModelInfo(
@@ -276,7 +297,7 @@ def _manifest(
         catalogues=[f.to_dict() for f in read.catalogue.files] if read.catalogue is not None else [],
         dedup={"near": read.near},
         fusion=fusion_after(previous.manifest if previous else None, model, source_args),  # query.fusion
-        extra={FOLLOW_LINKS: True} if read.follow_links else {},
+        extra={**({FOLLOW_LINKS: True} if read.follow_links else {}), **({FULL_TEXT: True} if full_text else {})},
         **contents,
     )
 
@@ -310,8 +331,13 @@ def build_index(
             clear_dead_writers(index_path)  # even when nothing is to be written: what they left is freed now
             plan = plan_refresh(sources, index_path, opts, embedder, map_method=map_method)
             if isinstance(plan, Unchanged):
+                if opts.strict:  # what was skipped when the live version was built is read again to be named
+                    _refuse_skipped(opts, read_input(sources, index_path, opts, plan.live.manifest).ingested.skipped)
                 return _unchanged_summary(plan.live, index_path, opts, started, plan.notes)
             if isinstance(plan, Append):
+                if opts.strict and plan.arrived.ingested.skipped:
+                    plan.previous.close()
+                    _refuse_skipped(opts, plan.arrived.ingested.skipped)
                 return _append_segment(plan, index_path, opts, embedder, started)
             return _rewrite(sources, index_path, opts, embedder, started, plan, map_method)
     except IndexLockedError:
@@ -325,6 +351,12 @@ def build_index(
             if better is not exc:
                 raise better from exc
         raise
+
+
+def _refuse_skipped(opts: BuildOptions, skipped: Sequence[str]) -> None:
+    """A strict build stops before writing anything when an input was skipped (``SkippedInputError`` names each)."""
+    if opts.strict and skipped:
+        raise SkippedInputError(list(skipped))
 
 
 def _rewrite(
@@ -344,6 +376,7 @@ def _rewrite(
     live, previous = plan.live, plan.previous
     try:
         read = read_input(sources, index_path, opts, live.manifest if live is not None else None, plan.reads)
+        _refuse_skipped(opts, read.ingested.skipped)
         if previous is None:
             known = (live.version, live.manifest) if live is not None else None
             previous = PreviousVersion.load(index_path, tolerate_damage=opts.full, live=known, keep_store=True)
@@ -353,6 +386,8 @@ def _rewrite(
             documents = read.dedup.documents
             choice = _open_encoder(opts, previous, writer, embedder)
             vectors, windows, encoded = _encode(choice, documents, index_path, writer, opts)
+            full_text = full_text_of(opts, live.manifest if live is not None else None)
+            passages = _encode_passages(choice, documents, index_path, opts) if full_text else None
             _stamp_arrivals(documents, vectors, previous, index_path)
             ann, budget = ann_settings(opts, previous.manifest if previous is not None else None)
             contents = write_contents(
@@ -368,9 +403,10 @@ def _rewrite(
                 near_keys=read.dedup.near_keys,
                 map_method=map_method,
                 windows=windows,
+                passages=passages,
             )
             previous_ids = previous.ids if previous is not None else set()
-            final = writer.publish(_manifest(read, choice, contents, started, previous))
+            final = writer.publish(_manifest(read, choice, contents, started, previous, full_text))
     finally:
         if previous is not None:
             previous.close()
@@ -405,6 +441,7 @@ def _append_segment(
     with version_writer(index_path) as writer:
         choice = _open_encoder(opts, previous, writer, embedder)
         vectors, windows, encoded = _encode(choice, change.new, index_path, writer, opts)
+        passages = _encode_passages(choice, change.new, index_path, opts) if has_passages(previous.manifest) else None
         done = write_appended(
             change,
             arrived,
@@ -415,6 +452,7 @@ def _append_segment(
             windows,
             previous_map=plan.fit.previous_map,
             map_method=plan.map_method,
+            passages=passages,
         )
     return BuildSummary.of(
         done.counts,

@@ -1,10 +1,10 @@
 """What a version holds, written in one place: the index parts in order, each saving its own files.
 
 The parts (``store/parts.py``) are the vectors (and a windowed reading's window vectors), the ANN index, the
-documents and their filter columns, the near-duplicate keys, the BM25 index and the corpus map; each owns its
-file format and its manifest section. A writer hands every one the same job (the documents, their vectors, the
-previous version) and collects the manifest entries their sections fill. ``stale_parts`` asks each whether the
-settings it was written with are still the current ones.
+documents and their filter columns, a full-text index's passages, the near-duplicate keys, the BM25 index and the
+corpus map; each owns its file format and its manifest section. A writer hands every one the same job (the
+documents, their vectors, the previous version) and collects the manifest entries their sections fill.
+``stale_parts`` asks each whether the settings it was written with are still the current ones.
 """
 
 from __future__ import annotations
@@ -25,12 +25,14 @@ from semsearch.store.index_parts import (
     DocumentsPart,
     FilterColumnsPart,
     LexicalPart,
+    PassagesPart,
     VectorsPart,
     WindowsPart,
 )
 from semsearch.store.layout import doc_num
 from semsearch.store.manifest import Manifest
 from semsearch.store.parts import BaseJob, IndexPart, PartSettings, manifest_entries
+from semsearch.store.passages_part import PassageSet
 from semsearch.store.versions import PreviousVersion
 from semsearch.store.windows_part import WindowSet
 
@@ -38,6 +40,7 @@ from semsearch.store.windows_part import WindowSet
 INDEX_PARTS: tuple[IndexPart, ...] = (
     VectorsPart(),
     WindowsPart(),
+    PassagesPart(),
     AnnPart(),
     DocumentsPart(),
     FilterColumnsPart(),
@@ -61,6 +64,7 @@ def write_contents(
     near_keys: NearKeys | None = None,
     map_method: str | None = None,
     windows: WindowSet | None = None,
+    passages: PassageSet | None = None,
 ) -> dict[str, Any]:
     """Write a version's vectors (row i for documents[i]), ANN index, document store, BM25 index and map.
 
@@ -69,7 +73,8 @@ def write_contents(
     function giving them is called only when the ANN structure is tuned), and its
     map is copied when nothing it depends on changed. ``map_method`` is the map method the writer resolved
     (None: as SEMSEARCH_MAP asks), ``windows`` the documents' window vectors (``--reading windows``; None when
-    the reading stores none). Returns the manifest entries that describe what was
+    the reading stores none), ``passages`` their full text's passages (``--full-text``; None: the index keeps
+    none). Returns the manifest entries that describe what was
     written ("faiss", "ann", "vectors", "lexical", "map").
     """
     ids = np.array([doc_num(d.id) for d in documents], dtype=np.int64)
@@ -92,6 +97,7 @@ def write_contents(
         near_keys=near_keys,
         map_method=map_method,
         windows=windows,
+        passages=passages,
     )
     return write_base(job)
 

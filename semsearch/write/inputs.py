@@ -20,7 +20,7 @@ from semsearch.ingest.sources import FileReads, ingested, read_files, unreadable
 from semsearch.store.layout import current_version, version_folders
 from semsearch.store.manifest import Counts, Manifest
 from semsearch.write.freshness import follows_links
-from semsearch.write.settings import BuildOptions
+from semsearch.write.settings import BuildOptions, full_text_of
 
 if TYPE_CHECKING:
     from semsearch.write.catalogue import CatalogueReport
@@ -130,5 +130,9 @@ def read_input(
     paths = [p for p in found.files if p not in skip]
     result = ingested(paths, read_files(paths, skip_bad=opts.skip_bad, into=reads), skip_bad=opts.skip_bad)
     result.skipped[:0] = notes
+    if full_text_of(opts, previous):
+        from semsearch.ingest.pdf_text import add_full_text  # an abstract-only build never loads the reader
+
+        add_full_text(result.records)
     barrier("read")
     return BuildInput(list(sources), excluded, result, opts.near, catalogues, rules.follow_links)

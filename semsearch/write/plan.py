@@ -33,11 +33,19 @@ from semsearch.store.documents import open_documents
 from semsearch.store.layout import CURRENT, current_version
 from semsearch.store.manifest import FORMAT_VERSION, SEGMENTED_FORMAT_VERSION, Manifest
 from semsearch.store.parts import PartSettings
+from semsearch.store.passages_part import has_passages
 from semsearch.store.versions import PreviousVersion
 from semsearch.write.contents import stale_parts
 from semsearch.write.freshness import absolute_source_args, catalogues_changed, file_changed, follows_links
 from semsearch.write.inputs import WalkRules, walk_rules
-from semsearch.write.settings import BuildOptions, ann_settings, encoder_settings, reading_of, recorded_reading
+from semsearch.write.settings import (
+    BuildOptions,
+    ann_settings,
+    encoder_settings,
+    full_text_of,
+    reading_of,
+    recorded_reading,
+)
 
 if TYPE_CHECKING:
     from semsearch.dedup.incremental import Change
@@ -256,6 +264,8 @@ def settings_differ(manifest: Manifest, opts: BuildOptions, embedder: Embedder |
         return f"the index has format {manifest.format_version}"
     if manifest.dedup.get("near") is not opts.near:
         return "near-duplicate merging was switched"
+    if full_text_of(opts, manifest) != has_passages(manifest):
+        return "full text was switched " + ("on" if full_text_of(opts, manifest) else "off")
     encoder = encoder_differs(opts, manifest, embedder)
     if encoder:
         return encoder
@@ -327,6 +337,10 @@ def _append_plan(live: Live, seen: Survey, opts: BuildOptions, map_method: str) 
         return Rewrite("no file came or went", live=live)
     reads = read_files(seen.new, skip_bad=opts.skip_bad)
     arrivals = ingested(seen.new, reads, skip_bad=opts.skip_bad) if seen.new else IngestResult([], [], [])
+    if full_text_of(opts, manifest):
+        from semsearch.ingest.pdf_text import add_full_text
+
+        add_full_text(arrivals.records)  # only the arrivals: the live documents keep the passages they have
     arrivals.skipped[:0] = seen.notes
     barrier("read")
     recorded = {s.path: s for s in manifest.sources}

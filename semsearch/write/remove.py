@@ -19,7 +19,7 @@ from semsearch.dedup import near_part
 from semsearch.dedup.near_part import no_near_keys
 from semsearch.encode.encoder_choice import copy_encoder
 from semsearch.ingest.sources import PathLookup
-from semsearch.store import windows_part
+from semsearch.store import passages_part, windows_part
 from semsearch.store.ann import open_version_vectors
 from semsearch.store.documents import DocumentStore, open_documents
 from semsearch.store.layout import ENCODER_DIR, current_version, doc_num
@@ -143,6 +143,7 @@ def remove_documents(
             previous=previous,
             map_method=method,
             windows=windows_part.carry(version, manifest, [doc_num(d.id) for d in kept]),
+            passages=passages_part.carry(version, manifest, [doc_num(d.id) for d in kept]),
             near_keys=near_part.carry(version, manifest, [doc_num(d.id) for d in kept]),
         )
         removed = len(documents) - len(kept)

@@ -33,6 +33,7 @@ from semsearch.store.layout import ENCODER_DIR, LEXICAL_DIR, MANIFEST, doc_id_fr
 from semsearch.store.lexical_build import TF_FILE
 from semsearch.store.map_layers import MAP_PREFIX, MapState
 from semsearch.store.parts import IndexPart, SegmentJob, manifest_entries
+from semsearch.store.passages_part import PassageSet
 from semsearch.store.segments import HIDDEN_FILE, MAX_SEGMENTS, MERGE_SHARE, SEGMENT_PREFIX, Segment, write_hidden
 from semsearch.store.vectors import IDS_FILE, VectorsOfIds
 from semsearch.store.versions import PreviousVersion, VersionWriter
@@ -55,6 +56,7 @@ class SegmentChange:
     previous_map: MapState | None = None  # the previous version's map, as atlas.append.append_state read it
     map_method: str | None = None  # auto, pca, umap or off as the writer resolved it; None: SEMSEARCH_MAP
     windows: WindowSet | None = None  # window vectors of ``added`` (--reading windows: windows_part.py)
+    passages: PassageSet | None = None  # passages of ``added`` (--full-text: passages_part.py)
 
 
 def no_room(previous: PreviousVersion, changed_rows: int, share: float = MERGE_SHARE) -> str:
@@ -174,6 +176,7 @@ def write_segment_version(
         previous_map=change.previous_map,
         map_method=change.map_method,
         windows=change.windows,
+        passages=change.passages,
     )
     sections = manifest_entries([part.write_segment(job) for part in parts])
     return {

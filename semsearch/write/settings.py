@@ -10,6 +10,7 @@ from semsearch.core import registry
 from semsearch.core.errors import SemsearchError
 from semsearch.core.options import DEFAULT_BACKEND, DEFAULT_BATCH_SIZE, DEFAULT_READING, READINGS, fusion_entry
 from semsearch.store.manifest import Manifest, ModelInfo
+from semsearch.store.passages_part import has_passages
 from semsearch.store.segments import MERGE_SHARE
 
 MAP_METHODS = ("auto", "pca", "umap", "off")
@@ -41,6 +42,8 @@ class BuildOptions:
     map_method: str | None = None  # auto, pca, umap or off; None: as SEMSEARCH_MAP asks (unset: auto)
     follow_links: bool | None = None  # read linked files outside the source folders; None: as the index was built
     drop_unreadable: bool = False  # drop the papers of a source folder that cannot be read (else the build stops)
+    strict: bool = False  # any input skipped (a bad PDF, a bad record with skip_bad, ...) fails the build unwritten
+    full_text: bool | None = None  # index PDFs' full text as passages; None: as the index was built (else off)
 
 
 def map_method_of(opts: BuildOptions) -> str:
@@ -95,6 +98,13 @@ def fusion_after(
     if before is None or rewrite:
         return fusion_entry()
     return dict(before.fusion)
+
+
+def full_text_of(opts: BuildOptions, manifest: Manifest | None) -> bool:
+    """Whether a build indexes PDFs' full text as passages: as asked, else as the index was built."""
+    if opts.full_text is not None:
+        return opts.full_text
+    return manifest is not None and has_passages(manifest)
 
 
 def ann_settings(opts: BuildOptions, manifest: Manifest | None) -> tuple[str, int | None]:

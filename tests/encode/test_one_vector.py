@@ -138,8 +138,10 @@ def test_an_index_from_the_batched_regime_is_re_encoded_on_refresh(
     current.rename(old)
     import sqlite3
 
+    from semsearch.encode.cache import encode_vector
+
     with sqlite3.connect(old) as conn:
-        conn.execute("UPDATE vectors SET vector = ?", (np.ones(384, dtype="<f4").tobytes(),))
+        conn.execute("UPDATE codes SET code = ?", (encode_vector(np.ones(384, dtype=np.float32)),))
 
     again = index([str(SEEDS), "--index", str(idx)])
     assert (again["unchanged"], again["encoded"], again["cached"]) == (False, 91, 0)

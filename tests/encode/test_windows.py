@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from semsearch import BuildOptions, Index, build_index
 from semsearch.core.errors import SemsearchError
+from semsearch.encode.cache import decode_vector, encode_vector
 from semsearch.encode.windows import document_windows, pool, tail_windows
 from semsearch.store.layout import CURRENT
 from semsearch.store.manifest import MANIFEST
@@ -106,9 +107,9 @@ def test_a_build_pools_each_long_abstract_with_its_tail_windows_and_records_it(t
     assert summary.encoded == 2 and summary.cached == 0  # documents, not texts
     windows = document_windows([(FULL, TITLE, TEXT)], fake.read_chars)[0]
     assert windows and set(windows) <= set(fake.encoded_texts)
-    expected = pool(FakeEmbedder().encode([FULL[:CUT]])[0], FakeEmbedder().encode([w[:CUT] for w in windows]))
-    np.testing.assert_allclose(_vector(idx, TITLE), expected, atol=1e-6)
-    np.testing.assert_allclose(_vector(idx, "Tiny paper"), FakeEmbedder().encode([f"Tiny paper {short}"])[0], atol=1e-6)
+    np.testing.assert_allclose(_vector(idx, TITLE), _pooled(fake), atol=1e-6)
+    tiny = _served(FakeEmbedder().encode([f"Tiny paper {short}"])[0])
+    np.testing.assert_allclose(_vector(idx, "Tiny paper"), tiny, atol=1e-6)
     assert _manifest(idx)["model"]["reading"] == "pooled"
 
 
@@ -118,7 +119,7 @@ def test_reading_truncated_keeps_the_first_window_only_and_is_the_default(tmp_pa
     idx = tmp_path / "idx"
     build_index([str(corpus)], idx, BuildOptions(progress=False), embedder=fake)
     assert fake.encoded_texts == [FULL]
-    np.testing.assert_allclose(_vector(idx, TITLE), FakeEmbedder().encode([FULL[:CUT]])[0], atol=1e-6)
+    np.testing.assert_allclose(_vector(idx, TITLE), _served(FakeEmbedder().encode([FULL[:CUT]])[0]), atol=1e-6)
     assert _manifest(idx)["model"]["reading"] == "truncated"
     # Asking for another reading re-makes the vectors; later refreshes keep the index's reading.
     build_index([str(corpus)], idx, BuildOptions(progress=False, reading="pooled"), embedder=fake)
@@ -127,9 +128,16 @@ def test_reading_truncated_keeps_the_first_window_only_and_is_the_default(tmp_pa
     np.testing.assert_allclose(_vector(idx, TITLE), _pooled(fake), atol=1e-6)
 
 
+def _served(vectors: np.ndarray) -> np.ndarray:
+    """Encoded vectors as the embedding cache serves them (int8 codes and a scale, encode/cache.py)."""
+    rows = [decode_vector(encode_vector(v), len(v)) for v in np.atleast_2d(vectors)]
+    return np.stack([r for r in rows if r is not None]).reshape(np.shape(vectors))
+
+
 def _pooled(fake: WindowedFake) -> np.ndarray:
     windows = document_windows([(FULL, TITLE, TEXT)], fake.read_chars)[0]
-    return pool(FakeEmbedder().encode([FULL[:CUT]])[0], FakeEmbedder().encode([w[:CUT] for w in windows]))
+    embed = FakeEmbedder().encode
+    return pool(_served(embed([FULL[:CUT]])[0]), _served(embed([w[:CUT] for w in windows])))
 
 
 def _forget_reading(idx: Path) -> None:

@@ -90,6 +90,7 @@ WITH_PARAMETERS = [
     "/api/search",
     "/api/related/{doc_id}",
     "/api/documents/{doc_id}",
+    "/api/documents/{doc_id}/pdf",
     "/api/export",
     "/api/recommend",
     "/api/new",

@@ -284,7 +284,7 @@ def test_newer_format_version(built: Path, fake: FakeEmbedder) -> None:
     assert_one_line_error(run(["info", "--index", str(built)]), "format version 99")
 
 
-@pytest.mark.parametrize("name", ["vectors.faiss", "docs.sqlite"])
+@pytest.mark.parametrize("name", ["vectors.npy", "docs.sqlite"])  # a flat version's index is built from vectors.npy
 @pytest.mark.parametrize("damage", ["truncate", "garble"])
 def test_corrupt_index_files(built: Path, fake: FakeEmbedder, name: str, damage: str) -> None:
     path = _live(built) / name

@@ -180,7 +180,7 @@ def test_interrupted_build_resumes_from_the_cache(tmp_path: Path, two_corpora: t
         try:
             conn = sqlite3.connect(files[0], timeout=0.1)
             try:
-                return int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
+                return int(conn.execute("SELECT count(*) FROM codes").fetchone()[0])
             finally:
                 conn.close()
         except sqlite3.Error:

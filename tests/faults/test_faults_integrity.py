@@ -26,6 +26,7 @@ import pytest
 
 from semsearch.core.fileio import file_sha256
 from semsearch.encode import encoder_choice
+from semsearch.encode.cache import encode_vector
 from semsearch.encode.encoder_store import source_fingerprint, store_dir
 from semsearch.encode.onnx_backend import (
     TOKENIZER_FILE,
@@ -306,12 +307,12 @@ def test_vectors_a_damaged_model_cached_are_never_served(tmp_path: Path, tiny: s
     # Poison every row (as a damaged model's vectors), under the key the cache had before it named the export.
     legacy = cache.with_name(re.sub(r"-[0-9a-f]{16}\.sqlite$", ".sqlite", cache.name))
     conn = sqlite3.connect(cache)
-    rows = conn.execute("SELECT key, dim FROM vectors").fetchall()
+    rows = conn.execute("SELECT key FROM codes").fetchall()
     conn.close()
     cache.rename(legacy)
     conn = sqlite3.connect(legacy)
-    junk = np.ones(DIMENSION, dtype="<f4") / np.sqrt(DIMENSION)
-    conn.executemany("UPDATE vectors SET vector = ? WHERE key = ?", [(junk.tobytes(), k) for k, _ in rows])
+    junk = encode_vector(np.ones(DIMENSION, dtype=np.float32) / np.sqrt(DIMENSION))
+    conn.executemany("UPDATE codes SET code = ? WHERE key = ?", [(junk, k) for (k,) in rows])
     conn.commit()
     conn.close()
     out = json.loads(refresh(index, "--full"))
@@ -327,15 +328,15 @@ def test_vectors_a_damaged_model_cached_are_never_served(tmp_path: Path, tiny: s
 def _poison(index: Path, text: str, dimension: int) -> None:
     """Put NaN in the cached vector of the document whose text is ``text``."""
     from semsearch import Index
-    from semsearch.encode.cache import embedding_key
+    from semsearch.encode.cache import cache_key, embedding_key
 
     with Index.open(index, embedder=FakeEmbedder()) as idx:
-        key = embedding_key(next(d for d in idx.store.iter_documents() if d.text == text).embedding_text())
+        key = cache_key(embedding_key(next(d for d in idx.store.iter_documents() if d.text == text).embedding_text()))
     (cache,) = cache_files(index)
     conn = sqlite3.connect(cache)
-    assert conn.execute("SELECT count(*) FROM vectors WHERE key = ?", (key,)).fetchone() == (1,)
-    nan = np.full(dimension, np.nan, dtype="<f4")
-    conn.execute("UPDATE vectors SET vector = ? WHERE key = ?", (nan.tobytes(), key))
+    assert conn.execute("SELECT count(*) FROM codes WHERE key = ?", (key,)).fetchone() == (1,)
+    nan = np.asarray([np.nan], dtype="<f4").tobytes() + bytes(dimension)  # a NaN scale: every value NaN
+    conn.execute("UPDATE codes SET code = ? WHERE key = ?", (nan, key))
     conn.commit()
     conn.close()
 

@@ -437,7 +437,14 @@ def test_vectors_file_of_the_wrong_shape_is_reported(tmp_path: Path) -> None:
 
 def test_format_1_index_still_opens(tmp_path: Path) -> None:
     """A version written before vectors.npy existed (one exact IDMap2 index) is read as exact search."""
+    import faiss
+
+    from semsearch.store.ann import VECTORS, flat_index
+
     idx_dir, version, manifest = built_version(tmp_path, 50)
+    # Format 1 kept its exact vectors in vectors.faiss alone (this release writes none for a flat index).
+    matrix, ids = np.load(version / VECTOR_FILE), np.load(version / "ids.npy")
+    faiss.write_index(flat_index(matrix, ids), str(version / VECTORS))
     for name in (VECTOR_FILE, "ids.npy"):
         (version / name).unlink()
         del manifest["files"][name]
@@ -451,7 +458,7 @@ def test_format_1_index_still_opens(tmp_path: Path) -> None:
         assert idx.related(hit.id, 3)
     # The next build writes the current format, with its ANN index, from the old one.
     build_index(None, idx_dir, BuildOptions(progress=False), embedder=FakeEmbedder())
-    assert read_manifest(current_version(idx_dir)).to_dict()["format_version"] == 2
+    assert read_manifest(current_version(idx_dir)).to_dict()["format_version"] == 4
 
 
 @pytest.mark.parametrize("kind", ["ivf", "ivfpq"])

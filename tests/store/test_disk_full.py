@@ -18,6 +18,10 @@ import pytest
 
 from tests.helpers import PAPERS, FakeEmbedder, assert_one_line_error, inject, run, snapshot
 
+KEPT = (
+    "Coral reef surveys count fish species along fixed transects every spring.",
+    "Glacier melt rates are estimated from repeated satellite altimetry over a decade.",
+)
 EXTRA = "Sparse attention patterns cut the quadratic cost of transformers on long documents."
 
 
@@ -26,13 +30,16 @@ def corpus(tmp_path: Path) -> Path:
     folder = tmp_path / "corpus"
     folder.mkdir()
     (folder / "a.txt").write_text("Papers\n\n" + "\n\n".join(PAPERS.values()) + "\n", encoding="utf-8")
+    # Two papers that stay when a.txt is removed: an index of fewer than two is exact, and writes no FAISS file.
+    (folder / "keep.txt").write_text("Kept\n\n" + "\n\n".join(KEPT) + "\n", encoding="utf-8")
     return folder
 
 
 @pytest.fixture
 def index(tmp_path: Path, corpus: Path, fake: FakeEmbedder) -> Path:
     path = tmp_path / "idx"
-    assert run(["index", str(corpus), "--index", str(path), "-q"], fake).exit_code == 0
+    # HNSW writes vectors.faiss (a flat index is built from vectors.npy when opened): the FAISS layer can fail.
+    assert run(["index", str(corpus), "--index", str(path), "-q", "--ann", "hnsw"], fake).exit_code == 0
     return path
 
 

@@ -201,7 +201,7 @@ def test_a_faiss_index_of_other_rows_than_the_base_is_corrupt(tmp_path: Path, fl
     version = tmp_path / "v"
     shutil.copytree(flat.version, version)
     rng = np.random.default_rng(1)
-    write_ann(version, unit(rng, 100), np.arange(100, dtype=np.int64), requested="flat")
+    write_ann(version, unit(rng, 100), np.arange(100, dtype=np.int64), requested="ivf")  # a kind with a file
     with pytest.raises(IndexCorruptError, match="holds 100 vectors, the base segment 1200"):
         open_version_vectors(version, flat.manifest)
 

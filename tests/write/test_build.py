@@ -44,11 +44,10 @@ def test_build_writes_a_complete_version(tmp_path: Path, small_corpus: Path, fak
         "map-state.json",
         "map.json",
         "near",
-        "vectors.faiss",
-        "vectors.npy",
+        "vectors.npy",  # a flat version's exact index is built from it when opened: no vectors.faiss to repeat it
     ]
     manifest = json.loads((version / "manifest.json").read_text())
-    assert manifest["format_version"] == 2
+    assert manifest["format_version"] == 4  # 4: compact sentence vectors (store/manifest.py)
     assert manifest["model"] == {
         "name": "fake-bow",
         "fingerprint": "fake0001",
@@ -69,7 +68,7 @@ def test_build_writes_a_complete_version(tmp_path: Path, small_corpus: Path, fak
     }
     source = manifest["sources"][0]
     assert source["path"] == str(small_corpus.resolve()) and source["records"] == 6 and len(source["sha256"]) == 64
-    assert {"docs.sqlite", "vectors.faiss", "lexical/params.json", "lexical/ids.npy"} <= set(manifest["files"])
+    assert {"docs.sqlite", "vectors.npy", "ids.npy", "lexical/params.json", "lexical/ids.npy"} <= set(manifest["files"])
     assert manifest["lexical"]["bm25"]["method"] == "lucene"
     assert not list(version.rglob("*.pkl")) and not list(version.rglob("*.pickle"))
 

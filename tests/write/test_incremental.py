@@ -123,7 +123,7 @@ def test_verify_names_what_is_wrong(tmp_path: Path, corpus: Path, fake: FakeEmbe
     index_json(fake, index, str(corpus))
     version = live(index)
     if damage.startswith("flip-byte"):
-        path = version / ("vectors.faiss" if damage.endswith("vectors") else "docs.sqlite")
+        path = version / ("vectors.npy" if damage.endswith("vectors") else "docs.sqlite")  # flat: the only copy
         data = bytearray(path.read_bytes())
         data[len(data) // 2] ^= 0xFF
         path.write_bytes(bytes(data))
@@ -133,8 +133,8 @@ def test_verify_names_what_is_wrong(tmp_path: Path, corpus: Path, fake: FakeEmbe
         path.write_bytes(path.read_bytes()[:100])
         expected = "docs.sqlite"
     elif damage == "delete-vectors":
-        (version / "vectors.faiss").unlink()
-        expected = "vectors.faiss"
+        (version / "vectors.npy").unlink()
+        expected = "vectors.npy"
     elif damage == "manifest-count":
         manifest = json.loads((version / "manifest.json").read_text())
         manifest["counts"]["vectors"] = 99

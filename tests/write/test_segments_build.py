@@ -78,7 +78,7 @@ def test_new_file_appends_a_segment_with_the_answers_of_a_full_build(
     assert grown.encoded == 28  # the two copies joined documents already indexed
     version = current_version(idx)
     manifest = Manifest.read(version)
-    assert manifest.format_version == 3 and len(manifest.segments) == 1
+    assert manifest.format_version == 4 and len(manifest.segments) == 1
     # The base's files are shared with the previous version, not copied.
     assert (version / DOCS).stat().st_ino == (before / DOCS).stat().st_ino
     for key in ("read", "documents", "exact_duplicates", "near_duplicates", "title_only"):

@@ -17,7 +17,7 @@ from semsearch.encode.sentence_runs import plan_runs, sentence_text, sentence_to
 from semsearch.faces.agent_results import related_page, summary
 from semsearch.store.layout import CURRENT, current_version, doc_num
 from semsearch.store.manifest import Manifest
-from semsearch.store.windows_part import WINDOW_FILE, WINDOW_IDS_FILE
+from semsearch.store.windows_part import WINDOW_FILE, WINDOW_IDS_FILE, WINDOW_SCALES_FILE, WindowSet, read_all, write
 from semsearch.write.build import settle_reading
 from semsearch.write.plan import encoder_differs
 from semsearch.write.verify import verify_index
@@ -99,14 +99,15 @@ def test_a_match_past_the_cut_ranks_first_and_every_sentence_is_stored(tmp_path:
     assert ids.count(target) == len(split_sentences(TEXT)) == 3
     # A document's vector (what related, recommend and the map read) is its sentences' mean: it reads them all.
     row = np.load(version / "ids.npy").tolist().index(target)
-    sentences = np.load(version / WINDOW_FILE)[np.asarray(ids) == target].astype(np.float32)
-    mean = sentences.mean(axis=0)
-    np.testing.assert_allclose(np.load(version / "vectors.npy")[row], mean / np.linalg.norm(mean), atol=2e-3)
+    sentences = read_all(version, fake.dimension).vectors[np.asarray(ids) == target]
+    mean, vector = sentences.mean(axis=0), np.load(version / "vectors.npy")[row]
+    assert float(vector @ mean) / float(np.linalg.norm(vector) * np.linalg.norm(mean)) > 0.9999
     assert not np.allclose(
         np.load(version / "vectors.npy")[row], np.load(current_version(truncated) / "vectors.npy")[row]
     )
     assert len(ids) == 3 + 2 + 3 + 2 * len(OTHERS)  # one per sentence of every text of two sentences or more
-    assert np.load(version / WINDOW_FILE).dtype == np.float16 and verify_index(read) == []
+    assert np.load(version / WINDOW_FILE).dtype == np.int8 and verify_index(read) == []  # codes beside their scales
+    assert np.load(version / WINDOW_SCALES_FILE).shape == (len(ids),)
     with Index.open(read, embedder=fake) as index:
         assert (index.info().reading, index.info().windows) == ("sentences", len(ids))
         told = summary(index.info().to_dict())  # what MCP's info tool tells an agent
@@ -145,13 +146,13 @@ def test_the_highlight_is_the_sentence_whose_vector_matched(tmp_path: Path) -> N
     build_index([str(corpus)], idx, _opts(), embedder=fake)
     query = "survey small mammals coastal sites"  # the words of the first sentence
     version = current_version(idx)
-    ids, vectors = np.load(version / WINDOW_IDS_FILE), np.load(version / WINDOW_FILE)
+    ids, vectors = np.load(version / WINDOW_IDS_FILE), read_all(version, fake.dimension).vectors
     rows = np.flatnonzero(ids == doc_num(_id_of(idx, fake, TITLE)))
-    q = fake.encode([query])[0].astype(np.float16)
+    q = fake.encode([query])[0]
     planted = np.array(vectors)
     planted[rows] = -q  # every sentence points away from the query...
     planted[rows[1]] = q  # ...but the second, which shares none of its words
-    np.save(version / WINDOW_FILE, planted)  # same shape, same size
+    write(version, WindowSet(ids, planted))  # same shape, same size
     with Index.open(idx, embedder=fake) as index:
         hit = next(h for h in index.search(query, 2, mode="dense") if h.title == TITLE)
         assert hit.highlights == ["Counts were taken at dawn."]
@@ -253,14 +254,14 @@ def test_a_related_hit_shows_its_sentence_nearest_the_paper(tmp_path: Path) -> N
     build_index([str(corpus)], idx, _opts(), embedder=fake)
     source, target = _id_of(idx, fake, DECOY[0]), _id_of(idx, fake, TITLE)
     version = current_version(idx)
-    ids, vectors = np.load(version / WINDOW_IDS_FILE), np.load(version / WINDOW_FILE)
+    ids, vectors = np.load(version / WINDOW_IDS_FILE), read_all(version, fake.dimension).vectors
     with Index.open(idx, embedder=fake) as index:
-        paper = index.vectors.get_one(doc_num(source)).astype(np.float16)
+        paper = index.vectors.get_one(doc_num(source))
     rows = np.flatnonzero(ids == doc_num(target))
     planted = np.array(vectors)
     planted[rows] = -paper  # every sentence of the target points away from the paper...
     planted[rows[1]] = paper  # ...but the second, which shares no word with it
-    np.save(version / WINDOW_FILE, planted)
+    write(version, WindowSet(ids, planted))
     with Index.open(idx, embedder=fake) as index:
         hit = next(h for h in index.related(source, 2) if h.id == target)
         assert hit.highlights == ["Counts were taken at dawn."] and hit.matched_terms == []

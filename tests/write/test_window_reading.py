@@ -19,7 +19,7 @@ from semsearch.store.layout import CURRENT, current_version, doc_id_from_num, do
 from semsearch.store.manifest import Manifest
 from semsearch.store.segments import Segment
 from semsearch.store.versions import PreviousVersion
-from semsearch.store.windows_part import WINDOW_FILE, WINDOW_IDS_FILE, WindowIndex, WindowSet, write
+from semsearch.store.windows_part import WINDOW_FILE, WINDOW_IDS_FILE, WINDOW_SCALES_FILE, WindowIndex, WindowSet, write
 from semsearch.write.contents import INDEX_PARTS
 from semsearch.write.remove import remove_documents
 from semsearch.write.segment_writer import SegmentChange, write_segment_version
@@ -64,7 +64,7 @@ def test_a_match_past_the_cut_ranks_first_with_windows_and_not_without(tmp_path:
     assert len(ids) == (2 if reading == "windows-all" else 1)  # every window, or the one past the cut
     with Index.open(windowed, embedder=fake) as index:
         target = next(h for h in index.search(TITLE, 1, mode="lexical"))
-    assert set(ids.tolist()) == {doc_num(target.id)} and np.load(version / WINDOW_FILE).dtype == np.float16
+    assert set(ids.tolist()) == {doc_num(target.id)} and np.load(version / WINDOW_FILE).dtype == np.int8
     assert not (current_version(truncated) / WINDOW_FILE).exists()
     assert verify_index(windowed) == []
 
@@ -104,20 +104,24 @@ def test_a_refresh_keeps_the_reading_and_another_reading_drops_the_windows(tmp_p
     assert not (current_version(idx) / WINDOW_FILE).exists() and _top(idx, fake)[0] == DECOY[0]
 
 
-@pytest.mark.parametrize("damage", ["garbage", "wrong dtype", "unsorted ids"])
+@pytest.mark.parametrize("damage", ["garbage", "wrong dtype", "unsorted ids", "scales garbage", "scales too short"])
 def test_a_damaged_windows_file_is_index_corrupt_with_the_rebuild_hint(tmp_path: Path, damage: str) -> None:
     corpus = _corpus(tmp_path, (TITLE, TEXT), DECOY, SOIL)
     fake = WindowedFake()
     idx = tmp_path / "idx"
     build_index([str(corpus)], idx, _opts("windows"), embedder=fake)
     version = current_version(idx)
-    path = version / (WINDOW_IDS_FILE if damage == "unsorted ids" else WINDOW_FILE)
+    names = {"unsorted ids": WINDOW_IDS_FILE, "scales garbage": WINDOW_SCALES_FILE}
+    path = version / names.get(damage, WINDOW_SCALES_FILE if damage.startswith("scales") else WINDOW_FILE)
     size = path.stat().st_size
-    if damage == "garbage":
+    if damage in ("garbage", "scales garbage"):
         path.write_bytes(b"\x00" * size)  # same size: only reading the file can tell
     elif damage == "wrong dtype":
         vectors = np.load(path)
-        np.save(path, vectors.astype(np.float32)[:, : vectors.shape[1] // 2])  # float32, half as wide: same bytes
+        np.save(path, np.frombuffer(vectors.tobytes(), np.float32).reshape(len(vectors), -1))  # the same bytes
+    elif damage == "scales too short":
+        np.save(path, np.load(path)[:-1])
+        size = path.stat().st_size
     else:
         ids = np.load(path)
         assert len(set(ids.tolist())) == 2

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from semsearch.app import operations as ops
+from semsearch.core.errors import SkippedInputError
 from semsearch.core.wording import count
 from semsearch.faces.cli.common import SemsearchCliError, application, index_option, request_options, say
 
@@ -38,7 +39,8 @@ def index(ctx: click.Context, request: ops.Build, index_dir: Path, as_json: bool
       PDF (.pdf) title, authors and abstract from page 1; a file that cannot be read is one line
     A record with a title and no abstract is indexed by its title (marked title-only).
     Identical abstracts become one document that remembers every source; near-duplicates
-    (re-wrapped, markup, a few words changed) are merged too unless --no-near. A copy that
+    (re-wrapped, markup, a few words changed) are merged too unless --no-near, and so is a PDF
+    with a record naming the DOI or arXiv id its first page shows. A copy that
     arrives later joins the document it copies, which keeps its id and is not encoded again.
     The new index is written beside the old one and swapped in atomically.
 
@@ -61,16 +63,27 @@ def index(ctx: click.Context, request: ops.Build, index_dir: Path, as_json: bool
     if request.no_catalogue and request.catalogues:
         raise SemsearchCliError("choose one of --catalogue and --no-catalogue")
     request = dataclasses.replace(request, progress=not quiet and not as_json)
-    summary = application(ctx, index_dir).run("build", request)
+    try:
+        summary = application(ctx, index_dir).run("build", request)
+    except SkippedInputError as refused:  # --strict: each skipped input is named as a build names it, then the error
+        _say_skipped(refused.skipped)
+        raise
     _say_built(summary, request, as_json)
+
+
+def _say_skipped(lines: list[str]) -> None:
+    """A build's notices of what it skipped, on stderr, one line each."""
+    from semsearch.core.safe_text import clean_text
+
+    for line in lines:  # lines can quote a record: no control character reaches the terminal
+        say(f"skipped {clean_text(line, one_line=True)}")
 
 
 def _say_built(summary: Any, r: ops.Build, as_json: bool) -> None:
     """The build summary: notices on stderr, then one JSON line or the summary's lines."""
     from semsearch.core.safe_text import clean_text, json_text
 
-    for line in summary.skipped:  # lines can quote a record: no control character reaches the terminal
-        say(f"skipped {clean_text(line, one_line=True)}")
+    _say_skipped(summary.skipped)
     uncatalogued = (summary.catalogue or {}).get("uncatalogued", []) if r.list_uncatalogued else []
     for line in (summary.catalogue or {}).get("ties", []):
         say(f"catalogue tie: {clean_text(line, one_line=True)}")

@@ -226,6 +226,14 @@
     return { text: hit.score.toFixed(3), title: `${hit.mode} score` + (parts.length ? ` (${parts.join(", ")})` : "") };
   }
 
+  // A paper read from a PDF: the file (the server sends only a PDF the index read it from), at the passage's page.
+  function pdfLink(item) {
+    if (!(item.sources || []).some((s) => s.kind === "page")) return null;
+    const page = item.passage && Number.isInteger(item.passage.page) ? `#page=${item.passage.page}` : "";
+    return el("a", { href: `/api/documents/${encodeURIComponent(item.id)}/pdf${page}`, className: "pdf",
+      target: "_blank", rel: "noopener noreferrer", title: "The PDF this paper was read from" }, "PDF");
+  }
+
   function docLink(hit, className) {
     return el("a", { href: "#" + new URLSearchParams({ doc: hit.id }), className }, titleOf(hit));
   }
@@ -240,6 +248,9 @@
       snippet = el("p", { className: "snippet" }, text.length > 320 ? text.slice(0, 320) + "…" : text);
     }
     const collection = hit.metadata && hit.metadata.collection;
+    // A full-text index: the passage that matched, with its page.
+    const passage = hit.passage ? el("p", { className: "passage" },
+      el("span", { className: "page" }, `p. ${hit.passage.page}`), " ", readable(hit.passage.text)) : null;
     return el("article", { className: "hit", "data-id": hit.id },
       el("div", { className: "hit-head" },
         el("span", { className: "rank" }, `${hit.rank}.`),
@@ -247,6 +258,7 @@
         el("span", { className: "score", title: score.title }, score.text)),
       aboutLine(hit),
       snippet,
+      passage,
       el("div", { className: "meta" },
         sourcesLine(hit.sources),
         collection ? ` · ${cleanText(collection)}` : null,
@@ -261,6 +273,7 @@
       el("div", { className: "actions" },
         el("a", { href: "#" + new URLSearchParams({ related: hit.id }), className: "related" }, "Related papers"),
         el("a", { href: "#" + new URLSearchParams({ doc: hit.id }), className: "open" }, "Open"),
+        pdfLink(hit),
         el("a", { href: exportHref([hit.id], "bibtex"), className: "cite", target: "_blank",
           title: "This paper as BibTeX" }, "Cite"),
         tagButtons(hit.id)));
@@ -505,6 +518,7 @@
         el("h1", {}, titleOf(doc)),
         aboutLine(doc),
         el("p", { className: "cite-line" }, exportLinks([doc.id], "Cite as:")),
+        pdfLink(doc) ? el("p", { className: "pdf-line" }, pdfLink(doc)) : null,
         el("p", { className: "text" }, readable(doc.text)),
         factsTable(doc)),
       neighbours);
