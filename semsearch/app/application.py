@@ -298,7 +298,13 @@ class Application:
             where = list(r.where)
             shape = dict(where=where, min_score=r.min_score, diverse=r.diverse)
             if r.text is not None:
-                hits = v.index.related_to_text(r.text, want, explain=r.explain, **shape)  # type: ignore[arg-type]
+                hits = v.index.related_to_text(
+                    r.text,
+                    want,
+                    explain=r.explain,
+                    paper=r.paper,
+                    **shape,  # type: ignore[arg-type]
+                )
             elif r.offset is not None:  # a page: only the hits shown are explained
                 source = v.index.get(r.id or "")
                 hits = v.index.related(source.id, want, explain=False, **shape)  # type: ignore[arg-type]
@@ -358,6 +364,7 @@ class Application:
                 want,
                 not_like=r.not_like,
                 like_texts=r.like_texts,
+                like_papers=r.like_papers,
                 where=r.where,
                 since=since,
                 include_tagged=r.include_tagged,

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from semsearch.core import options
 from semsearch.core.options import ALSO_NEW_CAP, DEFAULT_K, MAX_K, MIN_FIT, RECOMMEND_METHODS
+from semsearch.core.records import GivenPaper
 
 CLI, HTTP, MCP = "cli", "http", "mcp"
 FACES = (CLI, HTTP, MCP)
@@ -381,6 +382,8 @@ class Related:
     )
     offset: int | None = _offset()
     explain: bool = arg(True, help="Give each hit its sentence nearest the paper.", faces=())  # not for citations
+    # The file --file read ``text`` from: its paper is left out by its PDF's content and ids too, not only its text.
+    paper: GivenPaper | None = arg(None, help="The paper the text was read from.", faces=())
 
 
 @dataclass(frozen=True)
@@ -448,6 +451,8 @@ class Recommend:
     offset: int | None = _offset()
     # Abstracts liked that the index does not hold: the command line reads them from --like-text files.
     like_texts: tuple[str, ...] = arg((), help="Texts of liked abstracts.", faces=())
+    # The papers of those files (PDFs): left out of what is recommended by their content and ids, not only text.
+    like_papers: tuple[GivenPaper, ...] = arg((), help="The papers liked abstracts were read from.", faces=())
 
 
 @dataclass(frozen=True)

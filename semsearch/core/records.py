@@ -37,6 +37,16 @@ class Passage:
     text: str
 
 
+@dataclass(frozen=True)
+class GivenPaper:
+    """A paper given as a file to find papers like it (``related --file``), and what names it in an index."""
+
+    text: str  # what is encoded: its title and abstract
+    title: str | None = None
+    sha256: str | None = None  # a PDF's content hash (a version's manifest records each source file's)
+    ids: tuple[tuple[str, str], ...] = ()  # what its first page shows, as metadata fields: ("doi", …), ("arxiv", …)
+
+
 @dataclass
 class Record:
     """One abstract as read from a source, before deduplication."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from semsearch.core.errors import QueryError
-from semsearch.core.records import Document, Hit
+from semsearch.core.records import Document, GivenPaper, Hit
 
 if TYPE_CHECKING:
     from scipy.sparse import spmatrix
@@ -249,6 +249,7 @@ def recommend(
     *,
     not_like: Sequence[str] = (),
     like_texts: Sequence[str] = (),
+    like_papers: Sequence[GivenPaper] = (),
     where: Sequence[str] = (),
     since: str | None = None,
     include_tagged: bool = False,
@@ -260,6 +261,8 @@ def recommend(
         like: tag names (their papers) and paper ids, external ids, id prefixes or DOIs.
         not_like: the same, for papers you do not want more of.
         like_texts: abstracts you have that are not in the index.
+        like_papers: the files some of them were read from (``paper_of_file``): the documents that are those
+            papers (a PDF with the same content, the same DOI or arXiv id: ``query.given``) are never recommended.
         where: metadata filters, as for ``Index.search``; ``since``: a version, a date or "last" (arrived since).
         include_tagged: also return papers that are in any tag (left out by default).
         method: see ``METHODS``; the default is ``DEFAULT_METHOD``, the best in docs/explanation/quality.md.
@@ -316,7 +319,7 @@ def recommend(
     if texts:
         keep &= ~_copies_of(X, extra, nums, index, texts)
     rows = np.flatnonzero(keep)
-    order = rows[np.lexsort((nums[rows], -scores[rows]))][:k]
+    order = _without_papers(index, rows[np.lexsort((nums[rows], -scores[rows]))], nums, like_papers, k)
     docs = index.store.get_many([int(nums[r]) for r in order])
     P = np.vstack([X[pos_rows]] + ([extra] if extra is not None else [])) if pos_rows else extra
     labels: list[tuple[str | None, str]] = [(d.id, d.label()) for d in pos_docs] + [(None, _opening(t)) for t in texts]
@@ -351,6 +354,27 @@ def _copies_of(X: np.ndarray, extra: np.ndarray | None, nums: np.ndarray, index:
             if same_paper(docs[int(nums[r])].text, own, text):
                 out[r] = True
     return out
+
+
+def _without_papers(
+    index: Index, order: np.ndarray, nums: np.ndarray, papers: Sequence[GivenPaper], k: int
+) -> np.ndarray:
+    """The first ``k`` rows of ``order`` that are none of the liked files' papers (``query.given``)."""
+    if not papers:
+        return order[:k]
+    from semsearch.query.given import GivenMatch
+
+    matches = [m for m in (GivenMatch(p, index.manifest.sources) for p in papers) if m]
+    if not matches:
+        return order[:k]
+    out: list[int] = []
+    start = 0
+    while len(out) < k and start < len(order):
+        chunk = order[start : start + k + 5]  # a few more than k: those papers are few
+        docs = index.store.get_many([int(nums[r]) for r in chunk])
+        out.extend(int(r) for r in chunk if not any(m(docs[int(nums[r])]) for m in matches))
+        start += len(chunk)
+    return np.asarray(out[:k], dtype=np.int64)
 
 
 def _sparse_inputs(index: Index, nums: np.ndarray, texts: Sequence[str]) -> tuple[Any, Any]:

@@ -8,8 +8,8 @@ marks (``abstract_source: "first-paragraph"``). Only the first pages are read, s
 
 A PDF that cannot be read (encrypted, no text layer, damaged, not a PDF, empty) is one line in the build's
 summary and no records: the build goes on. What a file yields is cached under its content's sha256, so an
-unchanged PDF is never read twice. ``abstract_of_file`` reads a file given as a query's abstract (a paper outside
-the index): a PDF the same way, and one that yields nothing is an ``InputError``.
+unchanged PDF is never read twice. ``paper_of_file`` reads a file given as a query's paper (``related --file``):
+a PDF the same way, with its content hash and ids, and one that yields nothing is an ``InputError``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 from semsearch.core import registry
 from semsearch.core.errors import InputError
-from semsearch.core.records import Provenance, Record, SourceFile
+from semsearch.core.records import GivenPaper, Provenance, Record, SourceFile
 from semsearch.ingest.fields import collect
 from semsearch.ingest.formats import FileFormat
 from semsearch.ingest.pdf_layout import Glyph, column_order, page_glyphs, page_lines, segments, turned
@@ -377,8 +377,14 @@ def join_hyphens(text: str, vocabulary: Counter[str]) -> str:
 
 
 def abstract_of_file(path: Path) -> str:
-    """A file given as an abstract: a PDF's title and abstract, read as a PDF source is, else the file's text.
+    """A file given as an abstract: a PDF's title and abstract, read as a PDF source is, else the file's text."""
+    return paper_of_file(path).text
 
+
+def paper_of_file(path: Path) -> GivenPaper:
+    """A file given as a paper: a PDF's title and abstract, read as a PDF source is, else the file's text.
+
+    A PDF's also says what names it in an index: its content hash, and the DOI and arXiv id its first page shows.
     A PDF is known by its name or by its ``%PDF-`` header, whatever its name; one that yields no title or abstract
     raises ``InputError`` naming the file and why.
     """
@@ -389,12 +395,14 @@ def abstract_of_file(path: Path) -> str:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     if start != _MAGIC and not path.name.lower().endswith(".pdf"):
         try:
-            return path.read_text(encoding="utf-8-sig")
+            return GivenPaper(path.read_text(encoding="utf-8-sig"))
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    records, _, lines = read_pdf(path, str(path))
+    records, source, lines = read_pdf(path, str(path))
     if not records:
         raise InputError(lines[0] if lines else f"{path}: no title or abstract found on page 1")
     record = records[0]
     # The text a document of this paper is encoded from: its title, then its abstract.
-    return f"{record.title} {record.text}" if record.title and not record.title_only else record.text
+    text = f"{record.title} {record.text}" if record.title and not record.title_only else record.text
+    ids = tuple((key, value) for key in ("doi", "arxiv") if isinstance(value := record.metadata.get(key), str))
+    return GivenPaper(text, record.title, source.sha256, ids)

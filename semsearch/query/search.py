@@ -21,7 +21,7 @@ from semsearch.core.errors import IndexCorruptError, NoMatchWarning, QueryError,
 from semsearch.core.limits import check_k, check_text
 from semsearch.core.options import MODES
 from semsearch.core.paperinfo import year_of
-from semsearch.core.records import Document, Hit
+from semsearch.core.records import Document, GivenPaper, Hit
 from semsearch.encode.embedder import Embedder
 from semsearch.encode.encoder_choice import check_requested_model, open_query_encoder
 from semsearch.query.fusion import DEFAULT_DEPTH
@@ -39,6 +39,7 @@ from semsearch.store.manifest import Manifest
 from semsearch.store.windows_part import open_windows
 
 if TYPE_CHECKING:
+    from semsearch.query.given import GivenMatch
     from semsearch.query.index_info import IndexInfo
     from semsearch.query.where import WhereFilters
     from semsearch.store.passages_part import PassageIndex
@@ -512,9 +513,12 @@ class Index:
         diverse: bool = False,
         diversity: float = DIVERSITY_LAMBDA,
         explain: bool = True,
+        paper: GivenPaper | None = None,
     ) -> list[Hit]:
         """The k papers nearest to an abstract given as text (cosine), leaving out copies of that abstract.
 
+        ``paper``: the file the text was read from (``related --file``); the documents that are that paper (a PDF
+        with its content, or its DOI or arXiv id: ``query.given``) are left out too, whatever their abstract.
         ``explain``: give each hit its sentence nearest the text as its highlight (as ``highlight_related``).
         """
         from semsearch.dedup.duplicates import same_paper, text_hash  # ``related --text`` only: a search never needs it
@@ -525,12 +529,19 @@ class Index:
         allowed = self.allowed_rows(where)
         self._say_why_nothing_matched(where, allowed, stacklevel=2)
         own = text_hash(text)
+        is_it: GivenMatch | None = None
+        if paper is not None:  # only a file's paper reads the recorded sources' names
+            from semsearch.query.given import GivenMatch
+
+            is_it = GivenMatch(paper, self.manifest.sources)
         shape = Shape(k, min_score, diverse, diversity, explain=False)
         # Copies of the given abstract rank first: look a little deeper, and deeper still if that was not enough.
         for extra in (5, len(self)):
             ranking = self._retrieval().rank(text, vector, "dense", allowed, shape.want + extra)
             docs = self.store.get_many([n for n, _ in ranking.ranked])
-            copies = frozenset(n for n, _ in ranking.ranked if same_paper(docs[n].text, own, text))
+            copies = frozenset(
+                n for n, _ in ranking.ranked if same_paper(docs[n].text, own, text) or (is_it and is_it(docs[n]))
+            )
             kept = [(n, s) for n, s in ranking.ranked if n not in copies]
             if len(kept) >= shape.want or len(ranking.ranked) < shape.want + extra:
                 break

@@ -14,9 +14,10 @@ import numpy as np
 from semsearch.core.errors import InputError, UnknownDocumentError
 from semsearch.core.faults import barrier
 from semsearch.core.fileio import utc_now
-from semsearch.core.records import Document
+from semsearch.core.records import Document, Provenance
 from semsearch.dedup import near_part
 from semsearch.dedup.near_part import no_near_keys
+from semsearch.dedup.paper_ids import PDF_KIND
 from semsearch.encode.encoder_choice import copy_encoder
 from semsearch.ingest.sources import PathLookup
 from semsearch.store import passages_part, windows_part
@@ -29,6 +30,10 @@ from semsearch.store.versions import PreviousVersion, VersionWriter, new_version
 from semsearch.write.contents import write_contents
 from semsearch.write.segment_writer import SegmentChange, publish_segment, segment_fit
 from semsearch.write.settings import BuildOptions, map_method_of
+
+# The provenance kinds whose record can bring a paper's full text (--full-text): a PDF file's page 1, and a Zotero
+# item, through its PDF attachments (ingest/pdf_text.py reads those two).
+_FULL_TEXT_KINDS = frozenset([PDF_KIND, "item"])
 
 
 @dataclass
@@ -123,13 +128,17 @@ def remove_documents(
         finally:
             store.close()
         kept: list[Document] = []
+        bare: set[int] = set()  # kept documents left with no source of full text: no passages, as a full build
         for doc in documents:
-            doc.sources = [p for p in doc.sources if p.file not in gone_files]
+            had, doc.sources = doc.sources, [p for p in doc.sources if p.file not in gone_files]
             if doc.id not in drop and doc.sources:
                 kept.append(doc)
+                if _loses_full_text(had, doc.sources):
+                    bare.add(doc_num(doc.id))
 
+        nums = [doc_num(d.id) for d in kept]
         _, exact = open_version_vectors(version, manifest)
-        kept_vecs = exact.get([doc_num(d.id) for d in kept])
+        kept_vecs = exact.get(nums)
 
         if (version / ENCODER_DIR).is_dir():
             copy_encoder(version / ENCODER_DIR, writer.path / ENCODER_DIR)
@@ -142,9 +151,9 @@ def remove_documents(
             memory_budget=ann.get("memory_budget") or None,
             previous=previous,
             map_method=method,
-            windows=windows_part.carry(version, manifest, [doc_num(d.id) for d in kept]),
-            passages=passages_part.carry(version, manifest, [doc_num(d.id) for d in kept]),
-            near_keys=near_part.carry(version, manifest, [doc_num(d.id) for d in kept]),
+            windows=windows_part.carry(version, manifest, nums),
+            passages=passages_part.carry(version, manifest, [n for n in nums if n not in bare]),
+            near_keys=near_part.carry(version, manifest, nums),
         )
         removed = len(documents) - len(kept)
         counts = replace(
@@ -179,6 +188,14 @@ def _removal_fields(manifest: Manifest, gone_paths: set[str], by_id: bool) -> di
     }
 
 
+def _loses_full_text(before: Sequence[Provenance], after: Sequence[Provenance]) -> bool:
+    """Whether a removal takes the last of a document's sources that could bring its full text (a PDF, a Zotero item).
+
+    Its passages were read from one of those: a full build of the sources left gives it none.
+    """
+    return any(p.kind in _FULL_TEXT_KINDS for p in before) and not any(p.kind in _FULL_TEXT_KINDS for p in after)
+
+
 def _read_counts(documents: Sequence[Document]) -> dict[str, int]:
     """What these documents count toward ``read``, ``exact_duplicates`` and ``near_duplicates``, as a build counts.
 
@@ -205,7 +222,8 @@ def _remove_as_segment(
     share: float,
     map_method: str,
 ) -> RemoveSummary | None:
-    """Publish the removal as a segment of the live version (None when it is too big a change for one).
+    """Publish the removal as a segment of the live version (None when it is too big a change for one, or one that
+    takes a kept document's passages: a segment carries those whole).
 
     ``removal`` is (ids dropped by name, provenance file names removed, their recorded paths).
     """
@@ -214,9 +232,15 @@ def _remove_as_segment(
     dropped: list[Document] = []
     changed: list[Document] = []
     before = _read_counts(touched)
+    bare: list[int] = []  # kept documents left with no source of full text
     for doc in touched:
-        doc.sources = [p for p in doc.sources if p.file not in gone_files]
+        had, doc.sources = doc.sources, [p for p in doc.sources if p.file not in gone_files]
         (changed if doc.id not in drop and doc.sources else dropped).append(doc)
+        if doc.sources and doc.id not in drop and _loses_full_text(had, doc.sources):
+            bare.append(doc_num(doc.id))
+    held = passages_part.carry(previous.path, manifest, bare) if bare else None
+    if held is not None and len(held):
+        return None  # a segment carries a rewritten document's passages whole: only a rewrite drops them
     left = _read_counts(changed)
     after = manifest.counts.documents - len(dropped)
     fit = segment_fit(previous, len(touched), after, len(dropped), share=share, map_method=map_method)

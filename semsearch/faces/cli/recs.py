@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from semsearch.app import operations as ops
+from semsearch.core.records import GivenPaper
 from semsearch.core.wording import count
 from semsearch.faces.cli.common import SemsearchCliError, SeveralValues, application, index_option, request_options
 
@@ -88,16 +89,17 @@ def recommend(
     The default method is the one measured best (docs: Explanations, Quality).
     """
     fmt = _fmt(fmt, as_json, as_jsonl)
-    request = dataclasses.replace(request, like_texts=tuple(_read_file(p) for p in like_files))
+    papers = tuple(_read_file(p) for p in like_files)
+    request = dataclasses.replace(request, like_texts=tuple(p.text for p in papers), like_papers=papers)
     recs = application(ctx, index_dir).run("recommend", request).recommendations
     rows = [r.to_dict() for r in recs]
     _print_rows(rows, fmt, _recommend_table(recs), [r.hit for r in recs])
 
 
-def _read_file(path: Path) -> str:
-    from semsearch.ingest.pdf import abstract_of_file
+def _read_file(path: Path) -> GivenPaper:
+    from semsearch.ingest.pdf import paper_of_file
 
-    return sys.stdin.read() if str(path) == "-" else abstract_of_file(path)
+    return GivenPaper(sys.stdin.read()) if str(path) == "-" else paper_of_file(path)
 
 
 def _recommend_table(recs: Sequence[Any]) -> str:

@@ -182,9 +182,10 @@ def related(
     if len(given) != 1:
         raise SemsearchCliError("give exactly one of DOC_ID, --text or --file")
     if file_ is not None:
-        from semsearch.ingest.pdf import abstract_of_file  # imported here: a query reads no file
+        from semsearch.ingest.pdf import paper_of_file  # imported here: a query reads no file
 
-        request = dataclasses.replace(request, text=abstract_of_file(file_))
+        paper = paper_of_file(file_)
+        request = dataclasses.replace(request, text=paper.text, paper=paper)
     if request.text is not None:
         request = dataclasses.replace(request, text=request.text or "")
     app = application(ctx, index_dir)
