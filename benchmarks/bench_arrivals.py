@@ -87,50 +87,40 @@ def with_steps(fn: Callable[[], T]) -> tuple[T, dict[str, Any]]:
     import functools
     import importlib
 
+    from semsearch.write.contents import INDEX_PARTS
+
     figures: dict[str, Any] = {}
-    originals = []
+    originals: list[tuple[Any, str, Any]] = []
+
+    def wrap(owner: Any, name: str, original: Any, label: str) -> None:
+        originals.append((owner, name, original))
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            w, t = written(), time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                s, b = figures.get(label, (0.0, 0))
+                figures[label] = (round(s + time.perf_counter() - t, 2), b + written() - w)
+
+        setattr(owner, name, timed)
+
     for module_name, names in STEPS.items():
         module = importlib.import_module(module_name)
         for name in names:
-            original = getattr(module, name)
-            originals.append((module, name, original))
-
-            @functools.wraps(original)
-            def timed(*args: Any, _f: Any = original, _n: str = name, **kwargs: Any) -> Any:
-                w, t = written(), time.perf_counter()
-                try:
-                    return _f(*args, **kwargs)
-                finally:
-                    s, b = figures.get(_n, (0.0, 0))
-                    figures[_n] = (round(s + time.perf_counter() - t, 2), b + written() - w)
-
-            setattr(module, name, timed)
-    from semsearch.write.contents import INDEX_PARTS
-
+            wrap(module, name, getattr(module, name), name)
     # Every part's writers too (documents, filter columns, ...), named "<part>.write_base" / ".write_segment".
     for part in INDEX_PARTS:
         for name in ("write_base", "write_segment"):
-            owner = type(part)
-            original = owner.__dict__.get(name)
-            if original is None:
-                continue
-            originals.append((owner, name, original))
-
-            @functools.wraps(original)
-            def timed_part(*args: Any, _f: Any = original, _n: str = f"{part.name}.{name}", **kwargs: Any) -> Any:
-                w, t = written(), time.perf_counter()
-                try:
-                    return _f(*args, **kwargs)
-                finally:
-                    s, b = figures.get(_n, (0.0, 0))
-                    figures[_n] = (round(s + time.perf_counter() - t, 2), b + written() - w)
-
-            setattr(owner, name, timed_part)
+            original = type(part).__dict__.get(name)
+            if original is not None:
+                wrap(type(part), name, original, f"{part.name}.{name}")
     try:
         return fn(), {k: {"s": s, "bytes_written": b} for k, (s, b) in figures.items()}
     finally:
-        for module, name, original in originals:
-            setattr(module, name, original)
+        for owner, name, original in originals:
+            setattr(owner, name, original)
 
 
 def percentile_ms(samples: Sequence[float], q: float) -> float:

@@ -61,6 +61,22 @@ def pdf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def text_reads(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The PDFs whose full text is read (a reading taken from the cache reads none)."""
+    from semsearch.ingest import pdf_text
+
+    seen: list[bytes] = []
+    real = pdf_text.read_pages
+
+    def counting(raw: bytes) -> list[str]:
+        seen.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(pdf_text, "read_pages", counting)
+    return seen
+
+
+@pytest.fixture
 def pdf_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The files the PDF reader opens (a reading taken from the cache opens none)."""
     from semsearch.ingest import pdf

@@ -459,8 +459,37 @@ class Library:
         c.execute("COMMIT")
         return item_id
 
+    def attach(self, parent: int, key: str, where: str, pdf: Path | None = None) -> int:
+        """A PDF attachment of ``parent`` at ``where`` ("storage:NAME" or a path); ``pdf`` copied into storage/."""
+        item_id = self.next_id
+        self.next_id += 1
+        self.conn.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, 2, 1, ?)", (item_id, key))
+        self.conn.execute(
+            "INSERT INTO itemAttachments VALUES (?, ?, 0, 'application/pdf', ?)", (item_id, parent, where)
+        )
+        if pdf is not None and where.startswith("storage:"):
+            folder = self.path.parent / "storage" / key
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copy(pdf, folder / where.removeprefix("storage:"))
+        return item_id
+
     def close(self) -> None:
         self.conn.close()
+
+
+def passages_by_title(index_path: Path) -> dict[str, list[tuple[int, str]]]:
+    """Every live document's passages (page, text) in a full-text index, by title."""
+    from semsearch.query.search import Index
+
+    with Index.open(index_path, embedder=FakeEmbedder()) as index:
+        assert index.passages is not None
+        docs = list(index.store.iter_documents())
+        nums = [int(d.id, 16) for d in docs]
+        held = index.passages.get(nums)
+        return {
+            doc.title or doc.id: [(int(held.pages[r]), held.texts[r]) for r in np.flatnonzero(held.ids == num)]
+            for doc, num in zip(docs, nums, strict=True)
+        }
 
 
 # ---------------------------------------------------------------------------------------------- ray

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from semsearch.core.errors import IndexCorruptError
+from semsearch.store.windows_part import rows_of
 
 if TYPE_CHECKING:
     from semsearch.store.manifest import Manifest
@@ -189,15 +190,7 @@ class PassageIndex:
 
     def _rows(self, part: _Part, nums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(position in ``nums``, row) of every live passage of ``nums`` in ``part``."""
-        lo = np.searchsorted(part.ids, nums, side="left")
-        hi = np.searchsorted(part.ids, nums, side="right")
-        if len(part.hidden):
-            hi = np.where(np.isin(nums, part.hidden), lo, hi)
-        lengths = hi - lo
-        total = int(lengths.sum())
-        owner = np.repeat(np.arange(len(nums)), lengths)
-        rows = np.repeat(lo, lengths) + (np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths))
-        return owner, rows.astype(np.int64)
+        return rows_of(part.ids, part.hidden, nums)
 
     def get(self, nums: Sequence[int] | np.ndarray) -> PassageSet:
         """The passages of these document numbers (each document's in its order; none for those without)."""

@@ -182,15 +182,7 @@ class WindowIndex:
 
     def _rows(self, part: _Part, nums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(position in ``nums``, row) of every window of ``nums`` live in ``part``."""
-        lo = np.searchsorted(part.ids, nums, side="left")
-        hi = np.searchsorted(part.ids, nums, side="right")
-        if len(part.hidden):
-            hi = np.where(np.isin(nums, part.hidden), lo, hi)
-        lengths = hi - lo
-        total = int(lengths.sum())
-        owner = np.repeat(np.arange(len(nums)), lengths)
-        rows = np.repeat(lo, lengths) + (np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths))
-        return owner, rows.astype(np.int64)
+        return rows_of(part.ids, part.hidden, nums)
 
     def get(self, nums: Sequence[int] | np.ndarray) -> WindowSet:
         """The windows of these document numbers (each document's in its order; none for those without)."""
@@ -225,6 +217,19 @@ class WindowIndex:
         order = np.lexsort((top, -mixed))
         out_nums = np.concatenate([top[order], nums[depth:]])
         return out_nums, np.concatenate([mixed[order], np.asarray(scores[depth:], dtype=np.float32)])
+
+
+def rows_of(ids: np.ndarray, hidden: np.ndarray, nums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in ``nums``, row) of every row of ``ids`` (ascending) that belongs to ``nums`` and is not hidden."""
+    lo = np.searchsorted(ids, nums, side="left")
+    hi = np.searchsorted(ids, nums, side="right")
+    if len(hidden):
+        hi = np.where(np.isin(nums, hidden), lo, hi)
+    lengths = hi - lo
+    total = int(lengths.sum())
+    owner = np.repeat(np.arange(len(nums)), lengths)
+    rows = np.repeat(lo, lengths) + (np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths))
+    return owner, rows.astype(np.int64)
 
 
 def carry(version: Path, manifest: Manifest, nums: Sequence[int] | np.ndarray) -> WindowSet | None:

@@ -15,20 +15,6 @@ from semsearch.ingest.sources import read_sources
 from tests.helpers import BAD_PDFS, PDF_EXPECTED, PDFS, Library, pdf_compare_form
 
 
-@pytest.fixture
-def text_reads(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    """The PDFs whose full text is read (a reading taken from the cache reads none)."""
-    seen: list[bytes] = []
-    real = pdf_text.read_pages
-
-    def counting(raw: bytes) -> list[str]:
-        seen.append(raw)
-        return real(raw)
-
-    monkeypatch.setattr(pdf_text, "read_pages", counting)
-    return seen
-
-
 def _found(passages: list[Passage], sentence: str) -> list[int]:
     """The pages of the passages that hold a sentence whole."""
     want = pdf_compare_form(sentence)
@@ -111,14 +97,7 @@ def test_a_zotero_item_with_an_abstract_takes_its_attachment_full_text(tmp_path:
     folder.mkdir()
     lib = Library(folder / "zotero.sqlite")
     parent = lib.add("journalArticle", "PAPER001", title="Own title", abstractNote="The library's own abstract.")
-    item_id = lib.next_id
-    lib.next_id += 1
-    lib.conn.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, 2, 1, 'ATTACH01')", (item_id,))
-    lib.conn.execute(
-        "INSERT INTO itemAttachments VALUES (?, ?, 0, 'application/pdf', 'storage:paper.pdf')", (item_id, parent)
-    )
-    (folder / "storage" / "ATTACH01").mkdir(parents=True)
-    shutil.copy(PDFS / "09-twocol-hyphen.pdf", folder / "storage" / "ATTACH01" / "paper.pdf")
+    lib.attach(parent, "ATTACH01", "storage:paper.pdf", PDFS / "09-twocol-hyphen.pdf")
     lib.close()
     (record,) = read_sources([str(folder / "zotero.sqlite")]).records
     assert record.text == "The library's own abstract." and not record.passages  # nothing read yet

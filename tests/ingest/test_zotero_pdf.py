@@ -20,13 +20,7 @@ def _library(tmp_path: Path, attachments: list[tuple[str, str | None, str]], **f
     lib = Library(folder / "zotero.sqlite")
     parent = lib.add("journalArticle", "PAPER001", title=TITLE, creators=(("Ada", "Lovelace", "author"),), **fields)
     for key, fixture, where in attachments:
-        item_id = lib.next_id
-        lib.next_id += 1
-        lib.conn.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, 2, 1, ?)", (item_id, key))
-        lib.conn.execute("INSERT INTO itemAttachments VALUES (?, ?, 0, 'application/pdf', ?)", (item_id, parent, where))
-        if fixture is not None and where.startswith("storage:"):
-            (folder / "storage" / key).mkdir(parents=True)
-            shutil.copy(PDFS / fixture, folder / "storage" / key / where.removeprefix("storage:"))
+        lib.attach(parent, key, where, PDFS / fixture if fixture is not None else None)
     lib.close()
     return folder / "zotero.sqlite"
 

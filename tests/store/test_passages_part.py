@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from semsearch.core.errors import QueryError
-from semsearch.ingest import pdf_text
 from semsearch.query.search import Index
 from semsearch.store import passages_part
 from semsearch.store.layout import current_version
@@ -19,24 +18,10 @@ from semsearch.store.passages_part import FILES, PASSAGE_OFFSETS_FILE, PASSAGE_T
 from semsearch.write.build import BuildOptions, build_index
 from semsearch.write.remove import remove_documents
 from semsearch.write.verify import verify_index
-from tests.helpers import PDFS, FakeEmbedder
+from tests.helpers import PDFS, FakeEmbedder, passages_by_title
 
 FULL = BuildOptions(progress=False, full_text=True, map_method="off")  # no map: every change fits a segment
 QUIET = BuildOptions(progress=False, map_method="off")
-
-
-@pytest.fixture
-def text_reads(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    """The PDFs whose full text is read (a reading taken from the cache reads none)."""
-    seen: list[bytes] = []
-    real = pdf_text.read_pages
-
-    def counting(raw: bytes) -> list[str]:
-        seen.append(raw)
-        return real(raw)
-
-    monkeypatch.setattr(pdf_text, "read_pages", counting)
-    return seen
 
 
 def _papers(tmp_path: Path, *names: str) -> Path:
@@ -45,20 +30,6 @@ def _papers(tmp_path: Path, *names: str) -> Path:
     for name in names:
         shutil.copy(PDFS / name, folder / name)
     return folder
-
-
-def _passages_by_title(index_path: Path) -> dict[str, list[tuple[int, str]]]:
-    """Every live document's passages (page, text), by title."""
-    with Index.open(index_path, embedder=FakeEmbedder()) as index:
-        assert index.passages is not None
-        docs = list(index.store.iter_documents())
-        nums = [int(d.id, 16) for d in docs]
-        held = index.passages.get(nums)
-        out: dict[str, list[tuple[int, str]]] = {}
-        for doc, num in zip(docs, nums, strict=True):
-            rows = np.flatnonzero(held.ids == num)
-            out[doc.title or doc.id] = [(int(held.pages[r]), held.texts[r]) for r in rows]
-        return out
 
 
 def test_a_full_text_build_writes_passages_and_an_abstract_only_build_none(tmp_path: Path) -> None:
@@ -79,7 +50,7 @@ def test_a_full_text_build_writes_passages_and_an_abstract_only_build_none(tmp_p
     version = current_version(full)
     assert all((version / name).is_file() for name in FILES)
     assert has_passages(Manifest.read(version))
-    held = _passages_by_title(full)
+    held = passages_by_title(full)
     assert len(held) == 2 and all(len(p) > 10 for p in held.values())
     assert verify_index(full) == []
 
@@ -91,7 +62,7 @@ def test_an_unchanged_refresh_reads_no_full_text_and_a_refresh_keeps_the_setting
     index = tmp_path / "idx"
     build_index([str(papers)], index, FULL, embedder=FakeEmbedder())
     assert len(text_reads) == 2
-    before = _passages_by_title(index)
+    before = passages_by_title(index)
     again = build_index(None, index, QUIET, embedder=FakeEmbedder())  # no --full-text given: the index's setting
     assert again.unchanged and len(text_reads) == 2
 
@@ -101,7 +72,7 @@ def test_an_unchanged_refresh_reads_no_full_text_and_a_refresh_keeps_the_setting
     )
     assert added.segments == 1 and added.added == 1
     assert len(text_reads) == 3  # only the arrival's full text is read
-    after = _passages_by_title(index)
+    after = passages_by_title(index)
     assert {t: p for t, p in after.items() if t in before} == before
     assert len(after) == 3 and all(after.values())
     assert has_passages(Manifest.read(current_version(index)))
@@ -111,7 +82,7 @@ def test_an_unchanged_refresh_reads_no_full_text_and_a_refresh_keeps_the_setting
         None, index, BuildOptions(progress=False, rewrite=True, map_method="off"), embedder=FakeEmbedder()
     )
     assert merged.segments == 0
-    assert _passages_by_title(index) == after
+    assert passages_by_title(index) == after
     assert len(text_reads) == 3  # a rewrite reads the full text from the cache
 
 
@@ -120,11 +91,11 @@ def test_removal_drops_a_papers_passages_and_keeps_the_rest(tmp_path: Path, shar
     papers = _papers(tmp_path, "01-single.pdf", "05-twocol.pdf", "09-twocol-hyphen.pdf")
     index = tmp_path / "idx"
     build_index([str(papers)], index, FULL, embedder=FakeEmbedder())
-    before = _passages_by_title(index)
+    before = passages_by_title(index)
     with Index.open(index, embedder=FakeEmbedder()) as opened:
         gone = next(d for d in opened.store.iter_documents() if "Privacy" in (d.title or ""))
     remove_documents(index, ids=[gone.id], merge_share=share, map_method="off")
-    after = _passages_by_title(index)
+    after = passages_by_title(index)
     assert after == {t: p for t, p in before.items() if t != gone.title}
     with Index.open(index, embedder=FakeEmbedder()) as opened:
         assert opened.passages is not None
@@ -180,12 +151,12 @@ def test_a_pdf_joining_an_indexed_paper_lends_it_its_passages(tmp_path: Path) ->
     (papers / "papers.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
     index = tmp_path / "idx"
     build_index([str(papers)], index, FULL, embedder=FakeEmbedder())
-    assert _passages_by_title(index) == {exp["title"]: []}  # a JSONL record has no full text
+    assert passages_by_title(index) == {exp["title"]: []}  # a JSONL record has no full text
     shutil.copy(PDFS / "05-twocol.pdf", papers / "05-twocol.pdf")
     appending = BuildOptions(progress=False, merge_share=1.0, map_method="off")
     joined = build_index(None, index, appending, embedder=FakeEmbedder())
     assert joined.documents == 1 and "full text" in joined.rewritten_because
-    (held,) = _passages_by_title(index).values()
+    (held,) = passages_by_title(index).values()
     assert len(held) > 10
 
 
@@ -241,7 +212,7 @@ def test_a_refresh_that_merges_two_indexed_papers_keeps_the_passages_a_full_buil
     appending = BuildOptions(progress=False, merge_share=1.0, map_method="off")
     merged = build_index(None, index, appending, embedder=FakeEmbedder())
     assert "merge in a full-text index" in merged.rewritten_because
-    refreshed = _passages_by_title(index)
+    refreshed = passages_by_title(index)
     build_index(None, index, BuildOptions(progress=False, map_method="off", full=True), embedder=FakeEmbedder())
-    assert refreshed == _passages_by_title(index)
+    assert refreshed == passages_by_title(index)
     assert len(refreshed[exp["title"]]) > 10

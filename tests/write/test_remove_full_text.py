@@ -16,25 +16,12 @@ from semsearch.store.manifest import Manifest
 from semsearch.write.build import BuildOptions, build_index
 from semsearch.write.remove import remove_documents
 from semsearch.write.verify import verify_index
-from tests.helpers import PDF_EXPECTED, PDFS, FakeEmbedder, Library
+from tests.helpers import PDF_EXPECTED, PDFS, FakeEmbedder, Library, passages_by_title
 
 FULL = BuildOptions(progress=False, full_text=True, map_method="off")  # no map: every change fits a segment
 REBUILD = BuildOptions(progress=False, map_method="off", full=True)
 MERGED = "05-twocol.pdf"  # a PDF whose paper a JSONL record also gives (the same title and abstract)
 OTHER = "01-single.pdf"  # a PDF of its own
-
-
-def _passages_by_title(index_path: Path) -> dict[str, list[tuple[int, str]]]:
-    """Every live document's passages (page, text), by title."""
-    with Index.open(index_path, embedder=FakeEmbedder()) as index:
-        assert index.passages is not None
-        docs = list(index.store.iter_documents())
-        nums = [int(d.id, 16) for d in docs]
-        held = index.passages.get(nums)
-        return {
-            doc.title or doc.id: [(int(held.pages[r]), held.texts[r]) for r in np.flatnonzero(held.ids == num)]
-            for doc, num in zip(docs, nums, strict=True)
-        }
 
 
 def _segments(index_path: Path) -> int:
@@ -64,12 +51,12 @@ def test_removing_a_papers_pdf_drops_its_passages_as_a_full_build(tmp_path: Path
     index = tmp_path / "idx"
     assert build_index([str(papers)], index, FULL, embedder=FakeEmbedder()).documents == 2
     title = PDF_EXPECTED[MERGED]["title"]
-    before = _passages_by_title(index)
+    before = passages_by_title(index)
     assert len(before[title]) > 10
 
     summary = remove_documents(index, sources=[str(papers / MERGED)], merge_share=share, map_method="off")
     assert (summary.removed, summary.documents) == (0, 2)  # the paper stays: its JSONL record still gives it
-    after = _passages_by_title(index)
+    after = passages_by_title(index)
     assert after == {**before, title: []}
     with Index.open(index, embedder=FakeEmbedder()) as opened:
         assert opened.passages is not None
@@ -78,17 +65,17 @@ def test_removing_a_papers_pdf_drops_its_passages_as_a_full_build(tmp_path: Path
         assert all(h.passage is None for h in opened.search(title, 2) if h.id == doc.id)
     assert verify_index(index) == []
     build_index(None, index, REBUILD, embedder=FakeEmbedder())  # the remaining sources, read again
-    assert _passages_by_title(index) == after
+    assert passages_by_title(index) == after
 
 
 def test_removing_another_source_keeps_the_pdfs_passages_in_a_segment(tmp_path: Path) -> None:
     papers = _papers(tmp_path)
     index = tmp_path / "idx"
     build_index([str(papers)], index, FULL, embedder=FakeEmbedder())
-    before = _passages_by_title(index)
+    before = passages_by_title(index)
     remove_documents(index, sources=[str(papers / "papers.jsonl")], merge_share=1.0, map_method="off")
     assert _segments(index) == 1  # nothing to drop: the removal stays a segment
-    assert _passages_by_title(index) == before
+    assert passages_by_title(index) == before
     assert verify_index(index) == []
 
 
@@ -98,14 +85,7 @@ def test_removing_a_zotero_library_drops_the_passages_its_attachment_gave(tmp_pa
     folder.mkdir()
     lib = Library(folder / "zotero.sqlite")
     parent = lib.add("journalArticle", "PAPER001", title=exp["title"], abstractNote=exp["abstract"])
-    item_id = lib.next_id
-    lib.next_id += 1
-    lib.conn.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, 2, 1, 'ATTACH01')", (item_id,))
-    lib.conn.execute(
-        "INSERT INTO itemAttachments VALUES (?, ?, 0, 'application/pdf', 'storage:paper.pdf')", (item_id, parent)
-    )
-    (folder / "storage" / "ATTACH01").mkdir(parents=True)
-    shutil.copy(PDFS / MERGED, folder / "storage" / "ATTACH01" / "paper.pdf")
+    lib.attach(parent, "ATTACH01", "storage:paper.pdf", PDFS / MERGED)
     lib.close()
     papers = tmp_path / "papers"
     papers.mkdir()
@@ -113,8 +93,8 @@ def test_removing_a_zotero_library_drops_the_passages_its_attachment_gave(tmp_pa
     index = tmp_path / "idx"
     sources = [str(folder / "zotero.sqlite"), str(jsonl)]
     assert build_index(sources, index, FULL, embedder=FakeEmbedder()).documents == 1
-    assert len(_passages_by_title(index)[exp["title"]]) > 10
+    assert len(passages_by_title(index)[exp["title"]]) > 10
 
     remove_documents(index, sources=[str(folder / "zotero.sqlite")], merge_share=1.0, map_method="off")
-    assert _passages_by_title(index) == {exp["title"]: []}
+    assert passages_by_title(index) == {exp["title"]: []}
     assert verify_index(index) == []
